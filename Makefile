@@ -1,0 +1,31 @@
+# Two entry points that work on a fresh machine with Python 3.11 and a C compiler:
+#   make demo   set up .venv (once) and run the main job
+#   make test   set up .venv (once) and run the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+# torch first, pinned to the CPU wheel, so that nothing later pulls a CUDA build;
+# l4casadi builds from source against the installed torch, so it needs its build tools first.
+$(STAMP): setup.cfg pyproject.toml | $(BIN)/python
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install "setuptools>=68.1" "scikit-build>=0.17" "cmake>=3.27" "ninja>=1.11" wheel
+	CMAKE_POLICY_VERSION_MINIMUM=3.5 $(BIN)/pip install --no-build-isolation "l4casadi>=2.0"
+	$(BIN)/pip install -e ".[dev,mhe]"
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/python -m torch_ude.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) *.egg-info

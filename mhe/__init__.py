@@ -1,0 +1,3 @@
+"""PEM-MHE identification from partial measurements (CasADi + L4CasADi)."""
+
+__all__: list[str] = []

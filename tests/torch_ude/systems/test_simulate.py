@@ -1,0 +1,80 @@
+"""Simulator: RK4 accuracy, reproducibility, chunking, noise scale, segments, bad input."""
+import numpy as np
+import pytest
+import torch
+
+from torch_ude import DoublePendulum, SinglePendulum
+from torch_ude.systems import Simulator, simulate
+
+
+def test_reproducible_from_a_seed_and_seed_dependent():
+    p = SinglePendulum()
+    a, b, c = simulate(p, 5.0, seed=3), simulate(p, 5.0, seed=3), simulate(p, 5.0, seed=4)
+    assert np.array_equal(a.y, b.y) and np.array_equal(a.x, b.x)
+    assert not np.array_equal(a.y, c.y)
+
+
+def test_chunked_reads_equal_one_read():
+    p = SinglePendulum(reexcite_interval=(0.5, 1.0))
+    whole = Simulator(p, noise=0.02, seed=1, rms_horizon=3.0).read(7000)
+    sim = Simulator(p, noise=0.02, seed=1, rms_horizon=3.0)
+    parts = [sim.read(k) for k in (1, 39, 40, 2920, 4000)]
+    assert np.array_equal(np.concatenate([r.y for r in parts]), whole.y)
+    assert np.array_equal(np.concatenate([r.segment for r in parts]), whole.segment)
+    assert np.allclose(np.concatenate([r.t for r in parts]), whole.t)
+
+
+def test_noise_is_relative_to_channel_rms():
+    p = SinglePendulum()
+    rec = simulate(p, 30.0, noise=0.05, seed=2)
+    rms = np.sqrt(np.mean(rec.x**2, axis=0))
+    assert np.allclose(rec.sigma, 0.05 * rms)
+    measured = np.std(rec.y - rec.x, axis=0)
+    assert np.allclose(measured, rec.sigma, rtol=0.02)
+    assert np.array_equal(simulate(p, 2.0, noise=0.0).y, simulate(p, 2.0, noise=0.0).x)
+
+
+def test_segments_follow_the_true_field_and_start_at_x0():
+    p = SinglePendulum()
+    rec = simulate(p, 20.0, noise=0.0, seed=0)
+    assert np.allclose(rec.x[0], [1.2, 0.0])
+    assert rec.segment[0] == 0 and rec.segment[-1] >= 2  # intervals of 4-8 s
+    # inside one segment the samples obey the ODE: central differences match f*(x)
+    f = p.true_field()
+    seg = rec.segment == 1
+    x = rec.x[seg]
+    fd = (x[2:] - x[:-2]) * (rec.fs / 2)
+    model = f(torch.as_tensor(x[1:-1])).numpy()
+    assert np.max(np.abs(fd - model)) < 1e-4
+    # the energy never exceeds that of x0
+    assert float((p.energy(torch.as_tensor(rec.x)) / p.energy0).max()) <= 1.0 + 1e-6
+
+
+def test_rk4_step_converges_at_fourth_order():
+    p = SinglePendulum(reexcite_interval=(100.0, 100.0))
+    ref = Simulator(p, fs=1000.0, noise=0.0, substeps=8, rms_horizon=1.0).read(1001).x[-1]
+    err = []
+    for fs in (50.0, 100.0):
+        x = Simulator(p, fs=fs, noise=0.0, rms_horizon=1.0).read(int(fs) + 1).x[-1]
+        err.append(np.linalg.norm(x - ref))
+    assert 12.0 < err[0] / err[1] < 20.0
+
+
+def test_double_pendulum_stream_runs():
+    rec = simulate(DoublePendulum(), 1.0, noise=0.01, seed=0)
+    assert rec.y.shape == (1000, 4) and np.all(np.isfinite(rec.y))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"fs": 0.0}, "fs"), ({"fs": -5.0}, "fs"), ({"noise": -0.1}, "noise"), ({"substeps": 0}, "substeps"),
+])
+def test_bad_simulator_settings_are_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Simulator(SinglePendulum(), **kwargs)
+
+
+def test_bad_durations_are_errors():
+    with pytest.raises(ValueError, match="duration must be positive"):
+        simulate(SinglePendulum(), 0.0)
+    with pytest.raises(ValueError, match="n_ticks"):
+        Simulator(SinglePendulum(), rms_horizon=0.1).read(-1)

@@ -1,0 +1,133 @@
+"""The hand-written jet gradient (Eq. 14-16) against torch.func and complex-step differentiation.
+
+36 conditions: both plants x Cases A/B/C x lambda2 in {0, 0.1} x three (batch, weight
+seed) pairs, all float64.
+"""
+import copy
+
+import pytest
+import torch
+from torch.func import functional_call, grad, jvp
+
+from torch_ude import JetLoss
+from tests.torch_ude.helpers import random_batch, random_field
+
+CONDITIONS = [
+    (plant, case, lam2, batch, seed)
+    for plant in ("single", "double")
+    for case in ("A", "B", "C")
+    for lam2 in (0.0, 0.1)
+    for batch, seed in ((1, 0), (7, 1), (64, 2))
+]
+
+
+def _loss_for(field, lam2, seed):
+    n = field.n_states
+    gen = torch.Generator().manual_seed(500 + seed)
+    return JetLoss(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen), 1.0, lam2)
+
+
+def _naive_loss(field, loss, x, xd, xdd):
+    """The loss with G = J_F F by forward-mode autograd, as a function of the MLP weights."""
+    names = [name for name, _ in field.mlp.named_parameters()]
+
+    def value(params):
+        def f(xx):
+            return field.known(xx) + field.out_scale * functional_call(
+                field.mlp, dict(zip(names, params)), (xx / field.in_scale,))
+        val = f(x)
+        _, g = jvp(f, (x,), (val,))
+        r1, r2 = (xd - val) / loss.s1, (xdd - g) / loss.s2
+        return (loss.lambda1 * (r1 * r1).sum() + loss.lambda2 * (r2 * r2).sum()) / x.shape[0]
+
+    params = [p.detach() for _, p in field.mlp.named_parameters()]
+    order = {id(p): i for i, (_, p) in enumerate(field.mlp.named_parameters())}
+    return value, params, [order[id(p)] for p in field.parameters_list()]
+
+
+def _rel(a, b):
+    num = torch.sqrt(sum(((x - y) ** 2).sum() for x, y in zip(a, b)))
+    den = torch.sqrt(sum((y**2).sum() for y in b))
+    return float(num / den)
+
+
+@pytest.mark.parametrize("plant,case,lam2,batch,seed", CONDITIONS)
+def test_gradient_matches_torch_func(plant, case, lam2, batch, seed):
+    field = random_field(plant, case, seed)
+    x, xd, xdd = random_batch(field.n_states, batch, seed)
+    loss = _loss_for(field, lam2, seed)
+    res = loss.value_and_grad(field, x, xd, xdd)
+    value, params, order = _naive_loss(field, loss, x, xd, xdd)
+    ref = grad(value)(params)
+    assert _rel(res.grads, [ref[i] for i in order]) <= 1e-10
+    assert torch.allclose(res.loss, value(params), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("plant,case,lam2,batch,seed", CONDITIONS)
+def test_gradient_matches_complex_step(plant, case, lam2, batch, seed):
+    field = random_field(plant, case, seed)
+    x, xd, xdd = random_batch(field.n_states, batch, seed)
+    loss = _loss_for(field, lam2, seed)
+    res = loss.value_and_grad(field, x, xd, xdd)
+
+    cfield = copy.deepcopy(field).to(torch.complex128)
+    cx, cxd, cxdd = (t.to(torch.complex128) for t in (x, xd, xdd))
+    h = 1e-30
+    cs = []
+    with torch.no_grad():
+        for p in cfield.parameters_list():
+            g = torch.empty(p.shape, dtype=torch.float64)
+            flat, gflat = p.view(-1), g.view(-1)
+            for k in range(flat.numel()):
+                flat[k] += 1j * h
+                gflat[k] = loss(cfield, cx, cxd, cxdd).imag / h
+                flat[k] -= 1j * h
+            cs.append(g)
+    assert _rel(res.grads, cs) <= 1e-12
+
+
+def test_no_autograd_graph_is_built(monkeypatch):
+    field = random_field("single", "A", 0)
+    x, xd, xdd = random_batch(2, 32, 0)
+    assert all(p.requires_grad for p in field.parameters_list())
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("torch.autograd was called on the training path")
+
+    monkeypatch.setattr(torch.autograd, "grad", forbidden)
+    monkeypatch.setattr(torch.autograd, "backward", forbidden)
+    monkeypatch.setattr(torch.Tensor, "backward", forbidden)
+    res = JetLoss(torch.ones(2), torch.ones(2), 1.0, 0.1).value_and_grad(field, x, xd, xdd)
+    for t in (res.loss, res.loss_r1, res.loss_r2, *res.grads):
+        assert t.grad_fn is None and not t.requires_grad
+
+
+def test_written_grad_drives_a_torch_optimizer():
+    field = random_field("double", "C", 3)
+    x, xd, xdd = random_batch(4, 64, 3)
+    loss = JetLoss(torch.ones(4), torch.ones(4), 1.0, 0.1)
+    opt = torch.optim.Adam(field.parameters(), lr=1e-2)
+    first = float(loss.value_and_grad(field, x, xd, xdd).loss)
+    for _ in range(50):
+        res = loss.value_and_grad(field, x, xd, xdd)
+        field.write_grad(res.grads)
+        opt.step()
+    assert float(loss.value_and_grad(field, x, xd, xdd).loss) < 0.9 * first
+
+
+def test_loss_rejects_bad_batches():
+    field = random_field("single", "A", 0)
+    loss = JetLoss(torch.ones(2), torch.ones(2))
+    x, xd, xdd = random_batch(2, 8, 0)
+    with pytest.raises(ValueError, match=r"shape \(N, 2\)"):
+        loss.value_and_grad(field, x[:, :1], xd, xdd)
+    bad = xd.clone()
+    bad[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        loss.value_and_grad(field, x, bad, xdd)
+    with pytest.raises(ValueError, match="same shape"):
+        loss.value_and_grad(field, x, xd[:4], xdd)
+    with pytest.raises(ValueError, match="positive finite"):
+        JetLoss(torch.tensor([1.0, 0.0]), torch.ones(2))
+    with pytest.raises(ValueError, match=">= 0"):
+        JetLoss(torch.ones(2), torch.ones(2), lambda2=-1.0)

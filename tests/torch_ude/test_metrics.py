@@ -1,0 +1,53 @@
+"""Metrics: field error, damping regression, rollouts and evaluation sets."""
+import pytest
+import torch
+
+from torch_ude import DoublePendulum, HybridField, SinglePendulum
+from torch_ude.metrics import damping_estimate, evaluate_field, evaluation_states, field_error, rollout_error
+
+
+def test_field_error_of_the_true_field_is_zero_and_scales_linearly():
+    p = SinglePendulum()
+    f = p.true_field()
+    grid = p.evaluation_grid()
+    assert field_error(f, f, grid) == 0.0
+    assert field_error(lambda x: 1.01 * f(x), f, grid) == pytest.approx(0.01, rel=1e-12)
+
+
+def test_damping_regression_recovers_a_linear_residual():
+    p = SinglePendulum()
+    known = p.known_field("C")  # g_model = 0.9 g, no damping
+    x = evaluation_states(p)["visited"]
+    # the true field minus the Case C model is 0.1 g sin(theta) - 0.4 omega: the sin term is
+    # orthogonal to omega on the symmetric visited set, so the slope is exactly the damping
+    assert damping_estimate(p.true_field(), known, x, p.damping_terms("C")) == [pytest.approx(0.4, abs=1e-12)]
+
+
+def test_evaluate_field_of_an_untrained_case_b_model():
+    p = SinglePendulum()
+    field = HybridField(p.known_field("B"), last_layer_gain=0.0)  # N = 0: exactly f_known
+    out = evaluate_field(field, p, "B", evaluation_states(p))
+    assert out["c_hat"] == pytest.approx(0.0, abs=1e-12)
+    # a 10 % gravity error in the omega channel only: about 9 % relative field error
+    assert 0.05 < out["e_field"] < 0.1 and 0.05 < out["e_field_visited"] < 0.1
+    assert out["e_field"] != out["e_field_visited"]
+    assert set(out) == {"e_field", "e_field_visited", "c_hat", "c_hat_channels"}
+
+
+def test_double_pendulum_is_evaluated_on_visited_states():
+    p = DoublePendulum()
+    states = evaluation_states(p, duration=2.0, seed=0)
+    assert states["visited"].shape == (200, 4)
+    c = damping_estimate(p.true_field(), p.known_field("A"), states["visited"], p.damping_terms("A"))
+    assert c == [pytest.approx(0.15, abs=1e-12), pytest.approx(0.15, abs=1e-12)]
+
+
+def test_rollout_error():
+    p = SinglePendulum()
+    x0 = torch.tensor([[1.2, 0.0], [0.5, 1.0]])
+    assert rollout_error(p.true_field(), p.true_field(), x0, horizon=2.0) == 0.0
+    assert rollout_error(p.known_field("A"), p.true_field(), x0, horizon=8.0) > 0.1
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        rollout_error(p.true_field(), p.true_field(), torch.tensor([[float("nan"), 0.0]]))
+    with pytest.raises(ValueError, match="shape"):
+        field_error(p.true_field(), p.true_field(), torch.zeros(5, 3))

@@ -1,0 +1,33 @@
+"""torch-ude: universal differential equations, trained solver-free by Lie-Taylor jet matching."""
+__version__ = "0.1.0"
+
+from .export import export_field as export_field, load_field as load_field
+from .field import FieldJet as FieldJet, HybridField as HybridField
+from .jet import JetLoss as JetLoss, JetResult as JetResult
+from .metrics import (
+    damping_estimate as damping_estimate,
+    evaluate_field as evaluate_field,
+    evaluation_states as evaluation_states,
+    field_error as field_error,
+    rollout_error as rollout_error,
+)
+from .mlp import TanhMLP as TanhMLP
+from .rk4 import rk4_rollout as rk4_rollout, rk4_step as rk4_step
+from .savgol import SavitzkyGolay as SavitzkyGolay, optimal_dt as optimal_dt, savgol_rows as savgol_rows, snr2 as snr2
+from .systems import (
+    DoublePendulum as DoublePendulum,
+    SinglePendulum as SinglePendulum,
+    Simulator as Simulator,
+    System as System,
+    VectorField as VectorField,
+    simulate as simulate,
+)
+
+__all__ = [
+    "__version__",
+    "HybridField", "FieldJet", "TanhMLP", "JetLoss", "JetResult",
+    "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2",
+    "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
+    "rk4_step", "rk4_rollout", "export_field", "load_field",
+    "System", "VectorField", "SinglePendulum", "DoublePendulum", "Simulator", "simulate",
+]

@@ -1,0 +1,184 @@
+"""A tanh multilayer perceptron that carries its own derivative formulas.
+
+Forward pass, forward-mode tangent (JVP), input cotangent (VJP) and the parameter
+gradient of a primal cotangent plus a tangent cotangent (reverse-over-JVP,
+Appendix A.1 of the jet-matching paper) are written out by hand, batched, with
+plain tensor algebra, so no autograd graph is ever built. All methods work in
+float64 (verification), float32 (device) and complex128 (complex-step checks).
+
+Notation, layers ``l = 1..L``: ``h_0 = z``, ``a_l = h_{l-1} W_l^T + b_l``,
+``h_l = tanh(a_l)`` for ``l < L`` and output ``o = a_L``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["TanhMLP", "Activations", "Tangents"]
+
+
+@dataclass
+class Activations:
+    """Forward values kept for the reverse sweeps.
+
+    Attributes:
+        inputs: ``h_0 = z``, shape (B, d_0).
+        hidden: ``h_1 .. h_{L-1}``, shapes (B, d_l).
+        output: ``o``, shape (B, d_L).
+    """
+
+    inputs: Tensor
+    hidden: list[Tensor]
+    output: Tensor
+
+
+@dataclass
+class Tangents:
+    """Forward-mode tangents of a JVP along ``zdot``.
+
+    Attributes:
+        inputs: ``zdot``, shape (B, d_0).
+        pre: pre-activation tangents ``adot_1 .. adot_{L-1}``, shapes (B, d_l).
+        hidden: hidden tangents ``hdot_l = (1 - h_l^2) adot_l``, shapes (B, d_l).
+        output: ``odot``, shape (B, d_L).
+    """
+
+    inputs: Tensor
+    pre: list[Tensor]
+    hidden: list[Tensor]
+    output: Tensor
+
+
+class TanhMLP(nn.Module):
+    """A tanh MLP ``z -> o`` with hand-written JVP, VJP and reverse-over-JVP.
+
+    Initialization: Glorot-uniform weights with the tanh gain 5/3 on hidden layers,
+    the output layer scaled by ``last_layer_gain`` (small, so the hybrid model
+    starts close to the known physics), zero biases.
+
+    Args:
+        sizes: layer widths ``(d_0, d_1, ..., d_L)``, e.g. ``(2, 16, 16, 2)`` (354
+            parameters) or ``(4, 16, 16, 4)`` (420).
+        dtype: parameter dtype, float64 for verification, float32 for a device.
+        generator: random generator for reproducible initial weights.
+        last_layer_gain: scale of the output layer's initial weights.
+    """
+
+    def __init__(self, sizes: Sequence[int], dtype: torch.dtype = torch.float64,
+                 generator: torch.Generator | None = None, last_layer_gain: float = 0.1) -> None:
+        super().__init__()
+        sizes = tuple(int(s) for s in sizes)
+        if len(sizes) < 2 or min(sizes) < 1:
+            raise ValueError(f"sizes must list at least an input and an output width, all >= 1; got {sizes}.")
+        self.sizes = sizes
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        n_layers = len(sizes) - 1
+        for l, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            gain = last_layer_gain if l == n_layers - 1 else 5.0 / 3.0
+            bound = gain * math.sqrt(6.0 / (d_in + d_out))
+            w = torch.empty(d_out, d_in, dtype=dtype)
+            w.uniform_(-bound, bound, generator=generator)
+            self.weights.append(nn.Parameter(w))
+            self.biases.append(nn.Parameter(torch.zeros(d_out, dtype=dtype)))
+
+    @property
+    def n_layers(self) -> int:
+        """Number of affine layers ``L``."""
+        return len(self.weights)
+
+    def ordered_parameters(self) -> list[Tensor]:
+        """Parameters in the order of `backward`'s gradients: W_1, b_1, ..., W_L, b_L."""
+        out: list[Tensor] = []
+        for w, b in zip(self.weights, self.biases):
+            out += [w, b]
+        return out
+
+    def activations(self, z: Tensor) -> Activations:
+        """Forward pass keeping activations, (B, d_0) -> `Activations`."""
+        hidden = []
+        h = z
+        last = self.n_layers - 1
+        for l in range(last):
+            h = torch.tanh(torch.addmm(self.biases[l], h, self.weights[l].T))
+            hidden.append(h)
+        out = torch.addmm(self.biases[last], h, self.weights[last].T)
+        return Activations(inputs=z, hidden=hidden, output=out)
+
+    def forward(self, z: Tensor) -> Tensor:
+        """Network output, (B, d_0) -> (B, d_L)."""
+        return self.activations(z).output
+
+    def jvp(self, acts: Activations, zdot: Tensor) -> Tangents:
+        """Forward-mode tangent ``odot = (do/dz) zdot`` at the point of ``acts``.
+
+        Args:
+            acts: activations from `activations`.
+            zdot: input tangents, shape (B, d_0).
+
+        Returns:
+            `Tangents`; ``.output`` has shape (B, d_L).
+        """
+        pre, hid = [], []
+        hdot = zdot
+        for l, h in enumerate(acts.hidden):
+            adot = hdot @ self.weights[l].T
+            hdot = (1.0 - h * h) * adot
+            pre.append(adot)
+            hid.append(hdot)
+        return Tangents(inputs=zdot, pre=pre, hidden=hid, output=hdot @ self.weights[self.n_layers - 1].T)
+
+    def vjp_input(self, acts: Activations, obar: Tensor) -> Tensor:
+        """Input cotangent ``(do/dz)^T obar``, shape (B, d_L) -> (B, d_0)."""
+        g = obar
+        for l in range(self.n_layers - 1, 0, -1):
+            h = acts.hidden[l - 1]
+            g = (g @ self.weights[l]) * (1.0 - h * h)
+        return g @ self.weights[0]
+
+    def backward(self, acts: Activations, obar: Tensor, tangents: Tangents | None = None,
+                 tbar: Tensor | None = None) -> list[Tensor]:
+        """Parameter gradient of ``sum(obar * o) + sum(tbar * odot)``, summed over the batch.
+
+        The first term is the VJP of the output; the second is reverse mode over the
+        JVP (``odot`` depends on the weights both directly and through the hidden
+        activations' derivatives ``1 - h^2``), Eq. (16) and Appendix A.1.
+
+        Args:
+            acts: activations from `activations`.
+            obar: output cotangent, shape (B, d_L).
+            tangents: the `Tangents` of a JVP, required when ``tbar`` is given.
+            tbar: cotangent of the output tangent ``odot``, shape (B, d_L), or None.
+
+        Returns:
+            Gradients ``[dW_1, db_1, ..., dW_L, db_L]`` matching `ordered_parameters`.
+        """
+        with_tangent = tbar is not None
+        if with_tangent and tangents is None:
+            raise ValueError("tangents are required when tbar is given.")
+        grads: list[Tensor] = []
+        abar, tabar = obar, tbar  # cotangents of a_l and adot_l
+        n_layers = self.n_layers
+        for l in range(n_layers - 1, -1, -1):
+            w = self.weights[l]
+            h_prev = acts.hidden[l - 1] if l > 0 else acts.inputs
+            dw = abar.T @ h_prev
+            if with_tangent:
+                hdot_prev = tangents.hidden[l - 1] if l > 0 else tangents.inputs
+                dw = dw + tabar.T @ hdot_prev
+            grads += [abar.sum(dim=0), dw]
+            if l == 0:
+                break
+            hbar = abar @ w
+            deriv = 1.0 - h_prev * h_prev
+            if with_tangent:
+                thbar = tabar @ w
+                tabar = thbar * deriv
+                hbar = hbar - 2.0 * h_prev * thbar * tangents.pre[l - 1]
+            abar = hbar * deriv
+        grads.reverse()
+        return grads

@@ -1,0 +1,11 @@
+"""Plants: true fields, known models per case, simulator, excitation and noise."""
+from .base import System as System, VectorField as VectorField, ZeroField as ZeroField, check_states as check_states
+from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
+from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
+from .simulate import Recording as Recording, Simulator as Simulator, simulate as simulate
+
+__all__ = [
+    "System", "VectorField", "ZeroField", "check_states",
+    "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
+    "Recording", "Simulator", "simulate",
+]

@@ -1,0 +1,147 @@
+"""Damped single pendulum, Eq. (3)-(4) of the jet-matching paper."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .base import System, VectorField, as_state
+
+__all__ = ["PendulumField", "SinglePendulum"]
+
+
+class PendulumField(VectorField):
+    """``theta' = omega``, ``omega' = -(g/L) sin(theta) - c omega`` (Eq. 3-4).
+
+    Args:
+        gravity: g in m/s^2.
+        length: L in m.
+        damping: c in 1/s (zero for a model that omits damping).
+    """
+
+    n_states = 2
+
+    def __init__(self, gravity: float, length: float, damping: float) -> None:
+        super().__init__()
+        if length <= 0:
+            raise ValueError(f"length must be positive (metres); got {length}.")
+        self.gravity, self.length, self.damping = float(gravity), float(length), float(damping)
+        self._k = self.gravity / self.length
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Field value, (N, 2) rad, rad/s -> (N, 2) rad/s, rad/s^2."""
+        theta, omega = x[:, 0], x[:, 1]
+        return torch.stack((omega, -self._k * torch.sin(theta) - self.damping * omega), dim=1)
+
+    def jacobian(self, x: Tensor) -> Tensor:
+        """State Jacobian, (N, 2) -> (N, 2, 2)."""
+        jac = x.new_zeros(x.shape[0], 2, 2)
+        jac[:, 0, 1] = 1.0
+        jac[:, 1, 0] = -self._k * torch.cos(x[:, 0])
+        jac[:, 1, 1] = -self.damping
+        return jac
+
+
+class SinglePendulum(System):
+    """The damped single pendulum plant with the paper's Cases A, B and C.
+
+    Case A omits damping from the known model; Case B keeps it but uses
+    ``g_model = gravity_factor * g``; Case C has both errors.
+
+    Re-excitation law: at intervals drawn uniformly from `reexcite_interval` (s) the
+    rig places the pendulum at a fresh state on the energy level ``u * E(x0)`` with
+    ``u ~ U(energy_fraction)`` and a uniform phase along that level; damping then
+    lets it spiral inwards. Every visited state therefore lies inside the energy
+    level of ``x0 = (1.2, 0)``, and the interior is covered by the decay.
+
+    Args:
+        gravity: g in m/s^2.
+        length: L in m.
+        damping: true c in 1/s.
+        gravity_factor: ratio g_model / g of Cases B and C.
+        x0: initial state (rad, rad/s).
+        reexcite_interval: (low, high) seconds between re-excitations.
+        energy_fraction: (low, high) range of ``u``, within (0, 1].
+    """
+
+    state_names = ("theta", "omega")
+
+    def __init__(
+        self,
+        gravity: float = 9.81,
+        length: float = 1.0,
+        damping: float = 0.40,
+        gravity_factor: float = 0.9,
+        x0: Sequence[float] = (1.2, 0.0),
+        reexcite_interval: tuple[float, float] = (4.0, 8.0),
+        energy_fraction: tuple[float, float] = (0.5, 1.0),
+    ) -> None:
+        if not 0.0 < energy_fraction[0] <= energy_fraction[1] <= 1.0:
+            raise ValueError(f"energy_fraction must satisfy 0 < low <= high <= 1; got {energy_fraction}.")
+        if not 0.0 < reexcite_interval[0] <= reexcite_interval[1]:
+            raise ValueError(f"reexcite_interval must satisfy 0 < low <= high; got {reexcite_interval}.")
+        self.gravity, self.length, self.damping = float(gravity), float(length), float(damping)
+        self.gravity_factor = float(gravity_factor)
+        self.x0 = as_state(x0, 2, "x0")
+        self.reexcite_interval = (float(reexcite_interval[0]), float(reexcite_interval[1]))
+        self.energy_fraction = (float(energy_fraction[0]), float(energy_fraction[1]))
+        self._k = self.gravity / self.length
+        self.energy0 = float(self.energy(torch.as_tensor(self.x0).reshape(1, 2))[0])
+        if self.energy0 >= 2 * self._k:
+            raise ValueError("x0 must lie below the separatrix (the pendulum must not rotate over the top).")
+
+    def init_args(self) -> dict:
+        """Constructor arguments of this plant."""
+        return {
+            "gravity": self.gravity, "length": self.length, "damping": self.damping,
+            "gravity_factor": self.gravity_factor, "x0": self.x0.tolist(),
+            "reexcite_interval": list(self.reexcite_interval),
+            "energy_fraction": list(self.energy_fraction),
+        }
+
+    def energy(self, x: Tensor) -> Tensor:
+        """Energy per unit ``m L^2``: ``omega^2 / 2 + (g/L)(1 - cos theta)``; (N, 2) -> (N,)."""
+        return 0.5 * x[:, 1] ** 2 + self._k * (1.0 - torch.cos(x[:, 0]))
+
+    def true_field(self) -> PendulumField:
+        """The true plant f* with damping c."""
+        return PendulumField(self.gravity, self.length, self.damping)
+
+    def build_known_field(self, case: str) -> PendulumField:
+        """Case A: no damping. Case B: g_model, damping known. Case C: g_model, no damping."""
+        gravity = self.gravity if case == "A" else self.gravity_factor * self.gravity
+        damping = self.damping if case == "B" else 0.0
+        return PendulumField(gravity, self.length, damping)
+
+    def damping_terms(self, case: str) -> tuple[tuple[int, int, float], ...]:
+        """The omega-channel residual should be ``-c omega`` (0 in Case B)."""
+        case = self.check_case(case)
+        return ((1, 1, 0.0 if case == "B" else self.damping),)
+
+    def initial_state(self) -> np.ndarray:
+        """``x0`` as float64, shape (2,)."""
+        return self.x0.copy()
+
+    def reexcite(self, rng: np.random.Generator) -> np.ndarray:
+        """A state on a random energy level below ``E(x0)``, uniform phase (see class doc)."""
+        level = rng.uniform(*self.energy_fraction) * self.energy0
+        theta_max = math.acos(1.0 - level / self._k)
+        phase = rng.uniform(0.0, 2.0 * math.pi)
+        theta = theta_max * math.sin(phase)
+        omega = math.copysign(math.sqrt(max(2.0 * (level - self._k * (1.0 - math.cos(theta))), 0.0)),
+                              math.cos(phase))
+        return np.array([theta, omega])
+
+    def evaluation_grid(self) -> Tensor:
+        """The paper's 41 x 41 grid, theta in [-1.2, 1.2] rad, omega in [-3.5, 3.5] rad/s; (1681, 2)."""
+        theta = torch.linspace(-1.2, 1.2, 41, dtype=torch.float64)
+        omega = torch.linspace(-3.5, 3.5, 41, dtype=torch.float64)
+        grid = torch.cartesian_prod(theta, omega)
+        return grid
+
+    def visited_region(self, x: Tensor) -> Tensor:
+        """States inside the energy level of ``x0`` (those the stream visits); (G, 2) -> (G,)."""
+        return self.energy(x) <= self.energy0
