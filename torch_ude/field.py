@@ -65,6 +65,17 @@ class HybridField(nn.Module):
         self.register_buffer("in_scale", torch.ones(n, dtype=dtype))
         self.register_buffer("out_scale", torch.ones(n, dtype=dtype))
 
+    @classmethod
+    def from_seed(cls, known: VectorField, seed: int, hidden: Sequence[int] = (16, 16),
+                  dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1) -> HybridField:
+        """A field whose initial weights depend only on ``seed``.
+
+        Every trainer of the project builds its field this way, so jet matching and the
+        solver baselines start from identical weights for the same seed.
+        """
+        gen = torch.Generator().manual_seed(int(seed))
+        return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain)
+
     def set_scales(self, in_scale: Tensor, out_scale: Tensor) -> None:
         """Set the calibration scales.
 

@@ -122,6 +122,25 @@ class SavitzkyGolay:
         """Window length ``2M + 1``."""
         return 2 * self.half_width + 1
 
+    def windows(self, y: Tensor, spacing: int, stride: int = 1) -> Tensor:
+        """All windows of ``2M + 1`` taps, ``spacing`` samples apart, starting every ``stride``.
+
+        Args:
+            y: samples, shape (T, n).
+            spacing: tap spacing m (>= 1).
+            stride: samples between consecutive window starts (>= 1).
+
+        Returns:
+            Windows of shape (W, n, 2M + 1), oldest tap first; W = 0 if T is too short.
+        """
+        if spacing < 1 or stride < 1:
+            raise ValueError(f"spacing and stride must be >= 1; got {spacing!r} and {stride!r}.")
+        span = (self.taps - 1) * spacing + 1
+        if y.shape[0] < span:
+            return y.new_empty((0, y.shape[1], self.taps))
+        blocks = y.unfold(0, span, stride)  # (W, n, span)
+        return blocks[..., ::spacing]
+
     def estimate(self, windows: Tensor, dt_eff: float) -> tuple[Tensor, Tensor, Tensor]:
         """State, first and second derivative at the window centres (Eq. 20-22).
 

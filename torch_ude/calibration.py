@@ -1,0 +1,141 @@
+"""Calibration and adaptation of Algorithm 1 (lines 3-4): scales, noise, m and lambda2.
+
+From a short calibration record of the raw stream:
+
+* ``sigma_hat`` per channel by Eq. (23) from 11 consecutive samples (tap spacing 1,
+  where the polynomial bias is negligible);
+* ``x_rms``, ``s1``, ``s2``: RMS of the SG estimates ``x_hat, xdot_hat, xddot_hat``
+  with the noise share removed (``mean(est^2) - (||D_d|| sigma / dt^d)^2``; the
+  noise is independent of the signal), so that noise does not masquerade as signal;
+* ``omega_c = s2 / s1`` of the slowest channel (the smallest per-channel ratio) and the tap spacing
+  ``m = round(fs * dt*)`` of Eq. (24) with ``sigma_rel = mean_i sigma_hat_i / x_rms_i``;
+* ``lambda2`` by the SNR gate of Eq. (25)-(26).
+
+Windows that contain a non-finite sample or straddle a segment boundary (a gap or a
+re-excitation) are left out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor
+
+from .savgol import SavitzkyGolay, optimal_dt, snr2
+
+__all__ = ["Calibration", "calibrate", "valid_windows"]
+
+
+@dataclass
+class Calibration:
+    """The outcome of a calibration phase (float64 tensors of shape (n,) and scalars).
+
+    Attributes:
+        x_rms: state RMS per channel (input scale of the network).
+        s1: first-derivative RMS per channel (output scale, r1 scale).
+        s2: second-derivative RMS per channel (r2 scale).
+        sigma: estimated noise standard deviation per channel (state units).
+        sigma_rel: mean relative noise ``sigma_i / x_rms_i``.
+        omega_c: characteristic frequency ``s2 / s1`` in rad/s.
+        m: tap spacing in samples.
+        dt_eff: ``m / fs`` in s.
+        snr2: second-derivative SNR of Eq. (25) at ``m``.
+        lambda2: second-order weight after the gate of Eq. (26).
+    """
+
+    x_rms: Tensor
+    s1: Tensor
+    s2: Tensor
+    sigma: Tensor
+    sigma_rel: float
+    omega_c: float
+    m: int
+    dt_eff: float
+    snr2: float
+    lambda2: float
+
+    def to_dict(self) -> dict:
+        """JSON-serializable view."""
+        return {k: (v.tolist() if isinstance(v, Tensor) else v) for k, v in asdict(self).items()}
+
+
+def valid_windows(sg: SavitzkyGolay, y: Tensor, segment: Tensor, spacing: int, stride: int) -> Tensor:
+    """Windows of ``y`` (T, n) with all taps finite and in one segment, (W, n, 2M + 1)."""
+    win = sg.windows(y, spacing, stride)
+    seg = sg.windows(segment.to(torch.float64).unsqueeze(1), spacing, stride)[:, 0, :]
+    ok = torch.isfinite(win).all(dim=2).all(dim=1) & (seg.amin(dim=1) == seg.amax(dim=1))
+    return win[ok]
+
+
+def _scales(sg: SavitzkyGolay, y: Tensor, segment: Tensor, m: int, stride: int, fs: float,
+            sigma: Tensor) -> tuple[Tensor, ...]:
+    win = valid_windows(sg, y, segment, m, stride)
+    if win.shape[0] == 0:
+        raise ValueError(
+            f"the calibration record holds no complete SG window at tap spacing m = {m} "
+            f"({(sg.taps - 1) * m + 1} samples); lengthen the calibration phase."
+        )
+    dt = m / fs
+    est = sg.estimate(win, dt)
+    rows = sg.rows.to(torch.float64)
+    out = []
+    for d, v in enumerate(est):
+        power = (v * v).mean(dim=0)
+        noise = (torch.linalg.vector_norm(rows[d]) * sigma / dt**d) ** 2
+        out.append(torch.sqrt(torch.clamp(power - noise, min=0.01 * power)))
+    return tuple(out)
+
+
+def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyGolay | None = None,
+              m: int | None = None, m0: int = 40, stride: int = 5, m_max: int = 100, dt_scale: float = 0.09,
+              lambda2_0: float = 0.1, snr_threshold: float = 12.0, gate_lambda2: bool = True) -> Calibration:
+    """Measure scales and noise on a calibration record and choose ``m`` and ``lambda2``.
+
+    Args:
+        y: raw samples, shape (T, n), float64; NaN/Inf samples are allowed and skipped.
+        fs: sample rate in Hz.
+        segment: segment id of each sample, shape (T,); windows never straddle two.
+        sg: the estimator (default M = 5, P = 4).
+        m: a fixed tap spacing (adaptive time scale off), or None to choose it by Eq. (24).
+        m0: tap spacing used to measure the scales before ``m`` is chosen.
+        stride: window stride in samples for the scale estimates.
+        m_max: the largest spacing the stream's buffers hold.
+        dt_scale: the constant of Eq. (24).
+        lambda2_0: second-order weight when the gate passes (or always, ungated).
+        snr_threshold: tau_SNR of Eq. (26).
+        gate_lambda2: apply the SNR gate; if False, ``lambda2 = lambda2_0``.
+
+    Returns:
+        The `Calibration`.
+
+    Raises:
+        ValueError: for a record too short for one window, or bad settings.
+    """
+    if not fs > 0:
+        raise ValueError(f"fs must be positive (Hz); got {fs!r}.")
+    if y.ndim != 2:
+        raise ValueError(f"y must have shape (T, n); got {tuple(y.shape)}.")
+    sg = sg or SavitzkyGolay()
+    segment = torch.zeros(y.shape[0], dtype=torch.int64) if segment is None else torch.as_tensor(segment)
+    if m is not None and not 1 <= m <= m_max:
+        raise ValueError(f"m must be an integer in [1, m_max = {m_max}]; got {m!r}.")
+    fine = valid_windows(sg, y, segment, 1, 1)
+    if fine.shape[0] == 0:
+        raise ValueError(f"the calibration record holds no {sg.taps} consecutive valid samples.")
+    sigma = torch.sqrt(sg.noise_variance(sg.centre_residual(fine)))
+    x_rms, s1, s2 = _scales(sg, y, segment, m0 if m is None else m, stride, fs, sigma)
+    sigma_rel = float((sigma / x_rms).mean())
+    omega_c = float((s2 / s1).min())
+    if m is None:
+        dt_star = optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)
+        m = int(min(max(round(fs * dt_star), 1), m_max))
+        x_rms, s1, s2 = _scales(sg, y, segment, m, stride, fs, sigma)
+    dt_eff = m / fs
+    ratio = snr2(s2, sigma, dt_eff, sg.rows[2].to(torch.float64))
+    lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0
+    if not all(bool(torch.isfinite(v).all()) and bool((v > 0).all()) for v in (x_rms, s1, s2)):
+        raise ValueError("calibration produced a zero or non-finite scale; the record shows no motion.")
+    return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
+                       m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),
+                       lambda2=lam2)
