@@ -1,0 +1,174 @@
+"""The fixed-window MHE of Eq. (4) written in torch: settings, arrival cost, Lagrangian (Eq. 6).
+
+`MovingHorizonEstimator` owns every outer parameter ``alpha = (theta, s_bar, Sigma)``
+of Eq. (5) as torch parameters: the model's ``theta``, the arrival mean ``s_bar`` and
+``Sigma = diag(sigma^2)`` with ``sigma = softplus(rho_sigma)``. The weights
+``Q = diag(q^2)`` and ``R = diag(r^2)`` are fixed settings. The same Lagrangian, summed
+stage by stage, gives the KKT residual, the block-tridiagonal KKT matrix and both
+hypergradients in `mhe.kkt`; `mhe.problem` builds the CasADi NLP from this object.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as tf
+from torch import Tensor, nn
+
+from .bounds import inverse_softplus
+from .model import StateSpaceModel
+from .point import KKTPoint, StageLayout
+from .windows import Windows
+
+__all__ = ["MHESettings", "MovingHorizonEstimator"]
+
+
+@dataclass(frozen=True)
+class MHESettings:
+    """Settings of the MHE problems and their solver, validated once.
+
+    Attributes:
+        horizon: the window length N >= 2.
+        process_std: q, standard deviations of ``w`` (Q = diag(q^2)), n_w numbers.
+        measurement_std: r, standard deviations of ``eta`` (R = diag(r^2)), n_eta numbers.
+        solver: the NLP solver, ``"ipopt"``.
+        tol: IPOPT's convergence tolerance.
+        max_iter: IPOPT's iteration limit.
+        warm_start: start each solve from the window's previous solution.
+        refine_steps: Newton steps on the torch KKT system after each solve (removes the
+            float32 rounding of L4CasADi and IPOPT's tolerance; 0 disables).
+        kkt_tol: a window whose KKT residual (max-norm) after refinement exceeds this
+            counts as failed.
+    """
+
+    horizon: int
+    process_std: tuple[float, ...]
+    measurement_std: tuple[float, ...]
+    solver: str = "ipopt"
+    tol: float = 1e-10
+    max_iter: int = 200
+    warm_start: bool = True
+    refine_steps: int = 2
+    kkt_tol: float = 1e-6
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "process_std", tuple(float(v) for v in self.process_std))
+        object.__setattr__(self, "measurement_std", tuple(float(v) for v in self.measurement_std))
+        if self.horizon < 2:
+            raise ValueError(f"horizon must be >= 2; got {self.horizon}.")
+        if self.solver != "ipopt":
+            raise ValueError(f"solver must be 'ipopt'; got {self.solver!r}.")
+        if min(self.process_std + self.measurement_std, default=0.0) <= 0:
+            raise ValueError("process_std and measurement_std must be positive; got "
+                             f"{self.process_std} and {self.measurement_std}.")
+        if not (self.tol > 0 and self.max_iter >= 1 and self.refine_steps >= 0 and self.kkt_tol > 0):
+            raise ValueError(f"Need tol > 0, max_iter >= 1, refine_steps >= 0, kkt_tol > 0; got {self}.")
+
+
+class MovingHorizonEstimator(nn.Module):
+    """The MHE of Eq. (4) for one model: cost, constraints and Lagrangian in torch.
+
+    Args:
+        model: the state-space model (its ``theta`` are outer parameters).
+        settings: horizon, noise weights and solver settings.
+        arrival_mean: initial ``s_bar``, n_x numbers.
+        arrival_std: initial ``sigma`` (Sigma = diag(sigma^2)), n_x positive numbers.
+
+    Raises:
+        ValueError: if the settings or arrival cost do not match the model's dimensions.
+    """
+
+    def __init__(self, model: StateSpaceModel, settings: MHESettings, arrival_mean: Sequence[float],
+                 arrival_std: Sequence[float]) -> None:
+        super().__init__()
+        if len(settings.process_std) != model.n_w or len(settings.measurement_std) != model.n_eta:
+            raise ValueError(f"The model has n_w={model.n_w} and n_eta={model.n_eta}, so process_std needs "
+                             f"{model.n_w} and measurement_std {model.n_eta} numbers; got "
+                             f"{len(settings.process_std)} and {len(settings.measurement_std)}.")
+        if len(arrival_mean) != model.n_x or len(arrival_std) != model.n_x or min(arrival_std) <= 0:
+            raise ValueError(f"arrival_mean and arrival_std need {model.n_x} numbers each, arrival_std positive; "
+                             f"got {list(arrival_mean)} and {list(arrival_std)}.")
+        self.model, self.settings = model, settings
+        self.arrival_mean = nn.Parameter(torch.tensor([float(v) for v in arrival_mean], dtype=torch.float64))
+        self.arrival_std_raw = nn.Parameter(torch.tensor([inverse_softplus(float(v)) for v in arrival_std],
+                                                         dtype=torch.float64))
+        self.register_buffer("q_inv", torch.tensor(settings.process_std, dtype=torch.float64) ** -2)
+        self.register_buffer("r_inv", torch.tensor(settings.measurement_std, dtype=torch.float64) ** -2)
+        self.layout = StageLayout(model.n_x, model.n_w, model.n_eta, model.n_y, settings.horizon)
+
+    def arrival_precision(self) -> Tensor:
+        """Diagonal of ``Sigma^{-1}``, shape (n_x,)."""
+        return tf.softplus(self.arrival_std_raw) ** -2
+
+    def stage_lagrangian(self, a: Tensor, b: Tensor, u: Tensor, y: Tensor, first: Tensor,
+                         measured: Tensor) -> Tensor:
+        """The part ``l_k`` of the Lagrangian (6) owned by stage k, batched over stages.
+
+        ``l_k = [k=0] ||x_0 - s_bar||^2_{Sigma^-1} + ||w_k||^2_{Q^-1}
+        + [k>=1] (||eta_k||^2_{R^-1} + mu^eta_k . (y~_k - C x_k - F eta_k))
+        + mu^w_k . (x_{k+1} - f_d(x_k, u~_k, w_k))`` for k = 0..N-1.
+
+        Args:
+            a: stage vectors ``z_k``, shape (B, s).
+            b: next stage vectors ``z_{k+1}`` (only ``x_{k+1}`` is used), shape (B, s).
+            u: inputs ``u~_k``, shape (B, n_u).
+            y: outputs ``y~_k`` (ignored where ``measured`` is 0), shape (B, n_y).
+            first: 1.0 at k = 0, else 0.0, shape (B,).
+            measured: 1.0 for k >= 1, else 0.0, shape (B,).
+
+        Returns:
+            ``l_k``, shape (B,).
+        """
+        sl, model = self.layout.slices, self.model
+        x, w, eta = a[:, sl["x"]], a[:, sl["w"]], a[:, sl["eta"]]
+        mu_w, mu_eta = a[:, sl["mu_w"]], a[:, sl["mu_eta"]]
+        dx = x - self.arrival_mean
+        cost = first * (dx * dx * self.arrival_precision()).sum(-1) + (w * w * self.q_inv).sum(-1)
+        meas = (eta * eta * self.r_inv).sum(-1) + (mu_eta * (y - x @ model.C.T - eta @ model.F.T)).sum(-1)
+        dyn = (mu_w * (b[:, sl["x"]] - model.step(x, u, w))).sum(-1)
+        return cost + measured * meas + dyn
+
+    def stage_data(self, windows: Windows) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Per-stage data for k = 0..N-1: inputs, outputs, first and measured flags.
+
+        Returns:
+            ``u`` (M, N, n_u), ``y`` (M, N, n_y) with ``y[:, k] = y~_k`` (zeros at k = 0),
+            ``first`` (M, N) and ``measured`` (M, N).
+        """
+        m, n = len(windows), windows.horizon
+        y = torch.cat([torch.zeros_like(windows.y[:, :1]), windows.y[:, : n - 1]], dim=1)
+        k = torch.arange(n)
+        first = (k == 0).to(y.dtype).expand(m, n)
+        return windows.u, y, first, (k >= 1).to(y.dtype).expand(m, n)
+
+    def forward(self, z: Tensor, windows: Windows) -> Tensor:
+        """The Lagrangian (6) of each window, ``sum_k l_k``.
+
+        Args:
+            z: padded stage vectors, shape (M, N + 1, s).
+            windows: the M windows.
+
+        Returns:
+            ``L^(i)``, shape (M,).
+        """
+        m, t, s = z.shape
+        n = t - 1
+        u, y, first, measured = self.stage_data(windows)
+        flat = [v.reshape(m * n, *v.shape[2:]) for v in (z[:, :-1], z[:, 1:], u, y, first, measured)]
+        return self.stage_lagrangian(*flat).reshape(m, n).sum(dim=1)
+
+    def prediction_error(self, z: Tensor, windows: Windows) -> Tensor:
+        """One-step prediction residuals ``r^(i) = C x^_N - y~_N`` (Eq. 9), shape (M, n_y)."""
+        return self.model.output(z[:, -1, self.layout.slices["x"]]) - windows.y[:, -1]
+
+    def initial_point(self, windows: Windows) -> KKTPoint:
+        """A first guess: measured states from the data, the others from ``s_bar``, zero noise and multipliers."""
+        m, n, lay, model = len(windows), windows.horizon, self.layout, self.model
+        with torch.no_grad():
+            x = self.arrival_mean.detach().expand(m, n + 1, lay.n_x).clone()
+            y_states = torch.cat([windows.y[:, :1], windows.y], dim=1)
+            x[:, :, list(model.measured)] = y_states
+            zeros = windows.y.new_zeros
+        return KKTPoint(x, zeros(m, n, lay.n_w), zeros(m, n - 1, lay.n_eta), zeros(m, n, lay.n_x),
+                        zeros(m, n - 1, lay.n_y))

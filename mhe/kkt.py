@@ -1,0 +1,177 @@
+"""KKT system of the MHE windows and the PEM hypergradient, explicit (Eq. 11) and adjoint-VJP (Prop. 1).
+
+With ``F(z, alpha) = grad_z L`` the KKT residual (Eq. 7) of a window in the stage
+layout of `mhe.point`, ``K = dF/dz`` (block tridiagonal, Prop. 2), ``A = dF/dalpha`` and
+``b = grad_z J`` (only ``x_N`` entries, ``C^T r``), the hypergradient of
+``J = 1/2 sum_i ||C x^_N - y~_N||^2`` is
+
+* explicit (Eq. 11): ``dJ/dalpha = -sum_i A_i^T K_i^{-1} b_i`` with ``A_i`` formed
+  column by column (n_alpha columns) and ``K_i`` dense;
+* adjoint-VJP (Eq. 12-13): ``K_i lambda_i = b_i`` solved block-tridiagonally, then
+  ``dJ/dalpha = -grad_alpha sum_i F_i^T lambda_i``, one VJP; ``A`` is never formed.
+
+``F`` itself is a VJP of the Lagrangian (``torch.func.grad``), so the second step is a
+reverse-over-reverse product. Everything is batched over the M windows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.func import functional_call, grad, hessian, jacrev, vjp, vmap
+
+from .blocktri import block_tridiagonal_dense, block_tridiagonal_solve
+from .estimator import MovingHorizonEstimator
+from .windows import Windows
+
+__all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "prediction_loss", "refine",
+           "hypergradient_adjoint", "hypergradient_explicit", "outer_parameters"]
+
+Params = dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class Hypergradient:
+    """The PEM objective and its gradient.
+
+    Attributes:
+        loss: ``J^(i) = 1/2 ||C x^_N - y~_N||^2`` per window, shape (M,).
+        grads: ``dJ/dalpha`` summed over the windows, by parameter name of the estimator.
+    """
+
+    loss: Tensor
+    grads: Params
+
+
+def outer_parameters(estimator: MovingHorizonEstimator) -> Params:
+    """The outer parameters ``alpha`` by name, detached (Eq. 5)."""
+    return {n: p.detach() for n, p in estimator.named_parameters()}
+
+
+def kkt_residual(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows,
+                 params: Params | None = None) -> Tensor:
+    """``F = grad_z L`` (Eq. 7) at the padded stages ``z``, shape (M, N + 1, s), zero at dummies.
+
+    Args:
+        estimator: the MHE.
+        z: padded stage vectors, shape (M, N + 1, s).
+        windows: the M windows.
+        params: outer parameters to use instead of the estimator's own (for transforms).
+    """
+    params = outer_parameters(estimator) if params is None else params
+    return grad(lambda zz: functional_call(estimator, params, (zz, windows)).sum())(z)
+
+
+def kkt_blocks(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> tuple[Tensor, Tensor]:
+    """The blocks of ``K = dF/dz`` in stage order (Prop. 2), dummies replaced by identity rows.
+
+    Each stage term ``l_k(z_k, z_{k+1})`` contributes its Hessian to ``D_k``, ``D_{k+1}``
+    and ``E_k``; the Hessians are batched over all windows and stages.
+
+    Returns:
+        ``D`` of shape (M, N + 1, s, s) and ``E`` of shape (M, N, s, s).
+    """
+    m, t, s = z.shape
+    n = t - 1
+    u, y, first, measured = estimator.stage_data(windows)
+
+    def stage(c: Tensor, uk: Tensor, yk: Tensor, fk: Tensor, mk: Tensor) -> Tensor:
+        return estimator.stage_lagrangian(c[None, :s], c[None, s:], uk[None], yk[None], fk[None], mk[None])[0]
+
+    with torch.no_grad():
+        c = torch.cat([z[:, :-1], z[:, 1:]], dim=-1).reshape(m * n, 2 * s)
+        flat = [v.reshape(m * n, *v.shape[2:]) for v in (u, y, first, measured)]
+        h = vmap(hessian(stage))(c, *flat).reshape(m, n, 2 * s, 2 * s)
+        d = z.new_zeros(m, t, s, s)
+        d[:, :n] += h[..., :s, :s]
+        d[:, 1:] += h[..., s:, s:]
+        dummy = ~estimator.layout.mask()
+        d[:, dummy] = d[:, dummy] + torch.eye(s, dtype=z.dtype)[None].expand(t, s, s)[dummy]
+        return d, h[..., :s, s:].contiguous()
+
+
+def prediction_loss(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> tuple[Tensor, Tensor]:
+    """``J^(i)`` and ``b^(i) = grad_z J^(i)`` (Eq. 9, 11).
+
+    Returns:
+        ``J`` of shape (M,) and ``b`` of shape (M, N + 1, s) (nonzero only at ``x_N``).
+    """
+    with torch.no_grad():
+        r = estimator.prediction_error(z, windows)
+        b = torch.zeros_like(z)
+        b[:, -1, estimator.layout.slices["x"]] = r @ estimator.model.C
+        return 0.5 * (r * r).sum(-1), b
+
+
+def refine(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows, steps: int) -> tuple[Tensor, Tensor]:
+    """Newton steps ``z <- z - K^{-1} F`` on the torch KKT system, block-tridiagonally.
+
+    Args:
+        estimator: the MHE.
+        z: padded stage vectors from the NLP solver, shape (M, N + 1, s).
+        windows: the M windows.
+        steps: number of Newton steps (>= 0).
+
+    Returns:
+        The refined ``z`` and the max-norm of ``F`` per window at it, shape (M,).
+    """
+    with torch.no_grad():
+        for _ in range(steps):
+            f = kkt_residual(estimator, z, windows)
+            d, e = kkt_blocks(estimator, z, windows)
+            z = z - block_tridiagonal_solve(d, e, f)
+        res = kkt_residual(estimator, z, windows).abs().amax(dim=(1, 2))
+    return z, res
+
+
+def hypergradient_adjoint(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> Hypergradient:
+    """Adjoint-VJP hypergradient (Prop. 1, Eq. 12-13) at the KKT points ``z``.
+
+    Args:
+        estimator: the MHE (its parameters are ``alpha``).
+        z: padded KKT points of the M windows, shape (M, N + 1, s).
+        windows: the M windows.
+
+    Returns:
+        The `Hypergradient`.
+    """
+    d, e = kkt_blocks(estimator, z, windows)
+    loss, b = prediction_loss(estimator, z, windows)
+    lam = block_tridiagonal_solve(d, e, b)
+    _, pull = vjp(lambda p: kkt_residual(estimator, z, windows, p), outer_parameters(estimator))
+    (g,) = pull(lam)
+    return Hypergradient(loss, {n: -v for n, v in g.items()})
+
+
+def hypergradient_explicit(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows,
+                           chunk_size: int | None = None) -> Hypergradient:
+    """Explicit hypergradient (Eq. 11, Simpson et al. 2024): forms ``K_i`` dense and ``A_i``.
+
+    ``A_i = dF_i/dalpha`` (n_z rows, n_alpha columns) is built window by window by
+    ``torch.func.jacrev``; this is the memory-bound reference of the benchmarks.
+
+    Args:
+        estimator: the MHE.
+        z: padded KKT points, shape (M, N + 1, s).
+        windows: the M windows.
+        chunk_size: rows of ``A_i`` computed per vectorized pass (None: all at once).
+
+    Returns:
+        The `Hypergradient`.
+    """
+    d, e = kkt_blocks(estimator, z, windows)
+    loss, b = prediction_loss(estimator, z, windows)
+    mask = estimator.layout.mask().flatten()
+    dense = block_tridiagonal_dense(d, e)[:, mask][:, :, mask]
+    rhs = b.reshape(len(windows), -1)[:, mask]
+    params = outer_parameters(estimator)
+    grads = {n: torch.zeros_like(p) for n, p in params.items()}
+    for i in range(len(windows)):
+        zi, wi = z[i:i + 1], windows[i:i + 1]
+        a = jacrev(lambda p: kkt_residual(estimator, zi, wi, p).reshape(-1)[mask], chunk_size=chunk_size)(params)
+        sol = torch.linalg.solve(dense[i], rhs[i])
+        for n in grads:
+            grads[n] -= (a[n].reshape(sol.shape[0], -1).T @ sol).reshape(grads[n].shape)
+        del a
+    return Hypergradient(loss, grads)

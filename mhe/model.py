@@ -1,0 +1,200 @@
+"""State-space models of Eq. (1)-(2): ``x_{k+1} = f_d(x_k, u_k, w_k; theta)``, ``y_k = C x_k + F eta_k``.
+
+The continuous-time field ``f_c(x, u, w; theta)`` is written once, in torch:
+
+* physics: a `PhysicsField` whose `PhysicsField.vector_field` is plain arithmetic on
+  state and input components through an ``ops`` namespace (``sin``, ``atan2``, ...);
+  torch runs it with `TORCH_OPS`, and `mhe.casadi_model` runs the same code on CasADi
+  symbols to obtain the expression for the estimation problem;
+* neural: a `NeuralResidual`, a tanh MLP with two hidden layers and a zero last layer
+  (Section 4.2), which reaches CasADi through L4CasADi;
+* gray-box: the sum of both.
+
+Process noise enters additively in continuous time, ``f_c = h(x, u; theta) + w``, held
+constant over a sample (``n_w = n_x``); ``f_d`` is one RK4 step of ``f_c`` at the sample
+time with ``u`` and ``w`` held (zero-order hold).
+"""
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+
+import torch
+from torch import Tensor, nn
+
+from torch_ude.mlp import TanhMLP
+from torch_ude.rk4 import rk4_step
+
+from .bounds import BoundedParameters
+
+__all__ = ["TORCH_OPS", "PhysicsField", "NeuralResidual", "StateSpaceModel"]
+
+TORCH_OPS = SimpleNamespace(sin=torch.sin, cos=torch.cos, tan=torch.tan, atan=torch.atan, atan2=torch.atan2,
+                            tanh=torch.tanh, exp=torch.exp, log=torch.log, sqrt=torch.sqrt)
+"""The math functions a `PhysicsField` may use, for torch tensors."""
+
+
+class PhysicsField(nn.Module, abc.ABC):
+    """Known physics ``h(x, u; theta_phys)`` with named, bounded parameters.
+
+    Subclasses set ``state_names`` and ``input_names`` and implement `vector_field`.
+
+    Args:
+        parameters: the physical parameters, identified ones and fixed ones.
+    """
+
+    state_names: tuple[str, ...]
+    input_names: tuple[str, ...]
+
+    def __init__(self, parameters: BoundedParameters) -> None:
+        super().__init__()
+        self.params = parameters
+
+    @property
+    def n_x(self) -> int:
+        """State dimension."""
+        return len(self.state_names)
+
+    @property
+    def n_u(self) -> int:
+        """Input dimension."""
+        return len(self.input_names)
+
+    @abc.abstractmethod
+    def vector_field(self, x: Sequence, u: Sequence, p: Mapping[str, object], ops: SimpleNamespace) -> list:
+        """The physics ``h`` on components, backend-neutral.
+
+        Args:
+            x: state components, each a tensor of shape (B,) or a CasADi scalar/column.
+            u: input components, alike.
+            p: parameter values by name: 0-d tensors or CasADi symbols.
+            ops: `TORCH_OPS` or ``mhe.casadi_model.CASADI_OPS``.
+
+        Returns:
+            The ``n_x`` components of ``dx/dt``.
+        """
+
+    def forward(self, x: Tensor, u: Tensor) -> Tensor:
+        """``h(x, u)`` for batches, (B, n_x), (B, n_u) -> (B, n_x)."""
+        out = self.vector_field(list(x.unbind(-1)), list(u.unbind(-1)), self.params(), TORCH_OPS)
+        return torch.stack(torch.broadcast_tensors(*out), dim=-1)
+
+
+class NeuralResidual(nn.Module):
+    """A tanh MLP ``N(x, u) = out_scale * mlp([x, u] / in_scale)`` (two hidden layers).
+
+    The last layer starts at zero (Section 4.2) so that the model starts at its
+    physics, or at a pure random walk for a neural-only model.
+
+    Args:
+        n_x: state dimension (outputs).
+        n_u: input dimension.
+        width: hidden width of both hidden layers.
+        in_scale: typical magnitudes of ``[x, u]``, shape (n_x + n_u,); ones if None.
+        out_scale: typical magnitudes of the residual ``dx/dt``, shape (n_x,); ones if None.
+        seed: seed of the hidden layers' initial weights.
+    """
+
+    def __init__(self, n_x: int, n_u: int, width: int = 32, in_scale: Sequence[float] | None = None,
+                 out_scale: Sequence[float] | None = None, seed: int = 0) -> None:
+        super().__init__()
+        if width < 1:
+            raise ValueError(f"width must be >= 1; got {width}.")
+        gen = torch.Generator().manual_seed(seed)
+        self.mlp = TanhMLP((n_x + n_u, width, width, n_x), dtype=torch.float64, generator=gen, last_layer_gain=0.0)
+        self.register_buffer("in_scale", _scale(in_scale, n_x + n_u, "in_scale"))
+        self.register_buffer("out_scale", _scale(out_scale, n_x, "out_scale"))
+        self.n_x, self.n_u = n_x, n_u
+
+    def forward(self, x: Tensor, u: Tensor) -> Tensor:
+        """Residual ``dx/dt``, (B, n_x), (B, n_u) -> (B, n_x)."""
+        return self.rows(torch.cat([x, u], dim=-1))
+
+    def rows(self, z: Tensor) -> Tensor:
+        """Residual of rows ``z = [x, u]`` of any float dtype, (B, n_x + n_u) -> (B, n_x) float64.
+
+        This is the function L4CasADi traces: it takes rows of shape (1, n) in float32.
+        """
+        return self.out_scale * self.mlp(z.to(self.in_scale.dtype) / self.in_scale)
+
+
+def _scale(values: Sequence[float] | None, n: int, name: str) -> Tensor:
+    out = torch.ones(n, dtype=torch.float64) if values is None else torch.as_tensor(values, dtype=torch.float64)
+    if out.shape != (n,) or not bool((out > 0).all()):
+        raise ValueError(f"{name} must hold {n} positive numbers; got {values}.")
+    return out
+
+
+class StateSpaceModel(nn.Module):
+    """``f_c = h_phys + N + w``, its RK4 discretization ``f_d`` and the output map (Eq. 1-2).
+
+    Physics-only: ``residual=None``; neural: ``physics=None``; gray-box: both.
+
+    Args:
+        physics: the known physics, or None.
+        residual: the neural residual, or None.
+        dt: sample time in seconds.
+        measured: indices of the measured states; ``C`` selects them, ``F = I``.
+        n_x: state dimension, needed only without physics.
+        n_u: input dimension, needed only without physics.
+
+    Raises:
+        ValueError: for no part at all, inconsistent dimensions or bad indices.
+    """
+
+    def __init__(self, physics: PhysicsField | None = None, residual: NeuralResidual | None = None,
+                 dt: float = 0.02, measured: Sequence[int] = (0,), n_x: int | None = None,
+                 n_u: int | None = None) -> None:
+        super().__init__()
+        if physics is None and residual is None:
+            raise ValueError("A StateSpaceModel needs physics, a neural residual or both; got neither.")
+        if not dt > 0:
+            raise ValueError(f"dt must be positive (seconds); got {dt}.")
+        part = physics if physics is not None else residual
+        self.n_x = part.n_x if n_x is None else int(n_x)
+        self.n_u = part.n_u if n_u is None else int(n_u)
+        for other in (physics, residual):
+            if other is not None and (other.n_x, other.n_u) != (self.n_x, self.n_u):
+                raise ValueError(f"physics and residual disagree on (n_x, n_u): {(other.n_x, other.n_u)} "
+                                 f"vs {(self.n_x, self.n_u)}.")
+        measured = tuple(int(i) for i in measured)
+        if not measured or len(set(measured)) != len(measured) or not all(0 <= i < self.n_x for i in measured):
+            raise ValueError(f"measured must list distinct state indices in [0, {self.n_x}); got {measured}.")
+        self.physics, self.residual, self.dt, self.measured = physics, residual, float(dt), measured
+        c = torch.zeros(len(measured), self.n_x, dtype=torch.float64)
+        c[torch.arange(len(measured)), torch.tensor(measured)] = 1.0
+        self.register_buffer("C", c)
+        self.register_buffer("F", torch.eye(len(measured), dtype=torch.float64))
+
+    @property
+    def n_w(self) -> int:
+        """Process-noise dimension (additive, so ``n_x``)."""
+        return self.n_x
+
+    @property
+    def n_y(self) -> int:
+        """Output dimension."""
+        return self.C.shape[0]
+
+    @property
+    def n_eta(self) -> int:
+        """Measurement-noise dimension."""
+        return self.F.shape[1]
+
+    def field(self, x: Tensor, u: Tensor, w: Tensor) -> Tensor:
+        """``f_c(x, u, w)``, (B, n_x), (B, n_u), (B, n_w) -> (B, n_x)."""
+        out = w
+        if self.physics is not None:
+            out = out + self.physics(x, u)
+        if self.residual is not None:
+            out = out + self.residual(x, u)
+        return out
+
+    def step(self, x: Tensor, u: Tensor, w: Tensor) -> Tensor:
+        """``f_d``: one RK4 step of ``f_c`` over ``dt`` with ``u``, ``w`` held, (B, n_x) -> (B, n_x)."""
+        return rk4_step(lambda s: self.field(s, u, w), x, self.dt)
+
+    def output(self, x: Tensor) -> Tensor:
+        """Noise-free output ``C x``, (..., n_x) -> (..., n_y)."""
+        return x @ self.C.T

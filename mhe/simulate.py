@@ -1,0 +1,117 @@
+"""Our own data generator: a `StateSpaceModel` driven by a policy, with process and measurement noise.
+
+``x_{t+1} = f_d(x_t, u_t, w_t)`` with ``w_t ~ N(0, diag(q^2))`` (held over the sample, in
+the units of ``dx/dt``) and ``y_t = C x_t + eta_t`` with ``eta_t ~ N(0, diag(r^2))``.
+`vehicle_policy` excites the racing model of `mhe.vehicle`: smooth random steering and
+a throttle that tracks a smooth random speed reference.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .model import StateSpaceModel
+
+__all__ = ["Recording", "simulate", "smooth_signal", "vehicle_policy"]
+
+Policy = Callable[[int, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A simulated recording sampled at ``dt``.
+
+    Attributes:
+        states: true states ``x_0..x_{T-1}``, shape (T, n_x).
+        inputs: applied inputs ``u_0..u_{T-1}``, shape (T, n_u).
+        outputs: measured outputs ``y_0..y_{T-1}``, shape (T, n_y).
+        dt: sample time in seconds.
+    """
+
+    states: Tensor
+    inputs: Tensor
+    outputs: Tensor
+    dt: float
+
+
+def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps: int,
+             process_std: Sequence[float], measurement_std: Sequence[float], seed: int = 0) -> Recording:
+    """Simulate ``steps`` samples of ``model`` in closed loop with ``policy``.
+
+    Args:
+        model: the data-generating model (float64).
+        x0: initial state, n_x numbers.
+        policy: ``u_t = policy(t, x_t)``, returns shape (n_u,).
+        steps: number of samples T >= 2.
+        process_std: standard deviations q of ``w``, n_w numbers (units of dx/dt).
+        measurement_std: standard deviations r of ``eta``, n_y numbers (output units).
+        seed: seed of the noise.
+
+    Returns:
+        The `Recording`.
+
+    Raises:
+        ValueError: for wrong sizes, or if the state becomes non-finite.
+    """
+    q = torch.as_tensor(process_std, dtype=torch.float64)
+    r = torch.as_tensor(measurement_std, dtype=torch.float64)
+    x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)
+    if x.shape[1] != model.n_x or q.shape != (model.n_w,) or r.shape != (model.n_y,) or steps < 2:
+        raise ValueError(f"Need x0 of {model.n_x} numbers, process_std of {model.n_w}, measurement_std of "
+                         f"{model.n_y} and steps >= 2; got {x.shape[1]}, {tuple(q.shape)}, {tuple(r.shape)}, {steps}.")
+    gen = torch.Generator().manual_seed(seed)
+    states, inputs = [], []
+    with torch.no_grad():
+        for t in range(steps):
+            u = policy(t, x[0]).reshape(1, -1)
+            states.append(x[0])
+            inputs.append(u[0])
+            w = q * torch.randn(1, model.n_w, generator=gen, dtype=torch.float64)
+            x = model.step(x, u, w)
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"The simulated state became non-finite at sample {t + 1}; soften the "
+                                 "excitation or lower the noise.")
+        xs = torch.stack(states)
+        ys = model.output(xs) + r * torch.randn(steps, model.n_y, generator=gen, dtype=torch.float64)
+    return Recording(xs, torch.stack(inputs), ys, model.dt)
+
+
+def smooth_signal(steps: int, dt: float, amplitude: float, max_hz: float, seed: int, n_tones: int = 8) -> Tensor:
+    """A smooth random signal: a sum of ``n_tones`` sinusoids below ``max_hz``, peak ``<= amplitude``.
+
+    Returns:
+        Shape (steps,), float64.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.arange(steps, dtype=torch.float64) * dt
+    freq = max_hz * (0.05 + 0.95 * torch.rand(n_tones, generator=gen, dtype=torch.float64))
+    phase = 2 * math.pi * torch.rand(n_tones, generator=gen, dtype=torch.float64)
+    s = torch.sin(2 * math.pi * freq[None, :] * t[:, None] + phase[None, :]).sum(dim=1)
+    return amplitude * s / s.abs().max()
+
+
+def vehicle_policy(steps: int, dt: float, seed: int, steer_amplitude: float = 0.35, steer_hz: float = 1.5,
+                   speed_range: tuple[float, float] = (1.0, 2.5), speed_gain: float = 1.5) -> Policy:
+    """Excitation of the racing model: ``u = (delta, gamma)``.
+
+    Steering is a smooth random signal of peak ``steer_amplitude`` (rad); the throttle
+    tracks a smooth random speed reference in ``speed_range`` (m/s) with a proportional
+    gain plus a smooth dither, clipped to [-1, 1].
+
+    Returns:
+        ``policy(t, x) -> u`` of shape (2,).
+    """
+    steer = smooth_signal(steps, dt, steer_amplitude, steer_hz, seed)
+    lo, hi = speed_range
+    vref = 0.5 * (lo + hi) + 0.5 * (hi - lo) * smooth_signal(steps, dt, 1.0, 0.3, seed + 1)
+    dither = smooth_signal(steps, dt, 0.3, 2.0, seed + 2)
+
+    def policy(t: int, x: Tensor) -> Tensor:
+        gamma = (0.25 + speed_gain * (vref[t] - x[0]) + dither[t]).clamp(-1.0, 1.0)
+        return torch.stack([steer[t], gamma])
+
+    return policy
