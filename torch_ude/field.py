@@ -27,7 +27,7 @@ class FieldJet:
         x: states, shape (B, n).
         value: ``F(x)``, shape (B, n).
         lie: ``G(x) = J_F(x) F(x)`` (Eq. 11), shape (B, n), or None if not computed.
-        known_jacobian: ``J_fknown(x)``, shape (B, n, n).
+        known_jacobian: ``J_fknown(x)``, shape (B, n, n), or None without ``lie``.
         acts: MLP activations at ``x / s_in``.
         tangents: MLP tangents along ``F / s_in``, or None.
     """
@@ -35,7 +35,7 @@ class FieldJet:
     x: Tensor
     value: Tensor
     lie: Tensor | None
-    known_jacobian: Tensor
+    known_jacobian: Tensor | None
     acts: Activations
     tangents: Tangents | None
 
@@ -127,10 +127,9 @@ class HybridField(nn.Module):
         """
         acts = self.mlp.activations(x / self.in_scale)
         value = self.known(x) + self.out_scale * acts.output
-        jk = self.known.jacobian(x)
-        tangents = None
-        g = None
+        tangents, g, jk = None, None, None
         if lie:
+            jk = self.known.jacobian(x)
             tangents = self.mlp.jvp(acts, value / self.in_scale)
             g = torch.einsum("bij,bj->bi", jk, value) + self.out_scale * tangents.output
         return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)

@@ -82,7 +82,7 @@ class JetLoss(nn.Module):
         return (self.lambda1 * (r1 * r1).sum() + self.lambda2 * (r2 * r2).sum()) / x.shape[0]
 
     def value_and_grad(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor,
-                       validate: bool = True) -> JetResult:
+                       validate: bool = True, report_r2: bool = True) -> JetResult:
         """Loss and its exact gradient in theta by Eq. (14)-(16).
 
         ``ubar = -2 (lambda1 r1/s1 + lambda2 J_F^T r2/s2)`` is pulled back through the
@@ -93,6 +93,8 @@ class JetLoss(nn.Module):
             field: the hybrid field.
             x, xdot, xddot: SG estimates of state, first and second derivative, (B, n).
             validate: check shapes and finiteness (the public boundary).
+            report_r2: compute ``||r2||^2`` even when ``lambda2 = 0`` (it then needs a JVP
+                that the gradient does not); if False, ``loss_r2`` is NaN in that case.
 
         Returns:
             A `JetResult` with gradients in the order of ``field.parameters_list()``.
@@ -101,17 +103,22 @@ class JetLoss(nn.Module):
             self._check(field, x, xdot, xddot)
         with torch.no_grad():
             b = x.shape[0]
-            jet = field.jet(x)
+            second = self.lambda2 > 0.0
+            jet = field.jet(x, lie=second or report_r2)
             r1 = (xdot - jet.value) / self.s1
-            r2 = (xddot - jet.lie) / self.s2
-            sq1, sq2 = (r1 * r1).sum() / b, (r2 * r2).sum() / b
+            sq1 = (r1 * r1).sum() / b
+            if jet.lie is None:
+                r2, sq2 = None, torch.full_like(sq1, float("nan"))
+            else:
+                r2 = (xddot - jet.lie) / self.s2
+                sq2 = (r2 * r2).sum() / b
             ubar = (-2.0 * self.lambda1 / b) * (r1 / self.s1)
-            if self.lambda2 > 0.0:
+            if second:
                 w = (-2.0 / b) * (r2 / self.s2)
                 jtw = torch.einsum("bij,bi->bj", jet.known_jacobian, w) + field.vjp_residual(jet.acts, w)
                 ubar = ubar + self.lambda2 * jtw
                 grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w)
             else:
                 grads = field.parameter_vjp(jet.acts, ubar)
-            loss = self.lambda1 * sq1 + self.lambda2 * sq2
+            loss = self.lambda1 * sq1 + (self.lambda2 * sq2 if second else 0.0)
         return JetResult(loss=loss, loss_r1=sq1, loss_r2=sq2, grads=grads)

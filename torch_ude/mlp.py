@@ -75,38 +75,40 @@ class TanhMLP(nn.Module):
         if len(sizes) < 2 or min(sizes) < 1:
             raise ValueError(f"sizes must list at least an input and an output width, all >= 1; got {sizes}.")
         self.sizes = sizes
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
         n_layers = len(sizes) - 1
+        self._names = [(f"weight{l}", f"bias{l}") for l in range(n_layers)]
         for l, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             gain = last_layer_gain if l == n_layers - 1 else 5.0 / 3.0
             bound = gain * math.sqrt(6.0 / (d_in + d_out))
             w = torch.empty(d_out, d_in, dtype=dtype)
             w.uniform_(-bound, bound, generator=generator)
-            self.weights.append(nn.Parameter(w))
-            self.biases.append(nn.Parameter(torch.zeros(d_out, dtype=dtype)))
+            self.register_parameter(f"weight{l}", nn.Parameter(w))
+            self.register_parameter(f"bias{l}", nn.Parameter(torch.zeros(d_out, dtype=dtype)))
+
+    @property
+    def layers(self) -> list[tuple[Tensor, Tensor]]:
+        """``[(W_1, b_1), ..., (W_L, b_L)]``, looked up by name (so ``torch.func.functional_call`` works)."""
+        params = self._parameters
+        return [(params[w], params[b]) for w, b in self._names]
 
     @property
     def n_layers(self) -> int:
         """Number of affine layers ``L``."""
-        return len(self.weights)
+        return len(self._names)
 
     def ordered_parameters(self) -> list[Tensor]:
         """Parameters in the order of `backward`'s gradients: W_1, b_1, ..., W_L, b_L."""
-        out: list[Tensor] = []
-        for w, b in zip(self.weights, self.biases):
-            out += [w, b]
-        return out
+        return [t for layer in self.layers for t in layer]
 
     def activations(self, z: Tensor) -> Activations:
         """Forward pass keeping activations, (B, d_0) -> `Activations`."""
         hidden = []
         h = z
-        last = self.n_layers - 1
-        for l in range(last):
-            h = torch.tanh(torch.addmm(self.biases[l], h, self.weights[l].T))
+        *inner, (w_out, b_out) = self.layers
+        for w, b in inner:
+            h = torch.tanh(torch.addmm(b, h, w.T))
             hidden.append(h)
-        out = torch.addmm(self.biases[last], h, self.weights[last].T)
+        out = torch.addmm(b_out, h, w_out.T)
         return Activations(inputs=z, hidden=hidden, output=out)
 
     def forward(self, z: Tensor) -> Tensor:
@@ -125,20 +127,22 @@ class TanhMLP(nn.Module):
         """
         pre, hid = [], []
         hdot = zdot
-        for l, h in enumerate(acts.hidden):
-            adot = hdot @ self.weights[l].T
+        layers = self.layers
+        for (w, _), h in zip(layers, acts.hidden):
+            adot = hdot @ w.T
             hdot = (1.0 - h * h) * adot
             pre.append(adot)
             hid.append(hdot)
-        return Tangents(inputs=zdot, pre=pre, hidden=hid, output=hdot @ self.weights[self.n_layers - 1].T)
+        return Tangents(inputs=zdot, pre=pre, hidden=hid, output=hdot @ layers[-1][0].T)
 
     def vjp_input(self, acts: Activations, obar: Tensor) -> Tensor:
         """Input cotangent ``(do/dz)^T obar``, shape (B, d_L) -> (B, d_0)."""
         g = obar
-        for l in range(self.n_layers - 1, 0, -1):
+        layers = self.layers
+        for l in range(len(layers) - 1, 0, -1):
             h = acts.hidden[l - 1]
-            g = (g @ self.weights[l]) * (1.0 - h * h)
-        return g @ self.weights[0]
+            g = (g @ layers[l][0]) * (1.0 - h * h)
+        return g @ layers[0][0]
 
     def backward(self, acts: Activations, obar: Tensor, tangents: Tangents | None = None,
                  tbar: Tensor | None = None) -> list[Tensor]:
@@ -162,9 +166,9 @@ class TanhMLP(nn.Module):
             raise ValueError("tangents are required when tbar is given.")
         grads: list[Tensor] = []
         abar, tabar = obar, tbar  # cotangents of a_l and adot_l
-        n_layers = self.n_layers
-        for l in range(n_layers - 1, -1, -1):
-            w = self.weights[l]
+        layers = self.layers
+        for l in range(len(layers) - 1, -1, -1):
+            w = layers[l][0]
             h_prev = acts.hidden[l - 1] if l > 0 else acts.inputs
             dw = abar.T @ h_prev
             if with_tangent:

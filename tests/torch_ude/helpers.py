@@ -14,7 +14,7 @@ def random_field(plant: str, case: str, seed: int) -> HybridField:
     n = system.n_states
     field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen))
     with torch.no_grad():
-        for b in field.mlp.biases:
+        for _, b in field.mlp.layers:
             b.uniform_(-0.5, 0.5, generator=gen)
     return field
 

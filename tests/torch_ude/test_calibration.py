@@ -67,4 +67,4 @@ def test_from_seed_gives_identical_initial_weights():
     known = SinglePendulum().known_field("A")
     a, b, c = HybridField.from_seed(known, 7), HybridField.from_seed(known, 7), HybridField.from_seed(known, 8)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
-    assert not torch.equal(a.mlp.weights[0], c.mlp.weights[0])
+    assert not torch.equal(a.mlp.weight0, c.mlp.weight0)

@@ -116,7 +116,7 @@ class Simulator:
         traj = np.empty((longest + 1, len(pieces), self.system.n_states))
         traj[0] = x.numpy()
         h = 1.0 / (self.fs * self.substeps)
-        with torch.no_grad():
+        with torch.inference_mode():
             for k in range(longest):
                 for _ in range(self.substeps):
                     x = rk4_step(self.field, x, h)
@@ -132,6 +132,25 @@ class Simulator:
                 "the plant's simulated trajectory became non-finite; reduce the step with substeps."
             )
         return xs, seg
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue the stream exactly (generators, buffers, counters)."""
+        return {
+            "excite_rng": self._excite_rng.bit_generator.state, "noise_rng": self._noise_rng.bit_generator.state,
+            "tick": self._tick, "segment_id": self._segment_id,
+            "open_state": self._open[0].copy(), "open_left": self._open[1],
+            "buffer_x": self._buffer_x.copy(), "buffer_seg": self._buffer_seg.copy(), "sigma": self.sigma.copy(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict` taken from a simulator of the same plant and settings."""
+        self._excite_rng.bit_generator.state = state["excite_rng"]
+        self._noise_rng.bit_generator.state = state["noise_rng"]
+        self._tick, self._segment_id = int(state["tick"]), int(state["segment_id"])
+        self._open = (np.asarray(state["open_state"], dtype=np.float64).copy(), int(state["open_left"]))
+        self._buffer_x = np.asarray(state["buffer_x"], dtype=np.float64).copy()
+        self._buffer_seg = np.asarray(state["buffer_seg"], dtype=np.int64).copy()
+        self.sigma = np.asarray(state["sigma"], dtype=np.float64).copy()
 
     def read(self, n_ticks: int) -> Recording:
         """Return the next ``n_ticks`` samples of the stream.

@@ -78,3 +78,16 @@ def test_bad_durations_are_errors():
         simulate(SinglePendulum(), 0.0)
     with pytest.raises(ValueError, match="n_ticks"):
         Simulator(SinglePendulum(), rms_horizon=0.1).read(-1)
+
+
+def test_state_dict_continues_the_stream_exactly():
+    p = SinglePendulum(reexcite_interval=(0.5, 1.0))
+    ref = Simulator(p, noise=0.01, seed=5, rms_horizon=2.0)
+    whole = ref.read(5000)
+    a = Simulator(p, noise=0.01, seed=5, rms_horizon=2.0)
+    first = a.read(2345)
+    b = Simulator(p, noise=0.01, seed=99, rms_horizon=2.0)
+    b.load_state_dict(a.state_dict())
+    rest = b.read(5000 - 2345)
+    assert np.array_equal(np.concatenate([first.y, rest.y]), whole.y)
+    assert np.array_equal(np.concatenate([first.t, rest.t]), whole.t)

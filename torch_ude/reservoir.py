@@ -1,0 +1,93 @@
+"""Fixed-capacity sample buffers: reservoir sampling (Vitter's algorithm R) or FIFO.
+
+Each sample is an SG jet ``(x_hat, xdot_hat, xddot_hat)`` stored as a ``(3, n)`` row.
+Memory is allocated once at construction and never grows with the stream.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["SampleBuffer"]
+
+
+class SampleBuffer:
+    """A preallocated buffer of ``capacity`` jet samples.
+
+    Modes:
+        ``"reservoir"``: after the buffer is full, the i-th sample (0-based) replaces a
+        uniformly chosen slot with probability ``capacity / (i + 1)``, so the buffer is
+        a uniform random subset of everything seen (Vitter 1985).
+        ``"fifo"``: the most recent ``capacity`` samples (the paper's v1 rolling buffer).
+
+    Args:
+        capacity: B, number of samples held (>= 1).
+        n_states: n.
+        mode: ``"reservoir"`` or ``"fifo"``.
+        seed: seed of the replacement generator.
+        dtype: storage dtype (float64 host, float32 device).
+    """
+
+    def __init__(self, capacity: int, n_states: int, mode: str = "reservoir", seed: int = 0,
+                 dtype: torch.dtype = torch.float64) -> None:
+        if int(capacity) != capacity or capacity < 1:
+            raise ValueError(f"capacity must be a positive integer; got {capacity!r}.")
+        if mode not in ("reservoir", "fifo"):
+            raise ValueError(f"mode must be 'reservoir' or 'fifo'; got {mode!r}.")
+        self.capacity, self.mode = int(capacity), mode
+        self.data = torch.zeros(self.capacity, 3, n_states, dtype=dtype)
+        self.seen = 0
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def fill(self) -> int:
+        """Number of occupied slots."""
+        return min(self.seen, self.capacity)
+
+    @property
+    def full(self) -> bool:
+        """True once every slot holds a sample."""
+        return self.seen >= self.capacity
+
+    def add(self, samples: Tensor) -> None:
+        """Offer samples in stream order.
+
+        Args:
+            samples: shape (W, 3, n), rows ``(x_hat, xdot_hat, xddot_hat)``.
+        """
+        w = samples.shape[0]
+        if w == 0:
+            return
+        index = self.seen + np.arange(w)
+        if self.mode == "fifo":
+            slots = index % self.capacity
+        else:
+            slots = np.where(index < self.capacity, index, self._rng.integers(0, index + 1))
+        keep = slots < self.capacity
+        # a later sample that lands on the same slot overwrites an earlier one
+        order = np.flatnonzero(keep)
+        _, last = np.unique(slots[order][::-1], return_index=True)
+        chosen = order[::-1][last]
+        if chosen.size:
+            self.data[torch.as_tensor(slots[chosen])] = samples[torch.as_tensor(chosen)]
+        self.seen += w
+
+    def sample(self, batch: int, generator: torch.Generator) -> Tensor:
+        """A minibatch drawn uniformly with replacement from the occupied slots, (batch, 3, n)."""
+        if self.fill == 0:
+            raise RuntimeError("the sample buffer is empty; offer samples before drawing a minibatch.")
+        idx = torch.randint(0, self.fill, (batch,), generator=generator)
+        return self.data[idx]
+
+    def state_dict(self) -> dict:
+        """Buffer contents, counters and generator state."""
+        return {"data": self.data.clone(), "seen": self.seen, "rng": self._rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from `state_dict`."""
+        if state["data"].shape != self.data.shape:
+            raise ValueError(f"buffer shape mismatch: saved {tuple(state['data'].shape)}, here {tuple(self.data.shape)}.")
+        self.data.copy_(state["data"])
+        self.seen = int(state["seen"])
+        self._rng.bit_generator.state = state["rng"]

@@ -1,0 +1,152 @@
+"""The data module that streams a simulated plant to a trainer, chunk by chunk."""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from ..metrics import evaluation_states
+from ..systems.base import System
+from ..systems.faults import SensorFaults
+from ..systems.pendulum import SinglePendulum
+from ..systems.simulate import Simulator
+
+__all__ = ["StreamDataModule", "run_seed"]
+
+
+def run_seed() -> int:
+    """The run's seed: the one given to ``seed_everything`` (0 if none was set)."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
+class _Stream(IterableDataset):
+    """Yields the live stream in chunks, then empty ``replay`` chunks forever."""
+
+    def __init__(self, dm: StreamDataModule) -> None:
+        self.dm = dm
+
+    def __iter__(self) -> Iterator[dict]:
+        dm = self.dm
+        n = dm.system.n_states
+        while True:
+            yield dm.next_chunk() if dm.live else {
+                "y": torch.empty(0, n, dtype=torch.float64), "ticks": torch.empty(0, dtype=torch.int64),
+                "segment": torch.empty(0, dtype=torch.int64), "replay": True,
+            }
+
+
+class StreamDataModule(L.LightningDataModule):
+    """Streams a plant sampled at ``fs`` with sensor noise (and optional faults).
+
+    The training loader yields chunks of ``fs / train_rate`` samples (one training
+    tick each) as dicts ``{"y": (k, n) float64, "ticks": (k,) int64, "segment": (k,)
+    int64, "replay": False}``; after ``duration`` seconds it yields empty chunks with
+    ``replay = True``, on which a trainer continues on its buffer. The validation and
+    test loaders yield the evaluation states once: ``{"grid": (G, n), "visited": (V, n)}``.
+
+    Args:
+        system: the plant (any `System`; chosen in YAML by ``class_path``).
+        case: known-model case of the plant (``"A"``, ``"B"``, ``"C"``, ...).
+        duration: stream length in s (> 0).
+        fs: sample rate in Hz (> 0).
+        noise: sensor noise relative to each channel's RMS (>= 0).
+        train_rate: training ticks per second; ``fs / train_rate`` must be an integer.
+        substeps: RK4 steps per sample of the simulator.
+        faults: optional sensor faults (NaN, Inf, drops, spikes).
+        seed: stream seed; None uses the run seed (``seed_everything``).
+    """
+
+    def __init__(self, system: System | None = None, case: str = "A", duration: float = 60.0, fs: float = 1000.0,
+                 noise: float = 0.01, train_rate: float = 25.0, substeps: int = 1,
+                 faults: SensorFaults | None = None, seed: int | None = None) -> None:
+        super().__init__()
+        self.system = system if system is not None else SinglePendulum()
+        self.case = self.system.check_case(case)
+        if not (math.isfinite(duration) and duration > 0):
+            raise ValueError(f"duration must be positive (seconds); got {duration!r}.")
+        if not (math.isfinite(fs) and fs > 0):
+            raise ValueError(f"fs (the sample rate in Hz) must be positive; got {fs!r}.")
+        if not (math.isfinite(noise) and noise >= 0):
+            raise ValueError(f"noise must be >= 0 (relative to channel RMS); got {noise!r}.")
+        if not train_rate > 0:
+            raise ValueError(f"train_rate must be positive (Hz); got {train_rate!r}.")
+        chunk = fs / train_rate
+        if abs(chunk - round(chunk)) > 1e-9 or round(chunk) < 1:
+            raise ValueError(f"fs / train_rate must be a positive integer; got {fs} / {train_rate} = {chunk}.")
+        self.duration, self.fs, self.noise, self.train_rate = float(duration), float(fs), float(noise), float(train_rate)
+        self.chunk, self.substeps = int(round(chunk)), int(substeps)
+        self.total_ticks = int(round(self.duration * self.fs))
+        self.faults = faults if faults is not None else SensorFaults()
+        self._seed = seed
+        self._sim: Simulator | None = None
+        self._tick = 0
+        self._states: dict | None = None
+
+    @property
+    def seed(self) -> int:
+        """The stream seed (the run seed unless set explicitly)."""
+        return run_seed() if self._seed is None else int(self._seed)
+
+    @property
+    def live(self) -> bool:
+        """True while stream samples remain."""
+        return self._tick < self.total_ticks
+
+    @property
+    def true_sigma(self) -> np.ndarray | None:
+        """The simulator's noise standard deviation per channel, once the stream started."""
+        return None if self._sim is None else self._sim.sigma
+
+    def _simulator(self) -> Simulator:
+        if self._sim is None:
+            self._sim = Simulator(self.system, fs=self.fs, noise=self.noise, seed=self.seed,
+                                  substeps=self.substeps, rms_horizon=min(self.duration, 60.0))
+        return self._sim
+
+    def next_chunk(self) -> dict:
+        """The next chunk of the live stream (see class doc)."""
+        k = min(self.chunk, self.total_ticks - self._tick)
+        rec = self._simulator().read(k)
+        ticks = np.arange(self._tick, self._tick + k)
+        self._tick += k
+        if self.faults.active:
+            y, ticks, segment = self.faults.apply(rec, ticks)
+        else:
+            y, segment = rec.y, rec.segment
+        return {"y": torch.as_tensor(y), "ticks": torch.as_tensor(ticks), "segment": torch.as_tensor(segment),
+                "replay": False}
+
+    def evaluation_states(self) -> dict[str, torch.Tensor]:
+        """The states metrics are computed on (cached), see `torch_ude.metrics.evaluation_states`."""
+        if self._states is None:
+            self._states = evaluation_states(self.system, duration=self.duration, seed=self.seed, fs=self.fs)
+        return self._states
+
+    def train_dataloader(self) -> DataLoader:
+        """An endless loader: live chunks, then replay chunks (stop with ``trainer.max_steps``)."""
+        return DataLoader(_Stream(self), batch_size=None, num_workers=0)
+
+    def val_dataloader(self) -> DataLoader:
+        """One batch of evaluation states."""
+        return DataLoader([self.evaluation_states()], batch_size=None)
+
+    def test_dataloader(self) -> DataLoader:
+        """Same as the validation loader."""
+        return self.val_dataloader()
+
+    def state_dict(self) -> dict:
+        """Stream position, simulator and fault-generator state (for exact resumption)."""
+        return {"tick": self._tick, "sim": None if self._sim is None else self._sim.state_dict(),
+                "faults": self.faults.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from `state_dict`."""
+        self._tick = int(state["tick"])
+        if state["sim"] is not None:
+            self._simulator().load_state_dict(state["sim"])
+        self.faults.load_state_dict(state["faults"])

@@ -1,0 +1,261 @@
+"""Streaming jet matching (Algorithm 1) as a LightningModule with manual optimization."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Literal
+
+import lightning as L
+import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+from ..field import HybridField
+from ..jet import JetLoss
+from ..metrics import evaluate_field
+from ..stream import StreamEstimator, StreamSettings
+from .outputs import residual_figure, write_run_outputs
+
+__all__ = ["JetMatchingModule"]
+
+
+class JetMatchingModule(L.LightningModule):
+    """Noise-adaptive Lie-Taylor jet matching on a live stream (Algorithm 1).
+
+    Each training step takes one chunk of the stream (one training tick at
+    ``train_rate``), pushes it through the `StreamEstimator` and, once the buffer is
+    full, performs the due updates: a minibatch from the buffer, the hand-written
+    jet gradient written into ``.grad``, gradient-norm clipping, ``torch.optim.Adam``,
+    the cosine schedule and the EMA of the weights (``torch.optim.swa_utils``).
+    After the stream, replay chunks drive one update each until ``trainer.max_steps``
+    updates (the iteration limit) have been made.
+
+    The plant, case and seed come from the data module; the network's initial
+    weights from `HybridField.from_seed` with the run seed. Float64 throughout.
+
+    Args:
+        hidden: hidden widths of the tanh MLP.
+        stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
+        batch_size: minibatch size (64; v1: 32).
+        lr: Adam learning rate (initial value of the cosine schedule).
+        lr_min: final learning rate of the cosine schedule.
+        schedule: ``"cosine"`` or ``"constant"`` (v1).
+        ema_decay: EMA decay beta, or None for no weight averaging (v1).
+        grad_clip: gradient-norm clip.
+        lambda1: first-order loss weight.
+        log_every: log training scalars every this many updates.
+        num_threads: torch intra-op threads set at start-up (None leaves torch's
+            setting); the per-update tensors are tiny, so one thread is fastest and
+            immune to contention from other processes.
+    """
+
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
+                 batch_size: int = 64, lr: float = 3e-3, lr_min: float = 3e-5,
+                 schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.999,
+                 grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50,
+                 num_threads: int | None = 1) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.stream_settings = stream if stream is not None else StreamSettings()
+        self.stream_settings.validate()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1; got {batch_size}.")
+        if self.stream_settings.capacity < batch_size:
+            raise ValueError(
+                f"the buffer capacity B = {self.stream_settings.capacity} is smaller than the minibatch size "
+                f"{batch_size}; raise model.stream.capacity or lower model.batch_size.")
+        if not lr > 0 or lr_min < 0 or grad_clip <= 0:
+            raise ValueError(f"need lr > 0, lr_min >= 0, grad_clip > 0; got {lr}, {lr_min}, {grad_clip}.")
+        if ema_decay is not None and not 0.0 < ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in (0, 1) or null; got {ema_decay}.")
+        self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
+        self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
+        self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
+        self.save_hyperparameters()
+        self.field: HybridField | None = None
+        self.ema: AveragedModel | None = None
+        self.stream: StreamEstimator | None = None
+        self.loss: JetLoss | None = None
+        self._gen = torch.Generator()
+        self.stats = {"updates": 0, "skipped_updates": 0, "update_s": 0.0, "stream_s": 0.0}
+        self._fit_t0: float | None = None
+        self.wall_s: float | None = None
+
+    # ----- construction ------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """Build the field (and its EMA copy) for the data module's plant, case and seed."""
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+        if self.field is not None:
+            return
+        dm = self.trainer.datamodule
+        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
+        if self.ema_decay is not None:
+            self.ema = AveragedModel(self.field, multi_avg_fn=get_ema_multi_avg_fn(self.ema_decay))
+        self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed)
+        ones = torch.ones(dm.system.n_states, dtype=torch.float64)
+        self.loss = JetLoss(ones, ones, self.lambda1, self.stream_settings.lambda2)  # scales set at calibration
+        self._gen.manual_seed(dm.seed + 1)
+        self._train_every = dm.chunk
+
+    def configure_optimizers(self) -> dict:
+        """Adam with a cosine-annealed (or constant) learning rate over ``trainer.max_steps`` updates."""
+        fused = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)  # fused CPU Adam
+        opt = torch.optim.Adam(self.field.parameters_list(), lr=self.lr, fused=fused or None)
+        total = self.trainer.max_steps
+        if self.schedule == "cosine":
+            if total is None or total < 1:
+                raise ValueError("the cosine schedule needs trainer.max_steps (the iteration limit) >= 1.")
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=self.lr_min)
+        else:
+            sched = torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
+        return {"optimizer": opt, "lr_scheduler": sched}
+
+    def averaged_field(self) -> HybridField:
+        """The field to evaluate and export: the EMA weights (the raw ones without EMA)."""
+        return self.field if self.ema is None else self.ema.module
+
+    # ----- training ----------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Start the run's wall clock (interpreter start-up and set-up excluded)."""
+        self._fit_t0 = time.perf_counter()
+
+    def training_step(self, dataloader_iter: Iterator) -> None:
+        """Consume one chunk of the stream, then make the updates that are due."""
+        batch = next(dataloader_iter)
+        if isinstance(batch, tuple):  # (batch, batch_idx, dataloader_idx)
+            batch = batch[0]
+        t0 = time.perf_counter()
+        due = 0
+        if batch["replay"]:
+            due = 1 if self.stream.ready else 0
+        else:
+            before = self.stream.last_tick
+            calibrated = self.stream.calibration is not None
+            self.stream.push(batch["y"], batch["ticks"], batch["segment"])
+            if not calibrated and self.stream.calibration is not None:
+                self._on_calibrated()
+            if self.stream.ready and self.stream.last_tick is not None:
+                lo = -1 if before is None else before
+                due = self.stream.last_tick // self._train_every - lo // self._train_every
+        self.stats["stream_s"] += time.perf_counter() - t0
+        for _ in range(due):
+            self._update()
+
+    def _on_calibrated(self) -> None:
+        cal = self.stream.calibration
+        for f in {id(self.field): self.field, id(self.averaged_field()): self.averaged_field()}.values():
+            f.set_scales(cal.x_rms, cal.s1)
+        self.loss.s1.copy_(cal.s1)
+        self.loss.s2.copy_(cal.s2)
+        self.loss.lambda2 = cal.lambda2
+
+    def _update(self) -> None:
+        t0 = time.perf_counter()
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        batch = self.stream.buffer.sample(self.batch_size, self._gen)
+        logging = (self.stats["updates"] + 1) % self.log_every == 0
+        res = self.loss.value_and_grad(self.field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
+                                       report_r2=logging)
+        self.field.write_grad(res.grads)
+        norm = torch.nn.utils.clip_grad_norm_(self.field.parameters_list(), self.grad_clip)
+        if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
+            self.stats["skipped_updates"] += 1
+            opt.zero_grad()
+            return
+        opt.step()
+        sched.step()
+        if self.ema is not None:
+            self.ema.update_parameters(self.field)
+        self.stats["updates"] += 1
+        self.stats["update_s"] += time.perf_counter() - t0
+        if logging:
+            self._log_training(res, norm, sched.get_last_lr()[0])
+
+    def _log_training(self, res, norm: torch.Tensor, lr: float) -> None:
+        st, cal = self.stream, self.stream.calibration
+        values = {
+            "train/loss": res.loss, "train/loss_r1": res.loss_r1, "train/loss_r2": res.loss_r2,
+            "train/lambda2": self.loss.lambda2, "train/lr": lr, "train/grad_norm": norm,
+            "stream/m": float(cal.m), "stream/reject_rate": st.reject_rate(),
+            "stream/reservoir_fill": float(st.buffer.fill), "stream/seen": float(st.buffer.seen),
+            "stream/snr2": min(cal.snr2, 1e9),
+        }
+        sigma_true = self.trainer.datamodule.true_sigma
+        for i, name in enumerate(self.trainer.datamodule.system.state_names):
+            values[f"stream/sigma_hat_{name}"] = float(cal.sigma[i])
+            if sigma_true is not None:
+                values[f"stream/sigma_true_{name}"] = float(sigma_true[i])
+        self.log_dict(values, on_step=True, on_epoch=False, batch_size=1)
+
+    # ----- evaluation --------------------------------------------------------------------------
+    def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
+        """Field error and recovered damping of the averaged field (see `evaluate_field`)."""
+        dm = self.trainer.datamodule
+        return evaluate_field(self.averaged_field().evaluate, dm.system, dm.case,
+                              states if states is not None else dm.evaluation_states())
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat`` of the averaged field."""
+        self._log_eval("val", batch)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        """Log ``test/...`` metrics of the averaged field."""
+        self._log_eval("test", batch)
+
+    def _log_eval(self, prefix: str, states: dict) -> None:
+        out = self.evaluate(states)
+        self.log_dict({f"{prefix}/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")},
+                      batch_size=1)
+
+    def run_metrics(self) -> dict:
+        """The keys every trainer reports in ``metrics.json``, plus stream diagnostics."""
+        out = self.evaluate()
+        cal, st, dm = self.stream.calibration, self.stream, self.trainer.datamodule
+        updates = self.stats["updates"]
+        out.update({
+            "sigma_hat": None if cal is None else cal.sigma.tolist(),
+            "sigma_true": None if dm.true_sigma is None else dm.true_sigma.tolist(),
+            "m": None if cal is None else cal.m,
+            "lambda2": None if cal is None else cal.lambda2,
+            "reject_rate": st.reject_rate(),
+            "updates": updates,
+            "skipped_updates": self.stats["skipped_updates"],
+            "wall_s": self.wall_s,
+            "update_ms": 1e3 * self.stats["update_s"] / updates if updates else None,
+            "stream_s": self.stats["stream_s"],
+            "calibration": None if cal is None else cal.to_dict(),
+            "counters": dict(st.counters),
+            "buffer_fill": None if st.buffer is None else st.buffer.fill,
+        })
+        return out
+
+    def on_train_end(self) -> None:
+        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``."""
+        self.wall_s = time.perf_counter() - self._fit_t0
+        if self.stream.calibration is None:
+            raise RuntimeError("the stream ended before the calibration phase finished; lengthen data.duration.")
+        dm = self.trainer.datamodule
+        metrics = self.run_metrics()
+        write_run_outputs(self.trainer.default_root_dir, self.averaged_field(), dm.system, dm.case, metrics,
+                          trainer="jet_matching", config=dict(self.hparams))
+        logger = self.logger
+        if logger is not None and hasattr(logger.experiment, "add_figure"):
+            fig = residual_figure(self.averaged_field(), dm.system, dm.case, dm.evaluation_states()["visited"])
+            logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
+            for k in ("e_field", "e_field_visited", "c_hat"):
+                logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)
+
+    # ----- checkpoints -------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Add the stream estimator, the minibatch generator and the run counters."""
+        checkpoint["jet_stream"] = self.stream.state_dict()
+        checkpoint["jet_generator"] = self._gen.get_state()
+        checkpoint["jet_stats"] = dict(self.stats)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Restore what `on_save_checkpoint` added (the weights load with the state dict)."""
+        self.stream = StreamEstimator.from_state_dict(checkpoint["jet_stream"])
+        self._gen.set_state(checkpoint["jet_generator"])
+        self.stats = dict(checkpoint["jet_stats"])
+        if self.stream.calibration is not None:  # s1, s2 come back with the state dict
+            self.loss.lambda2 = self.stream.calibration.lambda2
