@@ -1,0 +1,128 @@
+"""The CasADi expression of ``f_c`` and ``f_d`` generated from the torch `StateSpaceModel`.
+
+The physics runs its own `PhysicsField.vector_field` on CasADi symbols (`CASADI_OPS`),
+with the physical parameter values as a symbolic vector ``p`` so the NLP is built once
+and reused while ``theta`` changes. The neural residual enters through L4CasADi: a copy
+of the torch module is traced, its C++ wrapper compiled into ``build_dir`` (never the
+working directory) and called on rows ``[x^T, u^T]`` of shape (1, n_x + n_u); new
+weights are pushed with L4CasADi's mutable update, without recompiling.
+
+L4CasADi provides second derivatives of the network only where its adjoint seed does
+not depend on the decision variables, i.e. when the network is called at the top level
+of a constraint. Inside a composed RK4 step it is not, so models with a residual are
+*lifted* (`CasadiDynamics.lifted`): the four RK4 stage derivatives become NLP variables
+with constraints ``k_j = f_c(x + c_j h k_{j-1}, u, w)``. Physics-only models use the
+composed step in SX. L4CasADi evaluates in float32; `mhe.kkt.refine` polishes in float64.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+
+import casadi as cs
+import numpy as np
+from torch import Tensor, nn
+
+from torch_ude.rk4 import rk4_step
+
+from .model import NeuralResidual, StateSpaceModel
+
+__all__ = ["CASADI_OPS", "RK4_NODES", "CasadiDynamics"]
+
+CASADI_OPS = SimpleNamespace(sin=cs.sin, cos=cs.cos, tan=cs.tan, atan=cs.atan, atan2=cs.atan2, tanh=cs.tanh,
+                             exp=cs.exp, log=cs.log, sqrt=cs.sqrt)
+"""The math functions of `mhe.model.TORCH_OPS`, for CasADi symbols."""
+
+RK4_NODES = ((0.0, 1.0), (0.5, 2.0), (0.5, 2.0), (1.0, 1.0))
+"""Classical RK4: per stage j the node ``c_j`` (fraction of h) and the weight ``6 b_j``."""
+
+
+class _Rows(nn.Module):
+    """What L4CasADi traces: rows (1, n_x + n_u) in float32 -> residual (1, n_x) in float64."""
+
+    def __init__(self, residual: NeuralResidual) -> None:
+        super().__init__()
+        self.residual = residual
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.residual.rows(z)
+
+
+class CasadiDynamics:
+    """``f_c(x, u, w; p)`` and ``f_d`` of a `StateSpaceModel` as ``casadi.Function`` objects.
+
+    Args:
+        model: the torch model; its current neural weights are compiled in.
+        build_dir: folder for L4CasADi's generated code and library (created).
+        name: unique name of the compiled library inside ``build_dir``.
+
+    Attributes:
+        step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed RK4 step.
+        stages: ``casadi.Function('k', [x, u, w, p], [K])``, the RK4 stage derivatives
+            as columns of K (n_x, 4), for numeric start values of a lifted NLP.
+        symbol: ``casadi.SX`` for physics-only models, ``casadi.MX`` with a residual.
+        lifted: whether NLPs must lift the RK4 stages (models with a residual).
+        n_p: number of physical parameter values in ``p`` (all, identified or fixed).
+        dt: the sample time.
+    """
+
+    def __init__(self, model: StateSpaceModel, build_dir: str | Path, name: str = "residual") -> None:
+        self.lifted = model.residual is not None
+        self.symbol = cs.MX if self.lifted else cs.SX
+        self.dt = model.dt
+        names = model.physics.params.names if model.physics is not None else ()
+        self.n_p = len(names)
+        self._physics = None
+        if model.physics is not None:
+            x, u, p = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u), cs.SX.sym("p", self.n_p)
+            parts = model.physics.vector_field([x[i] for i in range(model.n_x)], [u[j] for j in range(model.n_u)],
+                                               {n: p[i] for i, n in enumerate(names)}, CASADI_OPS)
+            self._physics = cs.Function("h", [x, u, p], [cs.vertcat(*parts)])
+        self._rows: _Rows | None = None
+        self._l4c = None
+        if self.lifted:
+            import l4casadi
+
+            folder = Path(build_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            self._rows = _Rows(copy.deepcopy(model.residual))
+            self._l4c = l4casadi.L4CasADi(self._rows, name=name, build_dir=str(folder), mutable=True,
+                                          generate_jac_jac=False)
+        sym = self.symbol
+        x, u, w = sym.sym("x", model.n_x), sym.sym("u", model.n_u), sym.sym("w", model.n_w)
+        p = sym.sym("p", self.n_p)
+        self.step = cs.Function("f_d", [x, u, w, p], [rk4_step(lambda s: self.field(s, u, w, p), x, model.dt)])
+        ks, prev = [], None
+        for c, _ in RK4_NODES:
+            prev = self.field(x if prev is None else x + (c * model.dt) * prev, u, w, p)
+            ks.append(prev)
+        self.stages = cs.Function("k", [x, u, w, p], [cs.horzcat(*ks)])
+
+    def field(self, x, u, w, p):
+        """The expression ``f_c`` on columns ``(n_x, B)``, ``(n_u, B)``, ``(n_w, B)`` and ``p`` (n_p, 1).
+
+        The network is called once per column, directly in the caller's graph, so an
+        NLP built from these expressions has exact second derivatives when lifted.
+        """
+        b = x.shape[1]
+        out = w
+        if self._physics is not None:
+            out = out + (self._physics(x, u, p) if b == 1 else self._physics.map(b)(x, u, cs.repmat(p, 1, b)))
+        if self._l4c is not None:
+            out = out + cs.horzcat(*[self._l4c(cs.horzcat(x[:, i].T, u[:, i].T)).T for i in range(b)])
+        return out
+
+    @staticmethod
+    def parameter_values(model: StateSpaceModel) -> np.ndarray:
+        """The physical values ``p`` of the torch model, shape (n_p,)."""
+        if model.physics is None:
+            return np.zeros(0)
+        return np.array([float(v.detach()) for v in model.physics.params().values()])
+
+    def load_residual(self, state: dict[str, Tensor]) -> None:
+        """Push new neural weights (a ``NeuralResidual.state_dict()``) into the compiled function."""
+        if self._rows is None:
+            raise ValueError("This model has no neural residual; there are no weights to load.")
+        self._rows.residual.load_state_dict(state)
+        self._l4c.update()

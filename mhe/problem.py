@@ -1,0 +1,183 @@
+"""The MHE NLP of Eq. (4) in CasADi, solved by IPOPT with warm starts.
+
+Decision vector ``(x_0..x_N, w_0..w_{N-1}, eta_1..eta_{N-1})`` and constraints
+``(x_{k+1} - f_d(x_k, u~_k, w_k), y~_k - C x_k - F eta_k)`` come first, in the order of
+`mhe.point.KKTPoint.primal` / `KKTPoint.dual`; CasADi's Lagrangian is
+``f + lam_g^T g``, so IPOPT's ``lam_g`` are the multipliers ``mu`` of Eq. (6) without a
+sign change. For lifted models (`CasadiDynamics.lifted`) the RK4 stage derivatives and
+their defining constraints follow; eliminating them gives Eq. (4) back with the same
+``v`` and ``mu``. The NLP parameters are the window data and the numeric ``alpha``, so
+one solver object serves all windows and all outer iterations.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import casadi as cs
+import numpy as np
+from torch import Tensor
+
+from .casadi_model import RK4_NODES, CasadiDynamics
+from .estimator import MovingHorizonEstimator
+
+__all__ = ["OuterValues", "MHESolution", "MHEProblem"]
+
+
+@dataclass(frozen=True)
+class OuterValues:
+    """A numeric, picklable snapshot of ``alpha`` for the NLP.
+
+    Attributes:
+        version: changes whenever ``alpha`` changes.
+        arrival_mean: ``s_bar``, shape (n_x,).
+        arrival_precision: diagonal of ``Sigma^{-1}``, shape (n_x,).
+        physics: physical parameter values, shape (n_p,).
+        residual: the neural residual's ``state_dict``, or None.
+    """
+
+    version: int
+    arrival_mean: np.ndarray
+    arrival_precision: np.ndarray
+    physics: np.ndarray
+    residual: dict[str, Tensor] | None
+
+    @staticmethod
+    def of(estimator: MovingHorizonEstimator, version: int) -> "OuterValues":
+        """Snapshot the current ``alpha`` of ``estimator``."""
+        model = estimator.model
+        residual = None if model.residual is None else {k: v.detach().clone()
+                                                        for k, v in model.residual.state_dict().items()}
+        return OuterValues(version, estimator.arrival_mean.detach().numpy().copy(),
+                           estimator.arrival_precision().detach().numpy().copy(),
+                           CasadiDynamics.parameter_values(model), residual)
+
+
+@dataclass(frozen=True)
+class MHESolution:
+    """IPOPT's result for one window.
+
+    Attributes:
+        v: primal solution of Eq. (4), shape (n_v,).
+        mu: its multipliers, shape (n_mu,).
+        start: the full NLP primal and dual solution, the warm start of the next solve.
+        success: IPOPT reported success and the solution is finite.
+        status: IPOPT's return status (or the error text).
+        iterations: IPOPT iterations.
+        wall_s: wall time of the solve in seconds.
+    """
+
+    v: np.ndarray
+    mu: np.ndarray
+    start: tuple[np.ndarray, np.ndarray]
+    success: bool
+    status: str
+    iterations: int
+    wall_s: float
+
+
+class MHEProblem:
+    """One MHE NLP (Eq. 4) for a given estimator structure, reused across windows.
+
+    Args:
+        estimator: the torch MHE; its model, horizon and weights define the NLP.
+        build_dir: folder for L4CasADi's generated code (neural and gray-box models).
+        name: unique name for the compiled residual inside ``build_dir``.
+    """
+
+    def __init__(self, estimator: MovingHorizonEstimator, build_dir: str | Path, name: str = "residual") -> None:
+        model, st, lay = estimator.model, estimator.settings, estimator.layout
+        self.dynamics = dyn = CasadiDynamics(model, build_dir, name)
+        sym, n, h = dyn.symbol, st.horizon, model.dt
+        self.n_v = (n + 1) * lay.n_x + n * lay.n_w + (n - 1) * lay.n_eta
+        self.n_mu = n * lay.n_x + (n - 1) * lay.n_y
+        n_k = 4 * n * lay.n_x if dyn.lifted else 0
+        v = sym.sym("v", self.n_v + n_k)
+        o1, o2 = (n + 1) * lay.n_x, (n + 1) * lay.n_x + n * lay.n_w
+        xs = cs.reshape(v[:o1], lay.n_x, n + 1)
+        ws = cs.reshape(v[o1:o2], lay.n_w, n)
+        es = cs.reshape(v[o2:self.n_v], lay.n_eta, n - 1)
+        sizes = [n * model.n_u, (n - 1) * lay.n_y, lay.n_x, lay.n_x, dyn.n_p]
+        p = sym.sym("p", sum(sizes))
+        us, ys, s_bar, prec, theta = cs.vertsplit(p, list(np.cumsum([0] + sizes)))
+        us, ys = cs.reshape(us, model.n_u, n), cs.reshape(ys, lay.n_y, n - 1)
+        q_inv, r_inv = cs.DM(estimator.q_inv.numpy()), cs.DM(estimator.r_inv.numpy())
+        dx = xs[:, 0] - s_bar
+        cost = cs.dot(dx * dx, prec) + cs.sum2(cs.mtimes(q_inv.T, ws * ws)) + cs.sum2(cs.mtimes(r_inv.T, es * es))
+        thetas = cs.repmat(theta, 1, n)
+        if dyn.lifted:
+            ks = cs.reshape(v[self.n_v:], lay.n_x, 4 * n)
+            k = [ks[:, j * n:(j + 1) * n] for j in range(4)]
+            nodes = [xs[:, :n]] + [xs[:, :n] + (c * h) * k[j - 1] for j, (c, _) in enumerate(RK4_NODES) if j > 0]
+            rhs = dyn.field(cs.horzcat(*nodes), cs.repmat(us, 1, 4), cs.repmat(ws, 1, 4), theta)
+            x_next = xs[:, :n] + (h / 6.0) * sum(b * kj for (_, b), kj in zip(RK4_NODES, k))
+            g_stage = [cs.vec(ks - rhs)]
+        else:
+            x_next, g_stage = dyn.step.map(n)(xs[:, :n], us, ws, thetas), []
+        c, f = cs.DM(model.C.numpy()), cs.DM(model.F.numpy())
+        g_meas = ys - cs.mtimes(c, xs[:, 1:n]) - cs.mtimes(f, es)
+        g = cs.vertcat(cs.vec(xs[:, 1:] - x_next), cs.vec(g_meas), *g_stage)
+        opts = {"print_time": False, "expand": sym is cs.SX, "ipopt.print_level": 0, "ipopt.sb": "yes",
+                "ipopt.tol": st.tol, "ipopt.max_iter": st.max_iter,
+                "ipopt.warm_start_init_point": "yes" if st.warm_start else "no"}
+        self.solver = cs.nlpsol("mhe", st.solver, {"x": v, "p": p, "f": cost, "g": g}, opts)
+        self.n_g = g.shape[0]
+        self._stages = dyn.stages.map(n) if dyn.lifted else None
+        self._values: OuterValues | None = None
+        self._horizon, self._n_x, self._n_y, self._n_u = n, lay.n_x, lay.n_y, model.n_u
+
+    def set_outer(self, values: OuterValues) -> None:
+        """Use the outer parameters ``values`` from now on (pushes new neural weights)."""
+        if self._values is not None and self._values.version == values.version:
+            return
+        if values.residual is not None:
+            self.dynamics.load_residual(values.residual)
+        self._values = values
+
+    def start_from(self, u: np.ndarray, v: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A full NLP start from a primal-dual point of Eq. (4) (stage derivatives evaluated, their multipliers 0).
+
+        Args:
+            u: inputs of the window, shape (N, n_u).
+            v: primal point, shape (n_v,).
+            mu: multipliers, shape (n_mu,).
+        """
+        if self._stages is None:
+            return v, mu
+        n, nx = self._horizon, self._n_x
+        xs = v[:(n + 1) * nx].reshape(n + 1, nx)[:n].T
+        ws = v[(n + 1) * nx:(n + 1) * nx + n * nx].reshape(n, nx).T
+        theta = np.repeat(self._values.physics[:, None], n, axis=1)
+        k = np.asarray(self._stages(xs, u.T, ws, theta)).reshape(nx, n, 4).transpose(0, 2, 1).reshape(nx, 4 * n)
+        return np.concatenate([v, k.T.reshape(-1)]), np.concatenate([mu, np.zeros(self.n_g - self.n_mu)])
+
+    def solve(self, u: np.ndarray, y: np.ndarray, start: tuple[np.ndarray, np.ndarray]) -> MHESolution:
+        """Solve the MHE of one window.
+
+        Args:
+            u: inputs ``u~_0..u~_{N-1}``, shape (N, n_u).
+            y: outputs ``y~_1..y~_N``, shape (N, n_y) (``y~_N`` is not used by the MHE).
+            start: full NLP primal and dual start (a previous `MHESolution.start` or `start_from`).
+
+        Returns:
+            The `MHESolution`; a solver exception becomes ``success=False`` with its text.
+
+        Raises:
+            RuntimeError: if `set_outer` was never called.
+        """
+        if self._values is None:
+            raise RuntimeError("Call set_outer() with the outer parameters before solving.")
+        a = self._values
+        p = np.concatenate([u.reshape(-1), y[: self._horizon - 1].reshape(-1), a.arrival_mean,
+                            a.arrival_precision, a.physics])
+        t0 = time.perf_counter()
+        try:
+            sol = self.solver(x0=start[0], lam_g0=start[1], p=p, lbg=0.0, ubg=0.0)
+            stats = self.solver.stats()
+            x, lam = np.asarray(sol["x"]).ravel(), np.asarray(sol["lam_g"]).ravel()
+            status, iters = str(stats.get("return_status", "")), int(stats.get("iter_count", -1))
+            ok = bool(stats.get("success", False)) and bool(np.isfinite(x).all() and np.isfinite(lam).all())
+        except RuntimeError as err:
+            x, lam, status, iters, ok = start[0], start[1], f"error: {err}".splitlines()[0], -1, False
+        return MHESolution(x[:self.n_v], lam[:self.n_mu], (x, lam), ok, status, iters, time.perf_counter() - t0)
