@@ -22,7 +22,7 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: $(STAMP)
-	$(BIN)/python -m torch_ude.demo
+	$(BIN)/torch-ude fit --config configs/pendulum_case_a.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

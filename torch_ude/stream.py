@@ -90,6 +90,9 @@ class StreamSettings:
             raise ValueError(f"an SG window of {2 * self.half_width + 1} taps cannot fit order {self.order}.")
 
 
+torch.serialization.add_safe_globals([StreamSettings])  # checkpoints store it in the module's hyperparameters
+
+
 class StreamEstimator:
     """Turn a raw sensor stream into a buffer of SG jet samples (Algorithm 1, lines 3-12).
 

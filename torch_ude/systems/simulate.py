@@ -135,11 +135,12 @@ class Simulator:
 
     def state_dict(self) -> dict:
         """Everything needed to continue the stream exactly (generators, buffers, counters)."""
-        return {
+        return {  # tensors and plain Python values only, so that weights-only checkpoint loading accepts it
             "excite_rng": self._excite_rng.bit_generator.state, "noise_rng": self._noise_rng.bit_generator.state,
             "tick": self._tick, "segment_id": self._segment_id,
-            "open_state": self._open[0].copy(), "open_left": self._open[1],
-            "buffer_x": self._buffer_x.copy(), "buffer_seg": self._buffer_seg.copy(), "sigma": self.sigma.copy(),
+            "open_state": torch.tensor(self._open[0]), "open_left": self._open[1],
+            "buffer_x": torch.tensor(self._buffer_x), "buffer_seg": torch.tensor(self._buffer_seg),
+            "sigma": torch.tensor(self.sigma),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -147,10 +148,10 @@ class Simulator:
         self._excite_rng.bit_generator.state = state["excite_rng"]
         self._noise_rng.bit_generator.state = state["noise_rng"]
         self._tick, self._segment_id = int(state["tick"]), int(state["segment_id"])
-        self._open = (np.asarray(state["open_state"], dtype=np.float64).copy(), int(state["open_left"]))
-        self._buffer_x = np.asarray(state["buffer_x"], dtype=np.float64).copy()
-        self._buffer_seg = np.asarray(state["buffer_seg"], dtype=np.int64).copy()
-        self.sigma = np.asarray(state["sigma"], dtype=np.float64).copy()
+        self._open = (np.array(state["open_state"], dtype=np.float64), int(state["open_left"]))
+        self._buffer_x = np.array(state["buffer_x"], dtype=np.float64)
+        self._buffer_seg = np.array(state["buffer_seg"], dtype=np.int64)
+        self.sigma = np.array(state["sigma"], dtype=np.float64)
 
     def read(self, n_ticks: int) -> Recording:
         """Return the next ``n_ticks`` samples of the stream.

@@ -7,6 +7,7 @@ from typing import Literal
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from ..field import HybridField
@@ -43,6 +44,8 @@ class JetMatchingModule(L.LightningModule):
         grad_clip: gradient-norm clip.
         lambda1: first-order loss weight.
         log_every: log training scalars every this many updates.
+        replay: after the stream ends, keep updating on the buffer until
+            ``trainer.max_steps`` (Algorithm 1, line 19); False stops with the stream (v1).
         num_threads: torch intra-op threads set at start-up (None leaves torch's
             setting); the per-update tensors are tiny, so one thread is fastest and
             immune to contention from other processes.
@@ -51,7 +54,7 @@ class JetMatchingModule(L.LightningModule):
     def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 3e-3, lr_min: float = 3e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.999,
-                 grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50,
+                 grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50, replay: bool = True,
                  num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -70,6 +73,7 @@ class JetMatchingModule(L.LightningModule):
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
+        self.replay = bool(replay)
         self.save_hyperparameters()
         self.field: HybridField | None = None
         self.ema: AveragedModel | None = None
@@ -127,7 +131,10 @@ class JetMatchingModule(L.LightningModule):
         t0 = time.perf_counter()
         due = 0
         if batch["replay"]:
-            due = 1 if self.stream.ready else 0
+            if not (self.replay and self.stream.ready):
+                self.trainer.should_stop = True
+                return
+            due = 1
         else:
             before = self.stream.last_tick
             calibrated = self.stream.calibration is not None
@@ -236,8 +243,12 @@ class JetMatchingModule(L.LightningModule):
             raise RuntimeError("the stream ended before the calibration phase finished; lengthen data.duration.")
         dm = self.trainer.datamodule
         metrics = self.run_metrics()
-        write_run_outputs(self.trainer.default_root_dir, self.averaged_field(), dm.system, dm.case, metrics,
-                          trainer="jet_matching", config=dict(self.hparams))
+        paths = write_run_outputs(self.trainer.default_root_dir, self.averaged_field(), dm.system, dm.case,
+                                  metrics, trainer="jet_matching", config=dict(self.hparams))
+        rank_zero_info(
+            f"jet matching: e_field = {metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), "
+            f"c_hat = {metrics['c_hat']:.4f}, m = {metrics['m']}, lambda2 = {metrics['lambda2']}, "
+            f"{metrics['updates']} updates in {metrics['wall_s']:.1f} s; outputs in {paths['metrics'].parent}")
         logger = self.logger
         if logger is not None and hasattr(logger.experiment, "add_figure"):
             fig = residual_figure(self.averaged_field(), dm.system, dm.case, dm.evaluation_states()["visited"])
