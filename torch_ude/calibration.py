@@ -7,7 +7,8 @@ From a short calibration record of the raw stream:
 * ``x_rms``, ``s1``, ``s2``: RMS of the SG estimates ``x_hat, xdot_hat, xddot_hat``
   with the noise share removed (``mean(est^2) - (||D_d|| sigma / dt^d)^2``; the
   noise is independent of the signal), so that noise does not masquerade as signal;
-* ``omega_c = s2 / s1`` of the slowest channel (the smallest per-channel ratio) and the tap spacing
+* ``omega_c = ||s2|| / ||s1||`` (the ratio of the RMS over all channels, dominated by the
+  fastest channels, whose truncation bias limits the step) and the tap spacing
   ``m = round(fs * dt*)`` of Eq. (24) with ``sigma_rel = mean_i sigma_hat_i / x_rms_i``;
 * ``lambda2`` by the SNR gate of Eq. (25)-(26).
 
@@ -37,7 +38,7 @@ class Calibration:
         s2: second-derivative RMS per channel (r2 scale).
         sigma: estimated noise standard deviation per channel (state units).
         sigma_rel: mean relative noise ``sigma_i / x_rms_i``.
-        omega_c: characteristic frequency ``s2 / s1`` in rad/s.
+        omega_c: characteristic frequency ``||s2|| / ||s1||`` in rad/s.
         m: tap spacing in samples.
         dt_eff: ``m / fs`` in s.
         snr2: second-derivative SNR of Eq. (25) at ``m``.
@@ -88,7 +89,7 @@ def _scales(sg: SavitzkyGolay, y: Tensor, segment: Tensor, m: int, stride: int, 
 
 
 def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyGolay | None = None,
-              m: int | None = None, m0: int = 40, stride: int = 5, m_max: int = 100, dt_scale: float = 0.09,
+              m: int | None = None, m0: int = 40, stride: int = 5, m_max: int = 100, dt_scale: float = 0.117,
               lambda2_0: float = 0.1, snr_threshold: float = 12.0, gate_lambda2: bool = True) -> Calibration:
     """Measure scales and noise on a calibration record and choose ``m`` and ``lambda2``.
 
@@ -126,7 +127,7 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     sigma = torch.sqrt(sg.noise_variance(sg.centre_residual(fine)))
     x_rms, s1, s2 = _scales(sg, y, segment, m0 if m is None else m, stride, fs, sigma)
     sigma_rel = float((sigma / x_rms).mean())
-    omega_c = float((s2 / s1).min())
+    omega_c = float(torch.linalg.vector_norm(s2) / torch.linalg.vector_norm(s1))
     if m is None:
         dt_star = optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)
         m = int(min(max(round(fs * dt_star), 1), m_max))

@@ -61,7 +61,7 @@ class StreamSettings:
     calibration_s: float = 3.0
     m: int | None = None
     m_max: int = 100
-    dt_scale: float = 0.09
+    dt_scale: float = 0.117
     lambda2: float = 0.1
     snr_gate: bool = True
     snr_threshold: float = 12.0

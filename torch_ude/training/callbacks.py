@@ -29,5 +29,6 @@ class FieldEvaluation(L.Callback):
         if step // self.every > self._last // self.every:
             self._last = step
             out = pl_module.evaluate()
-            pl_module.log_dict({f"eval/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")},
-                               on_step=True, on_epoch=False, batch_size=1)
+            if trainer.logger is not None:
+                trainer.logger.log_metrics({f"eval/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")},
+                                           step=step)

@@ -52,8 +52,8 @@ class JetMatchingModule(L.LightningModule):
     """
 
     def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
-                 batch_size: int = 64, lr: float = 3e-3, lr_min: float = 3e-5,
-                 schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.999,
+                 batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
+                 schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50, replay: bool = True,
                  num_threads: int | None = 1) -> None:
         super().__init__()
@@ -192,7 +192,8 @@ class JetMatchingModule(L.LightningModule):
             values[f"stream/sigma_hat_{name}"] = float(cal.sigma[i])
             if sigma_true is not None:
                 values[f"stream/sigma_true_{name}"] = float(sigma_true[i])
-        self.log_dict(values, on_step=True, on_epoch=False, batch_size=1)
+        if self.logger is not None:  # straight to the logger, at the update count (not the chunk count)
+            self.logger.log_metrics({k: float(v) for k, v in values.items()}, step=self.stats["updates"])
 
     # ----- evaluation --------------------------------------------------------------------------
     def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:

@@ -1,0 +1,134 @@
+"""Wall time, profile, MACs per update and resident memory of the streaming trainer.
+
+    python -m benchmarks.jet_timing run        # one default run: wall_s, update_ms (3 seeds)
+    python -m benchmarks.jet_timing profile    # cProfile of one run, grouped by component
+    python -m benchmarks.jet_timing macs       # matmul MACs per update (torch FlopCounterMode)
+    python -m benchmarks.jet_timing memory     # RSS over a one-hour stream
+
+Writes results/jet_timing/<what>.json (and memory.png).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import time
+
+import lightning as L
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import psutil  # noqa: E402
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from benchmarks.jet_runs import RESULTS, fit, summarize  # noqa: E402
+from torch_ude import HybridField, JetLoss, SinglePendulum  # noqa: E402
+
+CONFIG = "configs/pendulum_case_a.yaml"
+GROUPS = {  # path fragment -> component
+    "torch_ude/systems": "simulator (sensor stand-in)", "torch_ude/stream": "stream estimator",
+    "torch_ude/gate": "stream estimator", "torch_ude/reservoir": "stream estimator",
+    "torch_ude/jet": "jet gradient", "torch_ude/field": "jet gradient", "torch_ude/mlp": "jet gradient",
+    "torch/optim": "Adam + schedule + EMA", "clip_grad": "gradient clipping", "lightning": "Lightning loop",
+}
+
+
+def timing(seeds: list[int]) -> dict:
+    """Default single-pendulum runs; wall time measured inside each run."""
+    runs = [fit(CONFIG, RESULTS / "jet_timing" / f"run_{s}", s) for s in seeds]
+    keys = ("wall_s", "update_ms", "stream_s", "e_field_visited")
+    return {"runs": [{k: r[k] for k in keys} for r in runs], **{k: summarize([r[k] for r in runs]) for k in keys}}
+
+
+def profile() -> dict:
+    """cProfile one run; self time grouped by component."""
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    fit(CONFIG, RESULTS / "jet_timing" / "profile_run", 0)
+    prof.disable()
+    total = time.perf_counter() - t0
+    stats = pstats.Stats(prof)
+    groups: dict[str, float] = {}
+    for (path, _, _), (_, _, tottime, _, _) in stats.stats.items():
+        name = next((g for frag, g in GROUPS.items() if frag in path), "other (torch ops, python)")
+        groups[name] = groups.get(name, 0.0) + tottime
+    top = sorted(((v[3], f"{k[0].split('site-packages/')[-1]}:{k[2]}") for k, v in stats.stats.items()),
+                 reverse=True)[:25]
+    return {"profiled_total_s": total, "self_time_by_component_s": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+            "top_cumulative": [{"cum_s": c, "function": f} for c, f in top]}
+
+
+def macs() -> dict:
+    """Matmul MACs of one update (B = 64), with and without the second-order term."""
+    plant = SinglePendulum()
+    field = HybridField.from_seed(plant.known_field("A"), 0)
+    x, xd, xdd = (torch.randn(64, 2, dtype=torch.float64) for _ in range(3))
+    out = {"paper_macs_per_update": 184_960, "batch": 64}
+    for lam2 in (0.0, 0.1):
+        loss = JetLoss(torch.ones(2), torch.ones(2), 1.0, lam2)
+        with FlopCounterMode(display=False) as counter:
+            loss.value_and_grad(field, x, xd, xdd, report_r2=False)
+        out[f"lambda2={lam2}"] = {"matmul_macs": counter.get_total_flops() // 2,
+                                  "by_op": {str(k): v // 2 for k, v in counter.get_flop_counts()["Global"].items()}}
+    return out
+
+
+class _RSS(L.Callback):
+    def __init__(self, every: int) -> None:
+        self.every, self.samples, self.proc = every, [], psutil.Process()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if batch_idx % self.every == 0:
+            st = pl_module.stream
+            self.samples.append({"stream_s": (st.last_tick or 0) / 1000.0, "rss_mb": self.proc.memory_info().rss / 2**20,
+                                 "updates": pl_module.stats["updates"]})
+
+
+def memory(duration: float) -> dict:
+    """RSS over a long stream (replay off: training stops when the stream does)."""
+    from torch_ude.stream import StreamSettings
+    from torch_ude.training import JetMatchingModule, StreamDataModule
+
+    cb = _RSS(every=25 * 30)  # every 30 s of stream
+    dm = StreamDataModule(SinglePendulum(), duration=duration, noise=0.01, seed=0)
+    model = JetMatchingModule(stream=StreamSettings(), replay=False)
+    trainer = L.Trainer(max_steps=int(duration * 25), logger=False, enable_progress_bar=False,
+                        enable_checkpointing=False, callbacks=[cb], default_root_dir=RESULTS / "jet_timing" / "memory",
+                        num_sanity_val_steps=0, limit_val_batches=0)
+    t0 = time.perf_counter()
+    trainer.fit(model, dm)
+    rss = [s["rss_mb"] for s in cb.samples]
+    half = len(rss) // 2
+    return {"duration_s": duration, "wall_s": time.perf_counter() - t0, "samples": cb.samples,
+            "rss_first_half_max_mb": max(rss[:half]), "rss_second_half_max_mb": max(rss[half:]),
+            "rss_growth_second_half_mb": max(rss[half:]) - rss[half], "updates": model.stats["updates"]}
+
+
+def main() -> None:
+    """Dispatch to one measurement and save its JSON."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("what", choices=("run", "profile", "macs", "memory"))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--duration", type=float, default=3600.0)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    result = {"run": lambda: timing(args.seeds), "profile": profile, "macs": macs,
+              "memory": lambda: memory(args.duration)}[args.what]()
+    folder = RESULTS / "jet_timing"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{args.what}.json").write_text(json.dumps(result, indent=2))
+    if args.what == "memory":
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.plot([s["stream_s"] / 60 for s in result["samples"]], [s["rss_mb"] for s in result["samples"]], "o-")
+        ax.set(xlabel="stream time [min]", ylabel="RSS [MiB]", title="resident memory over a one-hour stream")
+        fig.tight_layout()
+        fig.savefig(folder / "memory.png", dpi=120)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "top_cumulative")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
