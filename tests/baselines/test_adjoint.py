@@ -1,0 +1,56 @@
+"""The hand-derived discrete adjoint against complex step and against autograd."""
+import pytest
+import torch
+
+from baselines.adjoint import rk4_adjoint
+from baselines.rk4 import RK4Tape, rk4_forward
+from baselines.shooting import ShootingObjective
+from tests.baselines.helpers import complex_copy, complex_step_gradient, short_windows
+from tests.torch_ude.helpers import random_field
+from torch_ude.rk4 import rk4_rollout
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+@pytest.mark.parametrize("steps", [1, 3, 5, 10])
+def test_adjoint_matches_complex_step(steps):
+    field = random_field("single", "A", steps)
+    windows = short_windows("single", steps, 3, seed=steps)
+    objective = ShootingObjective(field, windows, state_scale=torch.tensor([0.5, 1.5]))
+    objective.shooting_states += 0.01  # off the observations, so the state gradient is not special
+    result = objective.gradient()
+    theta = torch.cat([g.reshape(-1) for g in result.grads])
+
+    reference = ShootingObjective(complex_copy(field), windows, state_scale=torch.tensor([0.5, 1.5]))
+    reference.shooting_states.copy_(objective.shooting_states)
+    theta_cs, states_cs = complex_step_gradient(reference)
+    assert _relative(theta, theta_cs) <= 1e-12
+    assert _relative(result.state_grad, states_cs) <= 1e-12
+    assert torch.allclose(reference.loss().real, result.loss, rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("plant,case", [("single", "C"), ("double", "A")])
+def test_adjoint_matches_autograd_through_the_unrolled_rk4(plant, case):
+    field = random_field(plant, case, 7)
+    steps, windows = 6, short_windows(plant, 6, 5, seed=1)
+    tape = RK4Tape.allocate(field, steps, windows.batch)
+    states = rk4_forward(field, windows.x0, windows.h, tape)
+    state_bar = torch.randn(states.shape)
+    grads, x0_bar = rk4_adjoint(field, tape, windows.h, state_bar)
+
+    x0 = windows.x0.clone().requires_grad_(True)
+    params = field.parameters_list()
+    rollout = rk4_rollout(field.evaluate, x0, windows.h, steps)[1:]
+    assert torch.allclose(rollout, states, rtol=1e-13, atol=1e-13)
+    ref = torch.autograd.grad((rollout * state_bar).sum(), [*params, x0])
+    for g, r in zip([*grads, x0_bar], ref):
+        assert torch.allclose(g, r, rtol=1e-11, atol=1e-13)
+
+
+def test_adjoint_rejects_a_cotangent_of_the_wrong_shape():
+    field = random_field("single", "A", 0)
+    tape = RK4Tape.allocate(field, 4, 2)
+    with pytest.raises(ValueError, match="shape of the taped states"):
+        rk4_adjoint(field, tape, 0.02, torch.zeros(3, 2, 2))
