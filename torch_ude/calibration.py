@@ -7,8 +7,9 @@ From a short calibration record of the raw stream:
 * ``x_rms``, ``s1``, ``s2``: RMS of the SG estimates ``x_hat, xdot_hat, xddot_hat``
   with the noise share removed (``mean(est^2) - (||D_d|| sigma / dt^d)^2``; the
   noise is independent of the signal), so that noise does not masquerade as signal;
-* ``omega_c = ||s2|| / ||s1||`` (the ratio of the RMS over all channels, dominated by the
-  fastest channels, whose truncation bias limits the step) and the tap spacing
+* ``omega_c = max_i s2_i / s1_i``, the characteristic frequency of the fastest channel,
+  whose polynomial truncation bias limits the step (bias does not average out over
+  the buffer, noise does), and the tap spacing
   ``m = round(fs * dt*)`` of Eq. (24) with ``sigma_rel = mean_i sigma_hat_i / x_rms_i``;
 * ``lambda2`` by the SNR gate of Eq. (25)-(26).
 
@@ -27,6 +28,8 @@ from .savgol import SavitzkyGolay, optimal_dt, snr2
 
 __all__ = ["Calibration", "calibrate", "valid_windows"]
 
+_MAX_ROUNDS = 5  # fixed-point rounds of the adaptive tap spacing
+
 
 @dataclass
 class Calibration:
@@ -38,7 +41,7 @@ class Calibration:
         s2: second-derivative RMS per channel (r2 scale).
         sigma: estimated noise standard deviation per channel (state units).
         sigma_rel: mean relative noise ``sigma_i / x_rms_i``.
-        omega_c: characteristic frequency ``||s2|| / ||s1||`` in rad/s.
+        omega_c: characteristic frequency ``max_i s2_i / s1_i`` in rad/s.
         m: tap spacing in samples.
         dt_eff: ``m / fs`` in s.
         snr2: second-derivative SNR of Eq. (25) at ``m``.
@@ -99,7 +102,8 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
         segment: segment id of each sample, shape (T,); windows never straddle two.
         sg: the estimator (default M = 5, P = 4).
         m: a fixed tap spacing (adaptive time scale off), or None to choose it by Eq. (24).
-        m0: tap spacing used to measure the scales before ``m`` is chosen.
+        m0: tap spacing of the first scale measurement; the adaptive ``m`` is then
+            refined on scales measured at the current ``m`` (at most 5 rounds).
         stride: window stride in samples for the scale estimates.
         m_max: the largest spacing the stream's buffers hold.
         dt_scale: the constant of Eq. (24).
@@ -125,13 +129,20 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     if fine.shape[0] == 0:
         raise ValueError(f"the calibration record holds no {sg.taps} consecutive valid samples.")
     sigma = torch.sqrt(sg.noise_variance(sg.centre_residual(fine)))
-    x_rms, s1, s2 = _scales(sg, y, segment, m0 if m is None else m, stride, fs, sigma)
-    sigma_rel = float((sigma / x_rms).mean())
-    omega_c = float(torch.linalg.vector_norm(s2) / torch.linalg.vector_norm(s1))
-    if m is None:
-        dt_star = optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)
-        m = int(min(max(round(fs * dt_star), 1), m_max))
+    adaptive = m is None
+    m = m0 if adaptive else m
+    for _ in range(_MAX_ROUNDS if adaptive else 1):
+        # the scales measured at spacing m set m again, until it no longer changes: a wide
+        # window smooths the fast channels and would understate their frequency
         x_rms, s1, s2 = _scales(sg, y, segment, m, stride, fs, sigma)
+        sigma_rel = float((sigma / x_rms).mean())
+        omega_c = float((s2 / s1).max())
+        if not adaptive:
+            break
+        new_m = int(min(max(round(fs * optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)), 1), m_max))
+        if new_m == m:
+            break
+        m = new_m
     dt_eff = m / fs
     ratio = snr2(s2, sigma, dt_eff, sg.rows[2].to(torch.float64))
     lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0

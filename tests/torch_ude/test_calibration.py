@@ -68,3 +68,14 @@ def test_from_seed_gives_identical_initial_weights():
     a, b, c = HybridField.from_seed(known, 7), HybridField.from_seed(known, 7), HybridField.from_seed(known, 8)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert not torch.equal(a.mlp.weight0, c.mlp.weight0)
+
+
+def test_the_fastest_channel_sets_the_time_scale():
+    from torch_ude import DoublePendulum
+
+    rec = simulate(DoublePendulum(), 4.0, noise=0.01, seed=0)
+    cal = calibrate(torch.as_tensor(rec.y[:3000]), 1000.0, torch.as_tensor(rec.segment[:3000]))
+    ratios = cal.s2 / cal.s1
+    assert cal.omega_c == pytest.approx(float(ratios.max()))
+    # the velocity channels are about three times faster than the angles: a short window
+    assert float(ratios[2:].min()) > 2.0 * float(ratios[:2].max()) and cal.m <= 12
