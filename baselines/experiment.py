@@ -8,6 +8,7 @@ the 1 kHz stream that sets the field's scales, the seeded initial weights
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +29,7 @@ __all__ = ["CALIBRATION_SECONDS", "BaselineRun", "initial_field", "run_baseline"
 CALIBRATION_SECONDS = 3.0
 
 
-def initial_field(system: System, case: str, rec: Recording, seed: int,
+def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64) -> HybridField:
     """The field jet matching starts from for ``seed``: seeded weights, calibrated scales.
 
@@ -37,12 +38,13 @@ def initial_field(system: System, case: str, rec: Recording, seed: int,
         case: the case of the known model.
         rec: the stream; its first `CALIBRATION_SECONDS` set the scales.
         seed: the run's seed.
+        hidden: hidden widths of the tanh MLP.
         dtype: parameter dtype.
 
     Returns:
         The field, with ``in_scale = x_rms`` and ``out_scale = s1`` of the calibration.
     """
-    field = HybridField.from_seed(system.known_field(case), seed, dtype=dtype)
+    field = HybridField.from_seed(system.known_field(case), seed, hidden=hidden, dtype=dtype)
     head = round(CALIBRATION_SECONDS * rec.fs)
     cal = calibrate(torch.as_tensor(rec.y[:head]), rec.fs, torch.as_tensor(rec.segment[:head]))
     field.set_scales(cal.x_rms.to(dtype), cal.s1.to(dtype))

@@ -8,10 +8,11 @@ The learning rate follows a `torch.optim.lr_scheduler.LambdaLR` factor: constant
 a cosine decay to ``lr_final``.
 
 A rollout that leaves the finite numbers is rejected: no gradient is written (so no
-NaN reaches the weights), the weights go back to the last iterate whose rollouts
-were finite, the learning rate is multiplied by ``backoff`` for the rest of the
-run, and the rejection is counted; the schedule advances with accepted steps only. Without the restore and back-off a full-batch
-run would evaluate the same diverging weights forever.
+NaN reaches the weights), the weights (and shooting states) go back to the last
+iterate whose rollouts were finite, the learning rate is multiplied by ``backoff``
+for the rest of the run, and the rejection is counted; the schedule advances with
+accepted steps only. Without the restore and back-off a full-batch run would
+evaluate the same diverging weights forever.
 """
 from __future__ import annotations
 
@@ -77,8 +78,6 @@ class ShootingAdam:
             None for ``lr``.
         backoff: learning-rate factor after a rejected step, in (0, 1].
         betas: Adam's moment decay rates.
-        eps: Adam's denominator offset; the mean squared error's gradients are small
-            (1e-6 and below near the optimum), so the default 1e-8 damps the late steps.
 
     Raises:
         ValueError: for settings outside the ranges above.
@@ -86,7 +85,7 @@ class ShootingAdam:
 
     def __init__(self, objective: ShootingObjective, lr: float = 1e-2, iterations: int = 1200,
                  lr_final: float | None = None, fit_states: bool = False, states_lr: float | None = None,
-                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.999)) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr!r}.")
         if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
@@ -106,7 +105,7 @@ class ShootingAdam:
         groups = [{"params": weights}]
         if self.fit_states:
             groups.append({"params": [objective.shooting_states], "lr": self.lr if states_lr is None else states_lr})
-        self.optimizer = torch.optim.Adam(groups, lr=self.lr, betas=betas, eps=eps)
+        self.optimizer = torch.optim.Adam(groups, lr=self.lr, betas=betas)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
         self._last_finite = [p.detach().clone() for p in self.params]
 

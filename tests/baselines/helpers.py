@@ -46,16 +46,16 @@ def complex_step_gradient(objective: ShootingObjective, step: float = 1e-30) -> 
 
 
 class Explosive(VectorField):
-    """``x' = x^2`` per channel: finite-time blow-up, to provoke diverging rollouts."""
+    """``x' = gain x^2`` per channel: blow-up at ``t = 1 / (gain x0)`` for ``x0 > 0``."""
 
-    def __init__(self, n_states: int = 2) -> None:
+    def __init__(self, n_states: int = 2, gain: float = 1.0) -> None:
         super().__init__()
-        self.n_states = n_states
+        self.n_states, self.gain = n_states, gain
 
     def forward(self, x: Tensor) -> Tensor:
-        """``x * x``, (N, n) -> (N, n)."""
-        return x * x
+        """``gain x^2``, (N, n) -> (N, n)."""
+        return self.gain * x * x
 
     def jacobian(self, x: Tensor) -> Tensor:
-        """``diag(2 x)``, (N, n) -> (N, n, n)."""
-        return torch.diag_embed(2.0 * x)
+        """``diag(2 gain x)``, (N, n) -> (N, n, n)."""
+        return torch.diag_embed(2.0 * self.gain * x)

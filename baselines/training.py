@@ -1,0 +1,229 @@
+"""The solver baseline under the ``torch-ude`` CLI: a data module of shooting windows and a module.
+
+``torch-ude fit --config configs/baseline_pendulum_case_a.yaml`` trains it; each
+training step is one full-batch Adam iteration (`baselines.optimize.ShootingAdam`),
+so ``trainer.max_steps`` is the iteration count. A run writes the same files as
+every trainer of the project (``field.pt``, ``field.json``, ``metrics.json``) and
+logs ``train/...`` and ``eval/...`` scalars to its logger.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import DataLoader, IterableDataset
+
+from torch_ude.metrics import evaluate_field, evaluation_states
+from torch_ude.systems.base import System
+from torch_ude.systems.pendulum import SinglePendulum
+from torch_ude.systems.simulate import Recording, simulate
+from torch_ude.training.data import run_seed
+from torch_ude.training.outputs import residual_figure, write_run_outputs
+
+from .experiment import initial_field
+from .optimize import ShootingAdam
+from .shooting import ShootingObjective
+from .windows import ShootingWindows, observe, shooting_windows
+
+__all__ = ["ShootingDataModule", "ShootingModule"]
+
+
+class _Iterations(IterableDataset):
+    """An endless sequence of iteration numbers: the whole batch lives in the module."""
+
+    def __iter__(self):
+        return itertools.count()
+
+
+class ShootingDataModule(L.LightningDataModule):
+    """The simulated stream, observed at ``rate``, cut into shooting windows.
+
+    The stream is the one jet matching streams for the same plant, duration, noise
+    and seed (`torch_ude.systems.simulate`). The training loader yields iteration
+    numbers forever (stop with ``trainer.max_steps``); the validation and test
+    loaders yield the evaluation states once, ``{"grid": (G, n), "visited": (V, n)}``.
+
+    Args:
+        system: the plant (chosen in YAML by ``class_path``).
+        case: known-model case.
+        duration: stream length in s (60 single pendulum, 20 double pendulum).
+        fs: stream rate in Hz.
+        noise: sensor noise relative to each channel's RMS (>= 0).
+        rate: observation rate in Hz; must divide ``fs`` (50 reference, 100 sensitivity).
+        steps: ``K``, RK4 steps per window (>= 1).
+        n_windows: ``B``, windows (>= 1).
+        seed: stream seed; None uses the run seed (``seed_everything``).
+    """
+
+    def __init__(self, system: System | None = None, case: str = "A", duration: float = 60.0, fs: float = 1000.0,
+                 noise: float = 0.01, rate: float = 50.0, steps: int = 40, n_windows: int = 128,
+                 seed: int | None = None) -> None:
+        super().__init__()
+        self.system = system if system is not None else SinglePendulum()
+        self.case = self.system.check_case(case)
+        if not (math.isfinite(duration) and duration > 0):
+            raise ValueError(f"duration must be positive (seconds); got {duration!r}.")
+        if not (math.isfinite(noise) and noise >= 0):
+            raise ValueError(f"noise must be >= 0 (relative to channel RMS); got {noise!r}.")
+        self.duration, self.fs, self.noise, self.rate = float(duration), float(fs), float(noise), float(rate)
+        self.steps, self.n_windows, self._seed = steps, n_windows, seed
+        self.recording: Recording | None = None
+        self.windows: ShootingWindows | None = None
+        self._states: dict | None = None
+
+    @property
+    def seed(self) -> int:
+        """The stream seed (the run seed unless set explicitly)."""
+        return run_seed() if self._seed is None else int(self._seed)
+
+    def setup(self, stage: str) -> None:
+        """Simulate the stream and choose the windows (once)."""
+        if self.recording is None:
+            self.recording = simulate(self.system, self.duration, fs=self.fs, noise=self.noise, seed=self.seed)
+            self.windows = shooting_windows(observe(self.recording, self.rate), self.steps, self.n_windows)
+
+    def evaluation_states(self) -> dict[str, torch.Tensor]:
+        """The states metrics are computed on (cached), as for jet matching."""
+        if self._states is None:
+            self._states = evaluation_states(self.system, duration=self.duration, seed=self.seed, fs=self.fs)
+        return self._states
+
+    def train_dataloader(self) -> DataLoader:
+        """Iteration numbers, endlessly."""
+        return DataLoader(_Iterations(), batch_size=None)
+
+    def val_dataloader(self) -> DataLoader:
+        """One batch of evaluation states."""
+        return DataLoader([self.evaluation_states()], batch_size=None)
+
+    def test_dataloader(self) -> DataLoader:
+        """Same as the validation loader."""
+        return self.val_dataloader()
+
+
+class ShootingModule(L.LightningModule):
+    """RK4 multiple shooting with the hand-derived discrete adjoint and full-batch Adam.
+
+    The field starts from `HybridField.from_seed` with the run seed and the scales of
+    the calibration of the stream's first 3 s, as jet matching's does. Float64.
+
+    Args:
+        hidden: hidden widths of the tanh MLP.
+        lr: initial Adam learning rate of the network.
+        lr_final: final rate of the cosine decay over ``trainer.max_steps``, or None
+            for a constant rate.
+        fit_states: estimate the windows' shooting states along with the network.
+        states_lr: initial rate of the shooting states, or None for ``lr``.
+        normalize: weight each channel's squared error by ``1 / x_rms^2`` (the
+            calibrated state RMS); False is the plain mean squared error.
+        backoff: learning-rate factor after a rejected (diverging) step.
+        num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
+    """
+
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), lr: float = 4e-2, lr_final: float | None = 1e-3,
+                 fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
+                 backoff: float = 0.5, num_threads: int | None = 1) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.hidden, self.lr, self.lr_final = tuple(hidden), float(lr), lr_final
+        self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
+        self.backoff, self.num_threads = float(backoff), num_threads
+        self.save_hyperparameters()
+        self.field = None
+        self.objective: ShootingObjective | None = None
+        self.adam: ShootingAdam | None = None
+        self._fit_t0: float | None = None
+        self.wall_s: float | None = None
+
+    def setup(self, stage: str) -> None:
+        """Build the field, the objective and the optimizer for the data module's stream."""
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+        if self.field is not None:
+            return
+        dm = self.trainer.datamodule
+        dm.setup(stage)
+        field = initial_field(dm.system, dm.case, dm.recording, dm.seed, hidden=self.hidden)
+        self.field = field
+        self.objective = ShootingObjective(field, dm.windows, field.in_scale.clone() if self.normalize else None)
+        iterations = self.trainer.max_steps
+        if iterations is None or iterations < 1:
+            raise ValueError("the baseline needs trainer.max_steps (the number of Adam iterations) >= 1.")
+        self.adam = ShootingAdam(self.objective, lr=self.lr, iterations=iterations, lr_final=self.lr_final,
+                                 fit_states=self.fit_states, states_lr=self.states_lr, backoff=self.backoff)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """The Adam optimizer of `ShootingAdam` (its schedule is stepped by `ShootingAdam.step`)."""
+        return self.adam.optimizer
+
+    def on_fit_start(self) -> None:
+        """Start the run's wall clock."""
+        self._fit_t0 = time.perf_counter()
+
+    def training_step(self, batch: int, batch_idx: int) -> None:
+        """One full-batch iteration: rollouts, adjoint gradient, Adam step (or a counted rejection).
+
+        Lightning counts accepted steps only; the run stops once accepted plus rejected
+        iterations reach ``trainer.max_steps``, as `ShootingAdam.run` does. The scalars
+        are written every ``trainer.log_every_n_steps`` steps.
+        """
+        result = self.adam.step(optimizer=self.optimizers())
+        if self.trainer.global_step + self.adam.skipped >= self.trainer.max_steps:
+            self.trainer.should_stop = True  # rejected iterations count towards the limit too
+        self.log_dict({"train/loss": result.loss, "train/lr": result.lr, "train/skipped": float(self.adam.skipped)},
+                      on_step=True, on_epoch=False, batch_size=1)
+
+    def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
+        """Field error and recovered damping (see `torch_ude.metrics.evaluate_field`)."""
+        dm = self.trainer.datamodule
+        return evaluate_field(self.field.evaluate, dm.system, dm.case,
+                              states if states is not None else dm.evaluation_states())
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat``."""
+        self._log_eval("val", batch)
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        """Log ``test/...`` metrics."""
+        self._log_eval("test", batch)
+
+    def _log_eval(self, prefix: str, states: dict) -> None:
+        out = self.evaluate(states)
+        self.log_dict({f"{prefix}/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")}, batch_size=1)
+
+    def run_metrics(self) -> dict:
+        """The keys every trainer reports in ``metrics.json`` (null where they do not apply), plus the baseline's."""
+        dm, windows = self.trainer.datamodule, self.trainer.datamodule.windows
+        out = self.evaluate()
+        out.update({
+            "sigma_hat": None, "m": None, "lambda2": None, "reject_rate": None,
+            "updates": int(self.trainer.global_step), "wall_s": self.wall_s,
+            "skipped_steps": self.adam.skipped, "tape_bytes": self.objective.tape.nbytes,
+            "steps": windows.steps, "n_windows": windows.batch, "rate": dm.rate,
+            "window_candidates": windows.candidates, "window_positions_straddling": windows.straddling,
+            "final_loss": float(self.objective.loss()),
+        })
+        return out
+
+    def on_train_end(self) -> None:
+        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``."""
+        self.wall_s = time.perf_counter() - self._fit_t0
+        dm = self.trainer.datamodule
+        metrics = self.run_metrics()
+        paths = write_run_outputs(self.trainer.default_root_dir, self.field, dm.system, dm.case, metrics,
+                                  trainer="rk4_shooting", config=dict(self.hparams))
+        rank_zero_info(
+            f"RK4 shooting baseline (K = {metrics['steps']}, B = {metrics['n_windows']}): e_field = "
+            f"{metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), c_hat = "
+            f"{metrics['c_hat']:.4f}, {metrics['updates']} iterations ({metrics['skipped_steps']} rejected) in "
+            f"{metrics['wall_s']:.1f} s; outputs in {paths['metrics'].parent}")
+        logger = self.logger
+        if logger is not None and hasattr(logger.experiment, "add_figure"):
+            fig = residual_figure(self.field, dm.system, dm.case, dm.evaluation_states()["visited"])
+            logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
+            for k in ("e_field", "e_field_visited", "c_hat"):
+                logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)

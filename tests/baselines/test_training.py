@@ -1,0 +1,86 @@
+"""The baseline under the torch-ude CLI (short runs) and its shared initial field."""
+import json
+
+import lightning as L
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from baselines.experiment import initial_field
+from baselines.training import ShootingDataModule, ShootingModule
+from tests.baselines.helpers import Explosive
+from torch_ude import HybridField, SinglePendulum, load_field, simulate
+from torch_ude.calibration import calibrate
+from torch_ude.cli import main
+from torch_ude.training.outputs import METRIC_KEYS
+
+SHORT = ["--data.duration", "6", "--data.steps", "5", "--data.n_windows", "8", "--trainer.max_steps", "20",
+         "--trainer.enable_progress_bar", "false", "--trainer.callbacks.init_args.every_n_updates", "10",
+         "--trainer.log_every_n_steps", "5"]
+
+
+def _fit(tmp_path, *extra, config="configs/baseline_pendulum_case_a.yaml"):
+    args = ["fit", "--config", config, *SHORT, "--trainer.default_root_dir", str(tmp_path),
+            "--trainer.logger.init_args.save_dir", str(tmp_path), *extra]
+    main(args)
+    return json.loads((tmp_path / "metrics.json").read_text())
+
+
+def test_short_run_writes_the_shared_outputs_and_logs(tmp_path):
+    metrics = _fit(tmp_path)
+    assert set(METRIC_KEYS) <= set(metrics)
+    assert metrics["updates"] == 20 and metrics["skipped_steps"] == 0 and metrics["wall_s"] > 0
+    assert metrics["sigma_hat"] is None and metrics["m"] is None
+    assert metrics["tape_bytes"] == 5 * 8 * (4 * 34 + 2) * 8
+    assert metrics["e_field_visited"] < 0.2
+    module, meta = load_field(tmp_path)
+    assert meta["case"] == "A" and meta["extra"]["trainer"] == "rk4_shooting"
+    assert meta["extra"]["config"]["fit_states"] is True
+    x = torch.tensor([[0.3, -1.0]])
+    assert module(x).shape == (1, 2)
+    events = next(tmp_path.rglob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(events.parent))
+    acc.Reload()
+    assert {"train/loss", "train/lr", "train/skipped", "eval/e_field", "eval/c_hat"} <= set(acc.Tags()["scalars"])
+    assert "eval/residual" in acc.Tags()["images"]
+
+
+def test_double_pendulum_config_runs(tmp_path):
+    metrics = _fit(tmp_path, "--data.duration", "4", "--trainer.max_steps", "3",
+                   config="configs/baseline_double_pendulum_case_a.yaml")
+    assert metrics["plant"] == "DoublePendulum" and metrics["updates"] == 3
+    assert len(metrics["c_hat_channels"]) == 2
+
+
+def test_bad_data_settings_fail_with_a_clear_message(tmp_path):
+    with pytest.raises(ValueError, match="must divide the stream rate"):
+        _fit(tmp_path, "--data.rate", "300")
+
+
+def test_the_initial_field_is_jet_matchings_for_the_same_seed():
+    system = SinglePendulum()
+    rec = simulate(system, 4.0, noise=0.01, seed=5)
+    field = initial_field(system, "A", rec, 5)
+    ref = HybridField.from_seed(system.known_field("A"), 5)
+    cal = calibrate(torch.as_tensor(rec.y[:3000]), 1000.0, torch.as_tensor(rec.segment[:3000]))
+    for p, q in zip(field.parameters_list(), ref.parameters_list()):
+        assert torch.equal(p, q)
+    assert torch.equal(field.in_scale, cal.x_rms) and torch.equal(field.out_scale, cal.s1)
+
+
+class ExplosiveModelPendulum(SinglePendulum):
+    """The single pendulum whose known model blows up (x' = 10 x^2 within 0.1 s for x0 = 1.2)."""
+
+    def build_known_field(self, case):
+        return Explosive(gain=10.0)
+
+
+def test_a_run_whose_rollouts_all_diverge_stops_at_the_iteration_limit(tmp_path):
+    dm = ShootingDataModule(ExplosiveModelPendulum(), duration=4.0, steps=40, n_windows=4, seed=0)
+    model = ShootingModule()
+    trainer = L.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(model, datamodule=dm)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["updates"] == 0 and metrics["skipped_steps"] == 6
+    assert all(bool(torch.isfinite(p).all()) for p in model.field.parameters_list())
