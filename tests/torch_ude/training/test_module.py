@@ -43,6 +43,13 @@ def test_short_run_writes_outputs_logs_and_learns(tmp_path):
             "stream/reservoir_fill", "stream/sigma_hat_theta", "stream/sigma_true_theta", "eval/e_field",
             "eval/c_hat"} <= tags
     assert "eval/residual" in acc.Tags()["images"]
+    # the validate subcommand evaluates the saved checkpoint to the same numbers
+    ckpt = next(tmp_path.rglob("*.ckpt"))
+    cli = main(["validate", "--config", "configs/pendulum_case_a.yaml", *SHORT, "--trainer.default_root_dir",
+                str(tmp_path), "--trainer.logger", "false", "--ckpt_path", str(ckpt)])
+    val = cli.trainer.callback_metrics
+    assert float(val["val/e_field"]) == pytest.approx(metrics["e_field"], rel=1e-12)
+    assert float(val["val/c_hat"]) == pytest.approx(metrics["c_hat"], rel=1e-12)
 
 
 class Oscillator(System):
