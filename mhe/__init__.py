@@ -1,3 +1,33 @@
-"""PEM-MHE identification from partial measurements (CasADi + L4CasADi)."""
+"""PEM-MHE identification from partial measurements (CasADi + L4CasADi, exact adjoint-VJP hypergradients)."""
+from .blocktri import block_tridiagonal_dense as block_tridiagonal_dense, block_tridiagonal_solve as block_tridiagonal_solve
+from .bounds import Bound as Bound, BoundedParameters as BoundedParameters
+from .casadi_model import CasadiDynamics as CasadiDynamics
+from .estimator import MHESettings as MHESettings, MovingHorizonEstimator as MovingHorizonEstimator
+from .kkt import (
+    Hypergradient as Hypergradient,
+    hypergradient_adjoint as hypergradient_adjoint,
+    hypergradient_explicit as hypergradient_explicit,
+    kkt_blocks as kkt_blocks,
+    kkt_residual as kkt_residual,
+    prediction_loss as prediction_loss,
+    refine as refine,
+)
+from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
+from .pem import PEMIdentifier as PEMIdentifier, PEMStep as PEMStep, apply_hypergradient as apply_hypergradient
+from .point import KKTPoint as KKTPoint, StageLayout as StageLayout
+from .problem import MHEProblem as MHEProblem, MHESolution as MHESolution, OuterValues as OuterValues
+from .simulate import Recording as Recording, simulate as simulate, vehicle_policy as vehicle_policy
+from .solver import WindowSolutions as WindowSolutions, WindowSolver as WindowSolver
+from .vehicle import BAYESRACE_BOUNDS as BAYESRACE_BOUNDS, BAYESRACE_TRUTH as BAYESRACE_TRUTH, IDENTIFIED as IDENTIFIED
+from .vehicle import SingleTrackVehicle as SingleTrackVehicle
+from .windows import Windows as Windows, make_windows as make_windows
 
-__all__: list[str] = []
+__all__ = [
+    "Bound", "BoundedParameters", "PhysicsField", "NeuralResidual", "StateSpaceModel", "SingleTrackVehicle",
+    "BAYESRACE_TRUTH", "BAYESRACE_BOUNDS", "IDENTIFIED", "Recording", "simulate", "vehicle_policy",
+    "Windows", "make_windows", "MHESettings", "MovingHorizonEstimator", "KKTPoint", "StageLayout",
+    "CasadiDynamics", "MHEProblem", "MHESolution", "OuterValues", "WindowSolver", "WindowSolutions",
+    "block_tridiagonal_solve", "block_tridiagonal_dense", "Hypergradient", "kkt_residual", "kkt_blocks",
+    "prediction_loss", "refine", "hypergradient_adjoint", "hypergradient_explicit",
+    "PEMIdentifier", "PEMStep", "apply_hypergradient",
+]

@@ -1,7 +1,9 @@
 """Bounded physical parameters as smooth maps of unconstrained ones (Section 4, implementation).
 
 Each physical parameter ``p_j`` is stored as an unconstrained ``rho_j`` on which Adam
-works; the value is ``p_j = lo + (hi - lo) * sigmoid(rho_j)`` for a two-sided bound,
+works; the value is ``p_j = lo + (hi - lo) * sigmoid(rho_j)`` for a two-sided bound
+(with ``log=True`` and ``0 < lo``: ``p_j = lo * (hi / lo) ** sigmoid(rho_j)``, so that a
+step in ``rho`` is a relative change of similar size for every such parameter),
 ``lo + softplus(rho_j)`` or ``hi - softplus(rho_j)`` for a one-sided bound, and
 ``rho_j`` itself when unbounded. Parameters not being identified are kept as fixed
 buffers so that the physics sees one dictionary of values either way.
@@ -26,14 +28,18 @@ class Bound:
     Attributes:
         lower: lower bound, or None.
         upper: upper bound, or None.
+        log: apply the sigmoid to ``log p`` (two-sided bounds with ``lower > 0`` only).
     """
 
     lower: float | None = None
     upper: float | None = None
+    log: bool = False
 
     def __post_init__(self) -> None:
         if self.lower is not None and self.upper is not None and not self.lower < self.upper:
             raise ValueError(f"A bound needs lower < upper; got lower={self.lower}, upper={self.upper}.")
+        if self.log and (self.lower is None or self.upper is None or self.lower <= 0):
+            raise ValueError(f"log=True needs two bounds with 0 < lower; got lower={self.lower}, upper={self.upper}.")
 
     def contains(self, value: float) -> bool:
         """Whether ``value`` lies strictly inside the bounds."""
@@ -42,6 +48,8 @@ class Bound:
     def to_raw(self, value: float) -> float:
         """The unconstrained ``rho`` with ``from_raw(rho) == value`` (inverse sigmoid/softplus)."""
         lo, hi = self.lower, self.upper
+        if self.log:
+            lo, hi, value = math.log(lo), math.log(hi), math.log(value)
         if lo is not None and hi is not None:
             s = (value - lo) / (hi - lo)
             return math.log(s / (1.0 - s))
@@ -54,6 +62,8 @@ class Bound:
     def from_raw(self, raw: Tensor) -> Tensor:
         """The bounded value of an unconstrained ``rho`` (any shape)."""
         lo, hi = self.lower, self.upper
+        if self.log:
+            return torch.exp(math.log(lo) + math.log(hi / lo) * torch.sigmoid(raw))
         if lo is not None and hi is not None:
             return lo + (hi - lo) * torch.sigmoid(raw)
         if lo is not None:

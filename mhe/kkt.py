@@ -5,8 +5,8 @@ layout of `mhe.point`, ``K = dF/dz`` (block tridiagonal, Prop. 2), ``A = dF/dalp
 ``b = grad_z J`` (only ``x_N`` entries, ``C^T r``), the hypergradient of
 ``J = 1/2 sum_i ||C x^_N - y~_N||^2`` is
 
-* explicit (Eq. 11): ``dJ/dalpha = -sum_i A_i^T K_i^{-1} b_i`` with ``A_i`` formed
-  column by column (n_alpha columns) and ``K_i`` dense;
+* explicit (Eq. 11): ``dJ/dalpha = -sum_i A_i^T K_i^{-1} b_i`` with the n_alpha-column
+  ``A_i`` formed row by row (one VJP of ``F`` per row) and ``K_i`` dense;
 * adjoint-VJP (Eq. 12-13): ``K_i lambda_i = b_i`` solved block-tridiagonally, then
   ``dJ/dalpha = -grad_alpha sum_i F_i^T lambda_i``, one VJP; ``A`` is never formed.
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.func import functional_call, grad, hessian, jacrev, vjp, vmap
+from torch.func import functional_call, grad, jacrev, vjp, vmap
 
 from .blocktri import block_tridiagonal_dense, block_tridiagonal_solve
 from .estimator import MovingHorizonEstimator
 from .windows import Windows
 
 __all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "prediction_loss", "refine",
-           "hypergradient_adjoint", "hypergradient_explicit", "outer_parameters"]
+           "hypergradient_adjoint", "hypergradient_explicit", "explicit_memory_bytes", "outer_parameters"]
 
 Params = dict[str, Tensor]
 
@@ -67,7 +67,8 @@ def kkt_blocks(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -
     """The blocks of ``K = dF/dz`` in stage order (Prop. 2), dummies replaced by identity rows.
 
     Each stage term ``l_k(z_k, z_{k+1})`` contributes its Hessian to ``D_k``, ``D_{k+1}``
-    and ``E_k``; the Hessians are batched over all windows and stages.
+    and ``E_k``; the Hessians (reverse over reverse, which avoids the per-operation cost
+    of forward-mode decompositions) are batched over all windows and stages.
 
     Returns:
         ``D`` of shape (M, N + 1, s, s) and ``E`` of shape (M, N, s, s).
@@ -82,7 +83,7 @@ def kkt_blocks(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -
     with torch.no_grad():
         c = torch.cat([z[:, :-1], z[:, 1:]], dim=-1).reshape(m * n, 2 * s)
         flat = [v.reshape(m * n, *v.shape[2:]) for v in (u, y, first, measured)]
-        h = vmap(hessian(stage))(c, *flat).reshape(m, n, 2 * s, 2 * s)
+        h = vmap(jacrev(jacrev(stage)))(c, *flat).reshape(m, n, 2 * s, 2 * s)
         d = z.new_zeros(m, t, s, s)
         d[:, :n] += h[..., :s, :s]
         d[:, 1:] += h[..., s:, s:]
@@ -144,18 +145,25 @@ def hypergradient_adjoint(estimator: MovingHorizonEstimator, z: Tensor, windows:
     return Hypergradient(loss, {n: -v for n, v in g.items()})
 
 
+def explicit_memory_bytes(estimator: MovingHorizonEstimator, chunk_size: int) -> int:
+    """Bytes of the matrices the explicit form holds per window: ``A`` plus one chunk of rows."""
+    n_alpha = sum(p.numel() for p in estimator.parameters())
+    return (estimator.layout.n_z + chunk_size) * n_alpha * 8
+
+
 def hypergradient_explicit(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows,
-                           chunk_size: int | None = None) -> Hypergradient:
+                           chunk_size: int = 32) -> Hypergradient:
     """Explicit hypergradient (Eq. 11, Simpson et al. 2024): forms ``K_i`` dense and ``A_i``.
 
-    ``A_i = dF_i/dalpha`` (n_z rows, n_alpha columns) is built window by window by
-    ``torch.func.jacrev``; this is the memory-bound reference of the benchmarks.
+    ``A_i = dF_i/dalpha`` (n_z rows, n_alpha columns) is built window by window into a
+    preallocated matrix, ``chunk_size`` rows per vectorized pass of VJPs of ``F``; this
+    is the memory-bound reference of the benchmarks (`explicit_memory_bytes`).
 
     Args:
         estimator: the MHE.
         z: padded KKT points, shape (M, N + 1, s).
         windows: the M windows.
-        chunk_size: rows of ``A_i`` computed per vectorized pass (None: all at once).
+        chunk_size: rows of ``A_i`` per vectorized pass.
 
     Returns:
         The `Hypergradient`.
@@ -166,12 +174,18 @@ def hypergradient_explicit(estimator: MovingHorizonEstimator, z: Tensor, windows
     dense = block_tridiagonal_dense(d, e)[:, mask][:, :, mask]
     rhs = b.reshape(len(windows), -1)[:, mask]
     params = outer_parameters(estimator)
-    grads = {n: torch.zeros_like(p) for n, p in params.items()}
+    sizes = [p.numel() for p in params.values()]
+    n_z, n_alpha = int(mask.sum()), sum(sizes)
+    total = z.new_zeros(n_alpha)
+    a = z.new_empty(n_z, n_alpha)
     for i in range(len(windows)):
         zi, wi = z[i:i + 1], windows[i:i + 1]
-        a = jacrev(lambda p: kkt_residual(estimator, zi, wi, p).reshape(-1)[mask], chunk_size=chunk_size)(params)
-        sol = torch.linalg.solve(dense[i], rhs[i])
-        for n in grads:
-            grads[n] -= (a[n].reshape(sol.shape[0], -1).T @ sol).reshape(grads[n].shape)
-        del a
+        _, pull = vjp(lambda p: kkt_residual(estimator, zi, wi, p).reshape(-1)[mask], params)
+        rows = vmap(lambda c: torch.cat([g.reshape(-1) for g in pull(c)[0].values()]))
+        for r0 in range(0, n_z, chunk_size):
+            eye = torch.eye(n_z, dtype=z.dtype)[r0:r0 + chunk_size]
+            a[r0:r0 + chunk_size] = rows(eye)
+        total -= a.T @ torch.linalg.solve(dense[i], rhs[i])
+    del a
+    grads = dict(zip(params, (t.reshape(p.shape) for t, p in zip(total.split(sizes), params.values()))))
     return Hypergradient(loss, grads)

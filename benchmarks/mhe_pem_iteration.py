@@ -1,0 +1,85 @@
+"""Wall time of one full PEM iteration (M MHE solves + refinement + hypergradient) vs M and workers.
+
+Physics-only racing MHE, N = 10, warm-started (the solves of the second iteration are
+timed, as in a running identification). Workers are processes of
+`mhe.solver.WindowSolver`; the machine this was measured on has 2 cores shared with
+other jobs, so speedups above 2 are impossible and below 2 are expected.
+
+    python benchmarks/mhe_pem_iteration.py
+
+Writes results/mhe_pem_iteration/{pem_iteration.json, pem_iteration.png}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from mhe import (IDENTIFIED, MHESettings, MovingHorizonEstimator, SingleTrackVehicle, StateSpaceModel, WindowSolver,
+                 hypergradient_adjoint)
+from mhe.racing import MEASURED, RacingData, perturbed_values
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--windows", type=int, nargs="+", default=[25, 50, 100, 200])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=Path("results/mhe_pem_iteration"))
+    args = ap.parse_args()
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    data = RacingData(steps=10 * max(args.windows) + 20)
+    all_windows = data.windows()
+    rows = []
+    for workers in args.workers:
+        model = StateSpaceModel(SingleTrackVehicle(perturbed_values(0.1, fixed={"Er": 0.0}), identify=IDENTIFIED),
+                                dt=0.02, measured=MEASURED)
+        est = MovingHorizonEstimator(model, MHESettings(data.horizon, data.process_std, data.measurement_std),
+                                     (1.5, 0.0, 0.0), (1.0, 0.3, 3.0))
+        t0 = time.perf_counter()
+        with WindowSolver(est, "build/l4casadi/mhe_pem_iteration", workers=workers) as solver:
+            startup = time.perf_counter() - t0
+            for m in args.windows:
+                windows = all_windows[:m]
+                starts = solver.solve(windows).starts
+                best = {"solve_s": float("inf"), "hypergradient_s": float("inf"), "iteration_s": float("inf")}
+                for _ in range(args.repeats):
+                    with torch.no_grad():
+                        est.arrival_mean.add_(1e-6)  # a new alpha, as after an Adam step
+                    t1 = time.perf_counter()
+                    sol = solver.solve(windows, starts)
+                    t2 = time.perf_counter()
+                    hypergradient_adjoint(est, sol.point[sol.ok].stages(), windows[sol.ok])
+                    t3 = time.perf_counter()
+                    best = {k: min(best[k], v) for k, v in
+                            (("solve_s", t2 - t1), ("hypergradient_s", t3 - t2), ("iteration_s", t3 - t1))}
+                row = {"workers": workers, "M": m, "N": data.horizon, **best, "pool_startup_s": startup,
+                       "n_failed": sol.n_failed, "cpu_count": os.cpu_count()}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    for r in rows:
+        base = next(b for b in rows if b["M"] == r["M"] and b["workers"] == 1)
+        r["solve_speedup_vs_1_worker"] = base["solve_s"] / r["solve_s"]
+    (args.out / "pem_iteration.json").write_text(json.dumps({"config": {**vars(args), "out": str(args.out)},
+                                                             "rows": rows}, indent=1) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for workers in args.workers:
+        sel = [r for r in rows if r["workers"] == workers]
+        ax.loglog([r["M"] for r in sel], [r["iteration_s"] for r in sel], "o-", label=f"{workers} worker(s)")
+    ax.set(xlabel="windows M", ylabel="one PEM iteration [s]", title=f"N = {data.horizon}, physics-only")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.out / "pem_iteration.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Solve the M independent MHE windows, in-process or in a process pool, and verify each solution.
+
+Choice (measured in ``benchmarks/mhe_pem_iteration.py``, see RESULTS.md): a persistent
+pool of ``workers`` processes, each holding its own `MHEProblem` (and, for neural
+models, its own L4CasADi library in ``build_dir/worker-<pid>``), receives contiguous
+chunks of windows with their warm starts and the current ``alpha``. One batched NLP of
+all windows was not chosen: a single failed window would fail the whole step, and the
+warm start of one window could not be kept when another diverges. ``workers=1`` solves
+in the calling process with the same code.
+
+After IPOPT, each solution is polished by Newton steps on the float64 torch KKT system
+(`mhe.kkt.refine`); a window counts as failed, and is dropped from the step with a
+logged warning, when IPOPT does not succeed, returns non-finite numbers, or its KKT
+residual after refinement exceeds ``settings.kkt_tol``.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .estimator import MovingHorizonEstimator
+from .kkt import refine
+from .point import KKTPoint
+from .problem import MHEProblem, MHESolution, OuterValues
+from .windows import Windows
+
+__all__ = ["WindowSolutions", "WindowSolver"]
+
+log = logging.getLogger(__name__)
+
+Start = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class WindowSolutions:
+    """Verified MHE solutions of M windows.
+
+    Attributes:
+        point: refined KKT points; failed windows keep their initial guess, shape M.
+        ok: which windows succeeded, bool (M,).
+        starts: warm starts for the next solve (None for a failed window: it restarts cold).
+        status: IPOPT's return status per window.
+        iterations: IPOPT iterations per window, (M,).
+        kkt_residual: max-norm of the torch KKT residual after refinement, (M,).
+        wall_s: wall time of the whole solve (IPOPT and refinement), seconds.
+    """
+
+    point: KKTPoint
+    ok: Tensor
+    starts: list[Start | None]
+    status: list[str]
+    iterations: Tensor
+    kkt_residual: Tensor
+    wall_s: float
+
+    @property
+    def n_failed(self) -> int:
+        """Number of failed windows."""
+        return int((~self.ok).sum())
+
+
+_WORKER: dict[str, MHEProblem] = {}
+
+
+def _init_worker(estimator: MovingHorizonEstimator, build_dir: str, name: str) -> None:
+    torch.set_num_threads(1)
+    _WORKER["problem"] = MHEProblem(estimator, Path(build_dir) / f"worker-{os.getpid()}", name)
+
+
+def _solve_chunk(values: OuterValues, u: np.ndarray, y: np.ndarray, starts: list[Start | None],
+                 guesses: list[Start], problem: MHEProblem | None = None) -> list[MHESolution]:
+    prob = _WORKER["problem"] if problem is None else problem
+    prob.set_outer(values)
+    out = []
+    for i in range(u.shape[0]):
+        start = starts[i] if starts[i] is not None else prob.start_from(u[i], *guesses[i])
+        out.append(prob.solve(u[i], y[i], start))
+    return out
+
+
+class WindowSolver:
+    """Solves the MHE windows of one estimator; parallel over windows with ``workers > 1``.
+
+    Args:
+        estimator: the torch MHE; the solver reads its current ``alpha`` at every `solve`.
+        build_dir: L4CasADi build folder (per worker a subfolder).
+        workers: processes (1: in-process, no pool).
+        name: name of the compiled residual library.
+
+    Raises:
+        ValueError: if ``workers < 1``.
+    """
+
+    def __init__(self, estimator: MovingHorizonEstimator, build_dir: str | Path, workers: int = 1,
+                 name: str = "residual") -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1; got {workers}.")
+        self.estimator, self.workers = estimator, workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._local: MHEProblem | None = None
+        if workers == 1:
+            self._local = MHEProblem(estimator, Path(build_dir) / "local", name)
+        else:
+            self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                             initargs=(estimator, str(build_dir), name))
+        self._values: OuterValues | None = None
+
+    def _snapshot(self) -> OuterValues:
+        new = OuterValues.of(self.estimator, 0 if self._values is None else self._values.version)
+        old = self._values
+        same = old is not None and all(np.array_equal(getattr(old, f), getattr(new, f))
+                                       for f in ("arrival_mean", "arrival_precision", "physics"))
+        if same and old.residual is not None:
+            same = all(torch.equal(old.residual[k], new.residual[k]) for k in old.residual)
+        if not same:
+            new = OuterValues(new.version + 1, new.arrival_mean, new.arrival_precision, new.physics, new.residual)
+            self._values = new
+        return self._values
+
+    def solve(self, windows: Windows, starts: list[Start | None] | None = None) -> WindowSolutions:
+        """Solve, refine and verify the MHE of every window at the estimator's current ``alpha``.
+
+        Args:
+            windows: the M windows.
+            starts: per window a warm start from a previous `WindowSolutions.starts`, or None
+                (start from `MovingHorizonEstimator.initial_point`).
+
+        Returns:
+            The `WindowSolutions`.
+        """
+        t0 = time.perf_counter()
+        m, est = len(windows), self.estimator
+        starts = [None] * m if starts is None else list(starts)
+        if len(starts) != m:
+            raise ValueError(f"starts must hold one entry per window ({m}); got {len(starts)}.")
+        guess = est.initial_point(windows)
+        gv, gmu = guess.primal().numpy(), guess.dual().numpy()
+        guesses = [(gv[i], gmu[i]) for i in range(m)]
+        u, y = windows.u.numpy(), windows.y.numpy()
+        values = self._snapshot()
+        if self._pool is None:
+            sols = _solve_chunk(values, u, y, starts, guesses, self._local)
+        else:
+            bounds = np.linspace(0, m, min(self.workers, m) + 1).astype(int)
+            futures = [self._pool.submit(_solve_chunk, values, u[a:b], y[a:b], starts[a:b], guesses[a:b])
+                       for a, b in zip(bounds[:-1], bounds[1:])]
+            sols = [s for f in futures for s in f.result()]
+        ok = torch.tensor([s.success for s in sols])
+        v = torch.tensor(np.stack([s.v if s.success else guesses[i][0] for i, s in enumerate(sols)]))
+        mu = torch.tensor(np.stack([s.mu if s.success else guesses[i][1] for i, s in enumerate(sols)]))
+        z = KKTPoint.from_flat(v, mu, est.layout).stages()
+        residual = torch.full((m,), float("inf"), dtype=z.dtype)
+        if bool(ok.any()):
+            z_ok, res_ok = refine(est, z[ok], windows[ok], est.settings.refine_steps)
+            z[ok] = torch.where(torch.isfinite(z_ok), z_ok, z[ok])
+            residual[ok] = torch.nan_to_num(res_ok, nan=float("inf"))
+        ok = ok & (residual <= est.settings.kkt_tol)
+        new_starts = [s.start if s.success else None for s in sols]
+        status = [s.status for s in sols]
+        if not bool(ok.all()):
+            reasons = Counter(status[i] if sols[i].success is False else "kkt residual above kkt_tol"
+                              for i in torch.nonzero(~ok).flatten().tolist())
+            log.warning("%d of %d MHE windows failed and are dropped from this step: %s", int((~ok).sum()), m,
+                        dict(reasons))
+        return WindowSolutions(KKTPoint.from_stages(z, est.layout), ok, new_starts, status,
+                               torch.tensor([s.iterations for s in sols]), residual, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Shut the worker pool down (no-op in-process)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> "WindowSolver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,72 @@
+"""Run outputs of a PEM-MHE fit: ``field.pt``, ``field.json`` and ``metrics.json``.
+
+The project's `torch_ude.export.export_field` exports a ``HybridField`` of an autonomous
+plant; an identified state-space model has inputs, so ``field.pt`` here is the
+TorchScript of ``(x, u) -> f_c(x, u, 0)`` (shapes (B, n_x), (B, n_u) -> (B, n_x)) with a
+sidecar in the same spirit. ``metrics.json`` carries the project's `METRIC_KEYS`
+(null where they do not apply to PEM-MHE) plus the identification results.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from torch_ude import __version__
+from torch_ude.training.outputs import METRIC_KEYS, to_jsonable
+
+from ..model import StateSpaceModel
+
+__all__ = ["write_pem_outputs"]
+
+
+class _Field(nn.Module):
+    def __init__(self, model: StateSpaceModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, u: Tensor) -> Tensor:
+        return self.model.field(x, u, torch.zeros_like(x))
+
+
+def write_pem_outputs(directory: str | Path, module, wall_s: float, rel_errors: dict[str, float]) -> dict[str, Path]:
+    """Write the three run files of a `PEMModule` into ``directory``.
+
+    Returns:
+        Paths of ``field.pt``, ``field.json`` and ``metrics.json``.
+    """
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    model: StateSpaceModel = module.model
+    example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        torch.jit.trace(_Field(model).eval(), example, check_trace=False).save(str(out / "field.pt"))
+    physics = model.physics
+    sidecar = {
+        "format": "torch-ude-mhe-model", "library_version": __version__,
+        "physics": None if physics is None else type(physics).__name__,
+        "state_names": None if physics is None else list(physics.state_names),
+        "input_names": None if physics is None else list(physics.input_names),
+        "measured": list(model.measured), "dt": model.dt,
+        "parameters": {} if physics is None else {n: float(v.detach()) for n, v in physics.params().items()},
+        "identified": [] if physics is None else list(physics.params.free_names),
+        "residual_sizes": None if model.residual is None else list(model.residual.mlp.sizes),
+        "num_parameters": sum(p.numel() for p in module.estimator.parameters()),
+        "input": {"shape": [["B", model.n_x], ["B", model.n_u]], "meaning": "states, inputs"},
+        "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},
+        "config": to_jsonable(dict(module.hparams)),
+    }
+    (out / "field.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    metrics = {k: None for k in METRIC_KEYS}
+    metrics.update(updates=module.totals["updates"], wall_s=wall_s)
+    metrics.update({"trainer": "PEMModule", "J_final": module.last_loss, "parameters": module.parameter_values(),
+                    "rel_errors": rel_errors,
+                    "mean_rel_error": sum(rel_errors.values()) / len(rel_errors) if rel_errors else None,
+                    "failed_windows_total": module.totals["failed"], "skipped_steps": module.totals["skipped"]})
+    (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=2) + "\n")
+    return {"field": out / "field.pt", "sidecar": out / "field.json", "metrics": out / "metrics.json"}

@@ -1,0 +1,63 @@
+"""Small vehicle problems shared by the mhe tests (float64, fixed seeds)."""
+from __future__ import annotations
+
+import torch
+
+from mhe import (MHESettings, MovingHorizonEstimator, NeuralResidual, SingleTrackVehicle, StateSpaceModel,
+                 WindowSolver, make_windows, simulate, vehicle_policy)
+from mhe.kkt import refine
+from mhe.windows import Windows
+
+PROCESS_STD = (0.05, 0.05, 1.0)
+MEASUREMENT_STD = (0.005, 0.02)
+ARRIVAL_MEAN = (1.5, 0.0, 0.0)
+ARRIVAL_STD = (1.0, 0.3, 3.0)
+IN_SCALE = (2.0, 0.3, 3.0, 0.3, 1.0)
+OUT_SCALE = (1.0, 1.0, 20.0)
+
+
+def vehicle_windows(horizon: int, count: int, stride: int = 7, seed: int = 1) -> Windows:
+    """``count`` windows of the true racing model with process and measurement noise."""
+    truth = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=(0, 2))
+    steps = stride * count + horizon + 1
+    rec = simulate(truth, [1.5, 0.0, 0.0], vehicle_policy(steps, 0.02, seed), steps, PROCESS_STD,
+                   MEASUREMENT_STD, seed=seed)
+    return make_windows(rec.inputs, rec.outputs, horizon, stride)[:count]
+
+
+def residual(width: int = 4, seed: int = 3, last_std: float = 0.2) -> NeuralResidual:
+    """A small residual with a random (non-zero) last layer, so every weight matters."""
+    net = NeuralResidual(3, 2, width=width, in_scale=IN_SCALE, out_scale=OUT_SCALE, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        w_last, b_last = net.mlp.ordered_parameters()[-2:]
+        w_last.copy_(last_std * torch.randn(w_last.shape, generator=gen, dtype=torch.float64))
+        b_last.copy_(0.1 * last_std * torch.randn(b_last.shape, generator=gen, dtype=torch.float64))
+    return net
+
+
+def estimator(kind: str, horizon: int, perturb: float = 1.1, **settings) -> MovingHorizonEstimator:
+    """An MHE for ``kind`` in {"physics", "neural", "gray"}; physics parameters scaled by ``perturb``."""
+    physics = None
+    if kind in ("physics", "gray"):
+        physics = SingleTrackVehicle()
+        physics.params.assign({n: perturb * float(v.detach()) for n, v in physics.params().items()
+                               if n in physics.params.free_names})
+    net = residual() if kind in ("neural", "gray") else None
+    model = StateSpaceModel(physics, net, dt=0.02, measured=(0, 2), n_x=3, n_u=2)
+    return MovingHorizonEstimator(model, MHESettings(horizon, PROCESS_STD, MEASUREMENT_STD, **settings),
+                                  ARRIVAL_MEAN, ARRIVAL_STD)
+
+
+def torch_kkt_point(est: MovingHorizonEstimator, windows: Windows, steps: int = 10) -> torch.Tensor:
+    """A KKT point by undamped Newton's method in torch from the initial guess (no CasADi; neural models)."""
+    z, res = refine(est, est.initial_point(windows).stages(), windows, steps)
+    assert float(res.max()) < 1e-9, f"torch Newton did not converge: residual {res}"
+    return z
+
+
+def ipopt_kkt_point(est: MovingHorizonEstimator, windows: Windows, build_dir) -> torch.Tensor:
+    """A verified KKT point from IPOPT plus refinement (physics-only models need no compilation)."""
+    sol = WindowSolver(est, build_dir).solve(windows)
+    assert bool(sol.ok.all()), sol.status
+    return sol.point.stages()

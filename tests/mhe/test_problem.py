@@ -1,0 +1,55 @@
+"""The CasADi side: expressions generated from torch, IPOPT solutions against the torch KKT system."""
+import numpy as np
+import torch
+
+from mhe import CasadiDynamics, MHEProblem, OuterValues, kkt_residual
+from mhe.point import KKTPoint
+from tests.mhe.helpers import estimator, vehicle_windows
+
+
+def _states_inputs(n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.stack([1.0 + 2 * torch.rand(n, generator=gen), 0.2 * torch.randn(n, generator=gen),
+                     2 * torch.randn(n, generator=gen)], dim=1)
+    u = torch.stack([0.3 * torch.randn(n, generator=gen), torch.rand(n, generator=gen)], dim=1)
+    w = 0.1 * torch.randn(n, 3, generator=gen)
+    return x, u, w
+
+
+def test_casadi_step_is_the_torch_step_for_physics(tmp_path):
+    model = estimator("physics", 4).model
+    dyn = CasadiDynamics(model, tmp_path)
+    x, u, w = _states_inputs(6)
+    p = CasadiDynamics.parameter_values(model)
+    ours = np.stack([np.asarray(dyn.step(x[i].numpy(), u[i].numpy(), w[i].numpy(), p)).ravel() for i in range(6)])
+    with torch.no_grad():
+        ref = model.step(x, u, w).numpy()
+    assert np.allclose(ours, ref, rtol=1e-13, atol=1e-13)
+
+
+def test_casadi_step_is_the_torch_step_for_gray_box_through_l4casadi(gray_solver):
+    est, solver, _ = gray_solver
+    dyn = solver._local.dynamics
+    x, u, w = _states_inputs(6, seed=1)
+    p = CasadiDynamics.parameter_values(est.model)
+    ours = np.stack([np.asarray(dyn.step(x[i].numpy(), u[i].numpy(), w[i].numpy(), p)).ravel() for i in range(6)])
+    with torch.no_grad():
+        ref = est.model.step(x, u, w).numpy()
+    assert np.allclose(ours, ref, rtol=1e-6, atol=1e-6)  # L4CasADi evaluates the network in float32
+
+
+def test_ipopt_solution_is_a_kkt_point_of_the_torch_lagrangian_and_warm_starts(tmp_path):
+    est, windows = estimator("physics", 8), vehicle_windows(8, 2)
+    prob = MHEProblem(est, tmp_path)
+    prob.set_outer(OuterValues.of(est, 0))
+    guess = est.initial_point(windows)
+    sols = [prob.solve(windows.u[i].numpy(), windows.y[i].numpy(),
+                       prob.start_from(windows.u[i].numpy(), guess.primal()[i].numpy(), guess.dual()[i].numpy()))
+            for i in range(2)]
+    assert all(s.success for s in sols)
+    point = KKTPoint.from_flat(torch.tensor(np.stack([s.v for s in sols])), torch.tensor(np.stack([s.mu for s in sols])),
+                               est.layout)
+    res = kkt_residual(est, point.stages(), windows).abs().amax()
+    assert float(res) < 1e-7
+    again = prob.solve(windows.u[0].numpy(), windows.y[0].numpy(), sols[0].start)
+    assert again.success and again.iterations <= 1
