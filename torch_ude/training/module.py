@@ -27,7 +27,7 @@ class JetMatchingModule(L.LightningModule):
     full, performs the due updates: a minibatch from the buffer, the hand-written
     jet gradient written into ``.grad``, gradient-norm clipping, ``torch.optim.Adam``,
     the cosine schedule and the EMA of the weights (``torch.optim.swa_utils``).
-    After the stream, replay chunks drive one update each until ``trainer.max_steps``
+    After the stream, each replay chunk drives ``replay_updates`` updates until ``trainer.max_steps``
     updates (the iteration limit) have been made.
 
     The plant, case and seed come from the data module; the network's initial
@@ -46,6 +46,8 @@ class JetMatchingModule(L.LightningModule):
         log_every: log training scalars every this many updates.
         replay: after the stream ends, keep updating on the buffer until
             ``trainer.max_steps`` (Algorithm 1, line 19); False stops with the stream (v1).
+        replay_updates: updates per replay chunk (fewer trips through the training
+            loop's per-batch machinery; the update sequence does not depend on it).
         num_threads: torch intra-op threads set at start-up (None leaves torch's
             setting); the per-update tensors are tiny, so one thread is fastest and
             immune to contention from other processes.
@@ -55,7 +57,7 @@ class JetMatchingModule(L.LightningModule):
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50, replay: bool = True,
-                 num_threads: int | None = 1) -> None:
+                 replay_updates: int = 25, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.stream_settings = stream if stream is not None else StreamSettings()
@@ -73,7 +75,9 @@ class JetMatchingModule(L.LightningModule):
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
-        self.replay = bool(replay)
+        self.replay, self.replay_updates = bool(replay), int(replay_updates)
+        if self.replay_updates < 1:
+            raise ValueError(f"replay_updates must be >= 1; got {replay_updates}.")
         self.save_hyperparameters()
         self.field: HybridField | None = None
         self.ema: AveragedModel | None = None
@@ -134,7 +138,9 @@ class JetMatchingModule(L.LightningModule):
             if not (self.replay and self.stream.ready):
                 self.trainer.should_stop = True
                 return
-            due = 1
+            due = self.replay_updates
+            if self.trainer.max_steps is not None and self.trainer.max_steps > 0:
+                due = min(due, self.trainer.max_steps - self.trainer.global_step)
         else:
             before = self.stream.last_tick
             calibrated = self.stream.calibration is not None
