@@ -6,7 +6,7 @@ from .accounting import (
     tape_breakdown as tape_breakdown,
 )
 from .adjoint import rk4_adjoint as rk4_adjoint
-from .experiment import BaselineRun as BaselineRun, initial_field as initial_field, run_baseline as run_baseline
+from .initialization import CALIBRATION_SECONDS as CALIBRATION_SECONDS, initial_field as initial_field
 from .optimize import FitHistory as FitHistory, ShootingAdam as ShootingAdam, StepResult as StepResult
 from .rk4 import RK4Tape as RK4Tape, rk4_forward as rk4_forward
 from .shooting import ShootingGradient as ShootingGradient, ShootingObjective as ShootingObjective
@@ -22,5 +22,5 @@ __all__ = [
     "Observations", "ShootingWindows", "observe", "shooting_windows",
     "ShootingObjective", "ShootingGradient", "ShootingAdam", "StepResult", "FitHistory",
     "IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown",
-    "BaselineRun", "initial_field", "run_baseline",
+    "CALIBRATION_SECONDS", "initial_field",
 ]

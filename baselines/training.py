@@ -24,7 +24,7 @@ from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import residual_figure, write_run_outputs
 
-from .experiment import initial_field
+from .initialization import initial_field
 from .optimize import ShootingAdam
 from .shooting import ShootingObjective
 from .windows import ShootingWindows, observe, shooting_windows
@@ -120,18 +120,22 @@ class ShootingModule(L.LightningModule):
         states_lr: initial rate of the shooting states, or None for ``lr``.
         normalize: weight each channel's squared error by ``1 / x_rms^2`` (the
             calibrated state RMS); False is the plain mean squared error.
+        betas: Adam's moment decay rates; a second-moment decay of 0.99 rather than
+            torch's 0.999 lets the step size recover as the gradients shrink by orders
+            of magnitude during the run (see RESULTS.md).
         backoff: learning-rate factor after a rejected (diverging) step.
         num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
     """
 
     def __init__(self, hidden: tuple[int, ...] = (16, 16), lr: float = 4e-2, lr_final: float | None = 1e-3,
                  fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
-                 backoff: float = 0.5, num_threads: int | None = 1) -> None:
+                 betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5,
+                 num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.hidden, self.lr, self.lr_final = tuple(hidden), float(lr), lr_final
         self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
-        self.backoff, self.num_threads = float(backoff), num_threads
+        self.betas, self.backoff, self.num_threads = (float(betas[0]), float(betas[1])), float(backoff), num_threads
         self.save_hyperparameters()
         self.field = None
         self.objective: ShootingObjective | None = None
@@ -154,7 +158,8 @@ class ShootingModule(L.LightningModule):
         if iterations is None or iterations < 1:
             raise ValueError("the baseline needs trainer.max_steps (the number of Adam iterations) >= 1.")
         self.adam = ShootingAdam(self.objective, lr=self.lr, iterations=iterations, lr_final=self.lr_final,
-                                 fit_states=self.fit_states, states_lr=self.states_lr, backoff=self.backoff)
+                                 fit_states=self.fit_states, states_lr=self.states_lr, backoff=self.backoff,
+                                 betas=self.betas)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Adam optimizer of `ShootingAdam` (its schedule is stepped by `ShootingAdam.step`)."""

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from baselines.experiment import initial_field
+from baselines.initialization import initial_field
 from baselines.training import ShootingDataModule, ShootingModule
 from tests.baselines.helpers import Explosive
 from torch_ude import HybridField, SinglePendulum, load_field, simulate

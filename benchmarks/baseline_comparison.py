@@ -1,0 +1,100 @@
+"""Matched comparison: jet matching v2 against the solver baseline (K = 40 and K = 80).
+
+Single pendulum, Case A, 60 s stream; for every noise level and seed all three
+trainers see the identical stream and start from the identical initial weights
+(``torch-ude fit`` with the same ``--seed_everything`` and ``--data.noise``). Per
+level: mean e_field (grid and visited states), the ratio jet / baseline of the
+means, c_hat, wall time and the baseline's tape; over levels the geometric mean of
+the ratios (Section 5.1, Table 2 of the jet-matching paper).
+
+    python -m benchmarks.baseline_comparison [--seeds 0 1 2] [--levels 0 0.001 0.005 0.01 0.02 0.05] [--reuse]
+
+``--reuse`` keeps every run whose ``metrics.json`` already exists (so the grid can be
+filled by several processes with different ``--seeds`` and summarized at the end).
+Writes ``results/baseline_comparison/baseline_comparison.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+from benchmarks.jet_runs import RESULTS, fit, save, summarize
+
+TRAINERS = {
+    "jet_v2": ("configs/pendulum_case_a.yaml", []),
+    "baseline_K40": ("configs/baseline_pendulum_case_a.yaml", ["--data.steps", "40"]),
+    "baseline_K80": ("configs/baseline_pendulum_case_a.yaml", ["--data.steps", "80"]),
+}
+KEYS = ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")
+NAME = "baseline_comparison"
+
+
+def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
+    """One run's metrics (from disk with ``reuse`` when present)."""
+    config, extra = TRAINERS[trainer]
+    root = RESULTS / NAME / f"{trainer}_{level}_{seed}"
+    done = root / "metrics.json"
+    if reuse and done.is_file():
+        m = json.loads(done.read_text())
+    else:
+        m = fit(config, root, seed, ["--data.noise", str(level), *extra])
+    out = {k: m.get(k) for k in KEYS} | {"trainer": trainer, "noise": level, "seed": seed}
+    if "tape_bytes" in m:
+        out["tape_bytes"] = m["tape_bytes"]
+    print(f"{trainer} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
+          f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)
+    return out
+
+
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean of positive numbers."""
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def main() -> None:
+    """Run (or collect) the grid, print the table and save the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--levels", type=float, nargs="+", default=[0.0, 0.001, 0.005, 0.01, 0.02, 0.05])
+    ap.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=list(TRAINERS))
+    ap.add_argument("--reuse", action="store_true", help="keep runs whose metrics.json exists")
+    args = ap.parse_args()
+    runs = [run(t, level, seed, args.reuse) for level in args.levels for seed in args.seeds for t in args.trainers]
+    summary: dict = {}
+    for level in args.levels:
+        row = {}
+        for t in args.trainers:
+            rs = [r for r in runs if r["trainer"] == t and r["noise"] == level]
+            row[t] = {k: summarize([r[k] for r in rs]) for k in ("e_field", "e_field_visited", "c_hat", "wall_s")}
+            if "tape_bytes" in rs[0]:
+                row[t]["tape_bytes"] = rs[0]["tape_bytes"]
+        for base in (t for t in args.trainers if t.startswith("baseline")):
+            if "jet_v2" in row:
+                for key in ("e_field", "e_field_visited"):
+                    row[f"ratio_{key}_vs_{base}"] = row["jet_v2"][key]["mean"] / row[base][key]["mean"]
+        summary[str(level)] = row
+    geo = {}
+    for base in (t for t in args.trainers if t.startswith("baseline")):
+        for key in ("e_field", "e_field_visited"):
+            name = f"ratio_{key}_vs_{base}"
+            if all(name in summary[str(level)] for level in args.levels):
+                geo[name] = geometric_mean([summary[str(level)][name] for level in args.levels])
+    header = "noise  " + "  ".join(f"{t:>22s}" for t in args.trainers)
+    print(header + "   (e_field_visited mean; c_hat mean)")
+    for level in args.levels:
+        row = summary[str(level)]
+        cells = "  ".join(f"{row[t]['e_field_visited']['mean']:10.5f} c={row[t]['c_hat']['mean']:.3f}"
+                          for t in args.trainers)
+        print(f"{100 * level:4.1f}%  {cells}")
+    for name, value in geo.items():
+        print(f"geometric mean {name}: {value:.3f}")
+    folder = save(NAME, {"command": "python -m benchmarks.baseline_comparison", "seeds": args.seeds,
+                         "levels": args.levels, "runs": runs, "summary": summary, "geometric_mean": geo})
+    print(f"wrote {folder / (NAME + '.json')}")
+
+
+if __name__ == "__main__":
+    main()
