@@ -1,7 +1,13 @@
-"""Shared test settings: float64 by default and fixed seeds."""
+"""Shared test settings: float64 by default, fixed seeds, one intra-op thread.
+
+The tensors in these tests are tiny: one thread is faster than two and does not stall
+when the other core is busy.
+"""
 import numpy as np
 import pytest
 import torch
+
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
