@@ -7,10 +7,11 @@ level: mean e_field (grid and visited states), the ratio jet / baseline of the
 means, c_hat, wall time and the baseline's tape; over levels the geometric mean of
 the ratios (Section 5.1, Table 2 of the jet-matching paper).
 
-    python -m benchmarks.baseline_comparison [--seeds 0 1 2] [--levels 0 0.001 0.005 0.01 0.02 0.05] [--reuse]
+    python -m benchmarks.baseline_comparison [--seeds 0 1 2] [--levels 0 0.001 0.005 0.01 0.02 0.05] [--fresh]
 
-``--reuse`` keeps every run whose ``metrics.json`` already exists (so the grid can be
-filled by several processes with different ``--seeds`` and summarized at the end).
+Every run whose ``metrics.json`` already exists is reused unless ``--fresh`` (so the
+grid can be filled by several processes with different ``--levels`` and summarized
+at the end).
 Writes ``results/baseline_comparison/baseline_comparison.json``.
 """
 from __future__ import annotations
@@ -19,34 +20,36 @@ import argparse
 import json
 import math
 import statistics
-from pathlib import Path
 
+from benchmarks.baseline_runs import baseline_run
 from benchmarks.jet_runs import RESULTS, fit, save, summarize
 
-TRAINERS = {
-    "jet_v2": ("configs/pendulum_case_a.yaml", []),
-    "baseline_K40": ("configs/baseline_pendulum_case_a.yaml", ["--data.steps", "40"]),
-    "baseline_K80": ("configs/baseline_pendulum_case_a.yaml", ["--data.steps", "80"]),
-}
+TRAINERS = ("jet_v2", "baseline_K40", "baseline_K80")
+JET_CONFIG = "configs/pendulum_case_a.yaml"
 KEYS = ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")
 NAME = "baseline_comparison"
 
 
-def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
-    """One run's metrics (from disk with ``reuse`` when present)."""
-    config, extra = TRAINERS[trainer]
-    root = RESULTS / NAME / f"{trainer}_{level}_{seed}"
+def jet_run(level: float, seed: int, reuse: bool) -> dict:
+    """One jet-matching run's metrics (from disk with ``reuse`` when present)."""
+    root = RESULTS / NAME / f"jet_v2_{level}_{seed}"
     done = root / "metrics.json"
     if reuse and done.is_file():
         m = json.loads(done.read_text())
     else:
-        m = fit(config, root, seed, ["--data.noise", str(level), *extra])
-    out = {k: m.get(k) for k in KEYS} | {"trainer": trainer, "noise": level, "seed": seed}
-    if "tape_bytes" in m:
-        out["tape_bytes"] = m["tape_bytes"]
-    print(f"{trainer} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
+        m = fit(JET_CONFIG, root, seed, ["--data.noise", str(level)])
+    print(f"jet_v2 noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
           f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)
-    return out
+    return {k: m[k] for k in KEYS} | {"noise": level, "seed": seed}
+
+
+def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
+    """One run of ``trainer`` at ``level`` and ``seed``."""
+    if trainer == "jet_v2":
+        out = jet_run(level, seed, reuse)
+    else:
+        out = baseline_run(int(trainer.removeprefix("baseline_K")), level, seed, reuse=reuse)
+    return out | {"trainer": trainer}
 
 
 def geometric_mean(values: list[float]) -> float:
@@ -59,10 +62,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--levels", type=float, nargs="+", default=[0.0, 0.001, 0.005, 0.01, 0.02, 0.05])
-    ap.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=list(TRAINERS))
-    ap.add_argument("--reuse", action="store_true", help="keep runs whose metrics.json exists")
+    ap.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
+    ap.add_argument("--fresh", action="store_true", help="train again even where a finished run exists")
     args = ap.parse_args()
-    runs = [run(t, level, seed, args.reuse) for level in args.levels for seed in args.seeds for t in args.trainers]
+    runs = [run(t, level, seed, not args.fresh) for level in args.levels for seed in args.seeds
+            for t in args.trainers]
     summary: dict = {}
     for level in args.levels:
         row = {}

@@ -7,39 +7,25 @@ states), c_hat and the tape bytes per K (Figure 3 B/C and Figure 13 of the
 jet-matching paper).
 
     python -m benchmarks.baseline_k_sweep [--steps 1 3 5 10 20 40 80] [--levels 0.01 0.05] [--seeds 0 1 2]
-        [--rates 50] [--reuse]
+        [--rates 50] [--fresh]
+
+Runs finished earlier (here or by the comparison) are reused unless ``--fresh``.
 
 Writes ``results/baseline_k_sweep/baseline_k_sweep.json`` and ``baseline_k_sweep.png``.
 """
 from __future__ import annotations
 
 import argparse
-import json
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
+from benchmarks.baseline_runs import baseline_run  # noqa: E402
+from benchmarks.jet_runs import save, summarize  # noqa: E402
 
-CONFIG = "configs/baseline_pendulum_case_a.yaml"
 NAME = "baseline_k_sweep"
-
-
-def run(rate: float, steps: int, level: float, seed: int, reuse: bool) -> dict:
-    """One run's metrics (from disk with ``reuse`` when present)."""
-    root = RESULTS / NAME / f"r{rate:g}_K{steps}_{level}_{seed}"
-    done = root / "metrics.json"
-    if reuse and done.is_file():
-        m = json.loads(done.read_text())
-    else:
-        m = fit(CONFIG, root, seed, ["--data.noise", str(level), "--data.steps", str(steps), "--data.rate", str(rate)])
-    print(f"rate={rate:g} K={steps} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
-          f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} tape={m['tape_bytes'] / 1e6:.2f} MB "
-          f"wall={m['wall_s']:.0f}s", flush=True)
-    return {k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "tape_bytes", "wall_s", "skipped_steps")} | {
-        "rate": rate, "K": steps, "noise": level, "seed": seed}
 
 
 def main() -> None:
@@ -49,9 +35,9 @@ def main() -> None:
     ap.add_argument("--levels", type=float, nargs="+", default=[0.01, 0.05])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--rates", type=float, nargs="+", default=[50.0])
-    ap.add_argument("--reuse", action="store_true", help="keep runs whose metrics.json exists")
+    ap.add_argument("--fresh", action="store_true", help="train again even where a finished run exists")
     args = ap.parse_args()
-    runs = [run(rate, k, level, seed, args.reuse) for rate in args.rates for level in args.levels
+    runs = [baseline_run(k, level, seed, rate, reuse=not args.fresh) for rate in args.rates for level in args.levels
             for k in args.steps for seed in args.seeds]
     summary = {}
     for rate in args.rates:
