@@ -66,6 +66,9 @@ class FitHistory:
 class ShootingAdam:
     """Full-batch Adam with the hand-written discrete-adjoint gradient.
 
+    The defaults are the settings tuned for the single pendulum (RESULTS.md, "Solver
+    baseline").
+
     Args:
         objective: the multiple-shooting objective (its field's parameters are trained).
         lr: initial learning rate (> 0).
@@ -83,9 +86,9 @@ class ShootingAdam:
         ValueError: for settings outside the ranges above.
     """
 
-    def __init__(self, objective: ShootingObjective, lr: float = 1e-2, iterations: int = 1200,
-                 lr_final: float | None = None, fit_states: bool = False, states_lr: float | None = None,
-                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+    def __init__(self, objective: ShootingObjective, lr: float = 4e-2, iterations: int = 1200,
+                 lr_final: float | None = 1e-3, fit_states: bool = True, states_lr: float | None = None,
+                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.99)) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr!r}.")
         if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
