@@ -66,7 +66,11 @@ def main() -> None:
     for width in args.widths:
         est = neural_estimator(width, data, args.horizon)
         n_alpha = sum(p.numel() for p in est.parameters())
-        z, res = refine(est, est.initial_point(windows).stages(), windows, 8)
+        z = est.initial_point(windows).stages()
+        for _ in range(30):  # undamped Newton until the relative KKT residual is at round-off
+            z, res = refine(est, z, windows, 1)
+            if float(res.max()) < 1e-12:
+                break
         repeats = 3 if n_alpha < 100_000 else 1
         t_adj, adj = timed(lambda: hypergradient_adjoint(est, z, windows), repeats)
         row = {"width": width, "n_theta": n_alpha - 6, "n_alpha": n_alpha, "kkt_residual": float(res.max()),

@@ -1,9 +1,10 @@
 """Wall time of one full PEM iteration (M MHE solves + refinement + hypergradient) vs M and workers.
 
-Physics-only racing MHE, N = 10, warm-started (the solves of the second iteration are
-timed, as in a running identification). Workers are processes of
-`mhe.solver.WindowSolver`; the machine this was measured on has 2 cores shared with
-other jobs, so speedups above 2 are impossible and below 2 are expected.
+Physics-only racing MHE, N = 10, warm-started (the solves of a later iteration are
+timed, as in a running identification). Modes: ``W`` worker processes of
+`mhe.solver.WindowSolver` with one NLP per window, and ``batched``: one block-diagonal
+NLP of all M windows in one process. The machine this was measured on has 2 cores
+shared with other jobs, so speedups above 2 are impossible and below 2 are expected.
 
     python benchmarks/mhe_pem_iteration.py
 
@@ -28,6 +29,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", type=int, nargs="+", default=[25, 50, 100, 200])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--batched", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time one batched NLP of all windows (1 process)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("results/mhe_pem_iteration"))
     args = ap.parse_args()
@@ -37,15 +40,18 @@ def main() -> None:
     data = RacingData(steps=10 * max(args.windows) + 20)
     all_windows = data.windows()
     rows = []
-    for workers in args.workers:
+    modes = [(w, False) for w in args.workers] + ([(1, True)] if args.batched else [])
+    for workers, batched in modes:
         model = StateSpaceModel(SingleTrackVehicle(perturbed_values(0.1, fixed={"Er": 0.0}), identify=IDENTIFIED),
                                 dt=0.02, measured=MEASURED)
         est = MovingHorizonEstimator(model, MHESettings(data.horizon, data.process_std, data.measurement_std),
-                                     (1.5, 0.0, 0.0), (1.0, 0.3, 3.0))
-        t0 = time.perf_counter()
-        with WindowSolver(est, "build/l4casadi/mhe_pem_iteration", workers=workers) as solver:
-            startup = time.perf_counter() - t0
-            for m in args.windows:
+                                     (1.5, 0.0, 0.0), (10.0, 10.0, 100.0))
+        for m in args.windows:
+            t0 = time.perf_counter()
+            solver = WindowSolver(est, "build/l4casadi/mhe_pem_iteration", workers=workers,
+                                  batch=m if batched else 1)
+            with solver:
+                startup = time.perf_counter() - t0
                 windows = all_windows[:m]
                 starts = solver.solve(windows).starts
                 best = {"solve_s": float("inf"), "hypergradient_s": float("inf"), "iteration_s": float("inf")}
@@ -59,12 +65,13 @@ def main() -> None:
                     t3 = time.perf_counter()
                     best = {k: min(best[k], v) for k, v in
                             (("solve_s", t2 - t1), ("hypergradient_s", t3 - t2), ("iteration_s", t3 - t1))}
-                row = {"workers": workers, "M": m, "N": data.horizon, **best, "pool_startup_s": startup,
-                       "n_failed": sol.n_failed, "cpu_count": os.cpu_count()}
+                row = {"mode": "batched" if batched else f"{workers} worker(s)", "workers": workers, "M": m,
+                       "N": data.horizon, **best, "startup_s": startup, "n_failed": sol.n_failed,
+                       "ipopt_iterations_mean": float(sol.iterations.double().mean()), "cpu_count": os.cpu_count()}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     for r in rows:
-        base = next(b for b in rows if b["M"] == r["M"] and b["workers"] == 1)
+        base = next(b for b in rows if b["M"] == r["M"] and b["mode"] == "1 worker(s)")
         r["solve_speedup_vs_1_worker"] = base["solve_s"] / r["solve_s"]
     (args.out / "pem_iteration.json").write_text(json.dumps({"config": {**vars(args), "out": str(args.out)},
                                                              "rows": rows}, indent=1) + "\n")
@@ -72,9 +79,9 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for workers in args.workers:
-        sel = [r for r in rows if r["workers"] == workers]
-        ax.loglog([r["M"] for r in sel], [r["iteration_s"] for r in sel], "o-", label=f"{workers} worker(s)")
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        sel = [r for r in rows if r["mode"] == mode]
+        ax.loglog([r["M"] for r in sel], [r["iteration_s"] for r in sel], "o-", label=mode)
     ax.set(xlabel="windows M", ylabel="one PEM iteration [s]", title=f"N = {data.horizon}, physics-only")
     ax.legend()
     fig.tight_layout()

@@ -30,10 +30,11 @@ from mhe.racing import MEASURED, RacingData, perturbed_values, relative_errors
 ARRIVAL_MEAN = (1.5, 0.0, 0.0)
 
 
-def make_estimator(values: dict[str, float], data: RacingData, identify=IDENTIFIED, q_scale: float = 1.0,
+def make_estimator(values: dict[str, float], data: RacingData, identify=IDENTIFIED,
+                   q_scale: tuple[float, ...] = (1.0, 1.0, 1.0),
                    arrival_std: tuple[float, ...] = (10.0, 10.0, 100.0)) -> MovingHorizonEstimator:
     model = StateSpaceModel(SingleTrackVehicle(values, identify=identify), dt=0.02, measured=MEASURED)
-    q = tuple(q_scale * v for v in data.process_std)
+    q = tuple(f * v for f, v in zip(q_scale, data.process_std))
     return MovingHorizonEstimator(model, MHESettings(data.horizon, q, data.measurement_std), ARRIVAL_MEAN, arrival_std)
 
 
@@ -67,14 +68,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=400)
     ap.add_argument("--lr", type=float, default=0.02, help="Adam learning rate, cosine-decayed to 1 %%")
+    ap.add_argument("--optimizer", choices=["adam", "lbfgs"], default="adam",
+                    help="outer optimizer (the method uses Adam; L-BFGS for comparison, lr = its first step)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--factor", type=float, default=0.5, help="relative offset of the start values")
     ap.add_argument("--seed", type=int, default=0, help="seed of the signs of the start offsets")
     ap.add_argument("--spread", type=float, default=0.0, help="offsets drawn from factor +- spread")
     ap.add_argument("--steps", type=int, default=2000, help="samples of the recording")
     ap.add_argument("--horizon", type=int, default=10, help="MHE horizon N")
-    ap.add_argument("--q-scale", type=float, default=1.0,
-                    help="MHE process-noise std Q^(1/2) as a multiple of the simulator's (a tuning choice)")
+    ap.add_argument("--q-scale", type=float, nargs=3, default=(1.0, 1.0, 1.0),
+                    help="MHE process-noise std Q^(1/2) per state as multiples of the simulator's (a tuning choice)")
     ap.add_argument("--arrival-std", type=float, nargs=3, default=(10.0, 10.0, 100.0),
                     help="start of the arrival-cost std sigma (weak: the windows' data determine x_0)")
     ap.add_argument("--crlb", action="store_true", help="also compute Cramer-Rao std at the truth")
@@ -87,22 +90,24 @@ def main() -> None:
     data = RacingData(steps=args.steps, horizon=args.horizon)
     windows = data.windows()
     init = perturbed_values(args.factor, args.seed, fixed={"Er": 0.0}, spread=args.spread)
-    est = make_estimator(init, data, q_scale=args.q_scale, arrival_std=tuple(args.arrival_std))
+    est = make_estimator(init, data, q_scale=tuple(args.q_scale), arrival_std=tuple(args.arrival_std))
     start_err = relative_errors(init)
     print(f"{len(windows)} windows of N={data.horizon}; start mean relative error "
           f"{sum(start_err.values()) / len(start_err):.3f}", flush=True)
     history = []
     t0 = time.perf_counter()
     with WindowSolver(est, build, workers=args.workers) as solver:
-        pem = PEMIdentifier(est, windows, solver, lr=args.lr)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(pem.optimizer, args.iterations, eta_min=args.lr * 0.01)
+        pem = PEMIdentifier(est, windows, solver, lr=args.lr, optimizer_name=args.optimizer)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(pem.optimizer, args.iterations, eta_min=args.lr * 0.01) \
+            if args.optimizer == "adam" else None
 
         def log(i, step):
-            sched.step()
+            if sched is not None:
+                sched.step()
             errs = relative_errors({n: float(v.detach()) for n, v in est.model.physics.params().items()})
             mean = sum(errs.values()) / len(errs)
             history.append({"iteration": i, "J": step.loss, "mean_rel_error": mean, "rel_errors": errs,
-                            "n_failed": step.n_failed,
+                            "n_failed": step.n_failed, "evaluations": step.evaluations,
                             "solve_s": step.solve_s, "hypergradient_s": step.hypergradient_s,
                             "ipopt_iterations": step.iterations, "wall_s": time.perf_counter() - t0})
             if i % 20 == 0 or i == args.iterations - 1:

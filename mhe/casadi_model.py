@@ -81,6 +81,7 @@ class CasadiDynamics:
             self._physics = cs.Function("h", [x, u, p], [cs.vertcat(*parts)])
         self._rows: _Rows | None = None
         self._l4c = None
+        self._version: int | None = None
         if self.lifted:
             import l4casadi
 
@@ -120,9 +121,17 @@ class CasadiDynamics:
             return np.zeros(0)
         return np.array([float(v.detach()) for v in model.physics.params().values()])
 
-    def load_residual(self, state: dict[str, Tensor]) -> None:
-        """Push new neural weights (a ``NeuralResidual.state_dict()``) into the compiled function."""
+    def load_residual(self, state: dict[str, Tensor], version: int) -> None:
+        """Push new neural weights (a ``NeuralResidual.state_dict()``) into the compiled function.
+
+        Args:
+            state: the weights.
+            version: the `OuterValues` version they belong to; a repeated version is a no-op.
+        """
         if self._rows is None:
             raise ValueError("This model has no neural residual; there are no weights to load.")
+        if version == self._version:
+            return
         self._rows.residual.load_state_dict(state)
         self._l4c.update()
+        self._version = version

@@ -38,8 +38,8 @@ class MHESettings:
         warm_start: start each solve from the window's previous solution.
         refine_steps: Newton steps on the torch KKT system after each solve (removes the
             float32 rounding of L4CasADi and IPOPT's tolerance; 0 disables).
-        kkt_tol: a window whose KKT residual (max-norm) after refinement exceeds this
-            counts as failed.
+        kkt_tol: a window whose relative KKT residual after refinement
+            (`mhe.kkt.refine`) exceeds this counts as failed.
     """
 
     horizon: int
@@ -50,7 +50,7 @@ class MHESettings:
     max_iter: int = 200
     warm_start: bool = True
     refine_steps: int = 2
-    kkt_tol: float = 1e-6
+    kkt_tol: float = 1e-8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "process_std", tuple(float(v) for v in self.process_std))

@@ -115,14 +115,18 @@ def refine(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows, steps
         steps: number of Newton steps (>= 0).
 
     Returns:
-        The refined ``z`` and the max-norm of ``F`` per window at it, shape (M,).
+        The refined ``z`` and the relative KKT residual per window at it,
+        ``||F||_inf / (1 + ||mu||_inf)``, shape (M,): the multipliers carry the scale of
+        the weights (``mu ~ 2 R^-1 eta``), so this is comparable across weightings.
     """
+    sl = estimator.layout.slices
     with torch.no_grad():
         for _ in range(steps):
             f = kkt_residual(estimator, z, windows)
             d, e = kkt_blocks(estimator, z, windows)
             z = z - block_tridiagonal_solve(d, e, f)
-        res = kkt_residual(estimator, z, windows).abs().amax(dim=(1, 2))
+        mu = torch.cat([z[..., sl["mu_w"]], z[..., sl["mu_eta"]]], dim=-1).abs().amax(dim=(1, 2))
+        res = kkt_residual(estimator, z, windows).abs().amax(dim=(1, 2)) / (1.0 + mu)
     return z, res
 
 

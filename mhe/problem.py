@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import casadi as cs
 import numpy as np
@@ -78,20 +77,43 @@ class MHESolution:
 
 
 class MHEProblem:
-    """One MHE NLP (Eq. 4) for a given estimator structure, reused across windows.
+    """The MHE NLP (Eq. 4) of ``windows`` windows at once, reused across windows and outer iterations.
+
+    With ``windows > 1`` the windows' variables, parameters and constraints are stacked
+    into one block-diagonal NLP ("one batched problem"); the default solves one window
+    per call.
 
     Args:
         estimator: the torch MHE; its model, horizon and weights define the NLP.
-        build_dir: folder for L4CasADi's generated code (neural and gray-box models).
-        name: unique name for the compiled residual inside ``build_dir``.
+        dynamics: the CasADi model of ``estimator.model`` (shared between problems so that
+            L4CasADi compiles once).
+        windows: windows per NLP, >= 1.
     """
 
-    def __init__(self, estimator: MovingHorizonEstimator, build_dir: str | Path, name: str = "residual") -> None:
-        model, st, lay = estimator.model, estimator.settings, estimator.layout
-        self.dynamics = dyn = CasadiDynamics(model, build_dir, name)
-        sym, n, h = dyn.symbol, st.horizon, model.dt
+    def __init__(self, estimator: MovingHorizonEstimator, dynamics: CasadiDynamics, windows: int = 1) -> None:
+        if windows < 1:
+            raise ValueError(f"windows must be >= 1; got {windows}.")
+        st, lay = estimator.settings, estimator.layout
+        self.dynamics, self.windows = dynamics, windows
+        n = st.horizon
         self.n_v = (n + 1) * lay.n_x + n * lay.n_w + (n - 1) * lay.n_eta
         self.n_mu = n * lay.n_x + (n - 1) * lay.n_y
+        parts = [self._window(estimator) for _ in range(windows)]
+        v, p, g = (cs.vertcat(*[q[i] for q in parts]) for i in (0, 1, 3))
+        cost = sum(q[2] for q in parts)
+        self.n_x_nlp, self.n_g = parts[0][0].shape[0], parts[0][3].shape[0]
+        opts = {"print_time": False, "expand": dynamics.symbol is cs.SX, "ipopt.print_level": 0, "ipopt.sb": "yes",
+                "ipopt.tol": st.tol, "ipopt.max_iter": st.max_iter,
+                "ipopt.warm_start_init_point": "yes" if st.warm_start else "no"}
+        self.solver = cs.nlpsol("mhe", st.solver, {"x": v, "p": p, "f": cost, "g": g}, opts)
+        self._stages = dynamics.stages.map(n) if dynamics.lifted else None
+        self._values: OuterValues | None = None
+        self._horizon, self._n_x = n, lay.n_x
+
+    def _window(self, estimator: MovingHorizonEstimator):
+        """Symbols ``(v, p)``, cost and constraints of one window."""
+        model, lay, dyn = estimator.model, estimator.layout, self.dynamics
+        sym, n, h = dyn.symbol, estimator.settings.horizon, model.dt
         n_k = 4 * n * lay.n_x if dyn.lifted else 0
         v = sym.sym("v", self.n_v + n_k)
         o1, o2 = (n + 1) * lay.n_x, (n + 1) * lay.n_x + n * lay.n_w
@@ -105,7 +127,6 @@ class MHEProblem:
         q_inv, r_inv = cs.DM(estimator.q_inv.numpy()), cs.DM(estimator.r_inv.numpy())
         dx = xs[:, 0] - s_bar
         cost = cs.dot(dx * dx, prec) + cs.sum2(cs.mtimes(q_inv.T, ws * ws)) + cs.sum2(cs.mtimes(r_inv.T, es * es))
-        thetas = cs.repmat(theta, 1, n)
         if dyn.lifted:
             ks = cs.reshape(v[self.n_v:], lay.n_x, 4 * n)
             k = [ks[:, j * n:(j + 1) * n] for j in range(4)]
@@ -114,29 +135,23 @@ class MHEProblem:
             x_next = xs[:, :n] + (h / 6.0) * sum(b * kj for (_, b), kj in zip(RK4_NODES, k))
             g_stage = [cs.vec(ks - rhs)]
         else:
-            x_next, g_stage = dyn.step.map(n)(xs[:, :n], us, ws, thetas), []
+            x_next, g_stage = dyn.step.map(n)(xs[:, :n], us, ws, cs.repmat(theta, 1, n)), []
         c, f = cs.DM(model.C.numpy()), cs.DM(model.F.numpy())
         g_meas = ys - cs.mtimes(c, xs[:, 1:n]) - cs.mtimes(f, es)
-        g = cs.vertcat(cs.vec(xs[:, 1:] - x_next), cs.vec(g_meas), *g_stage)
-        opts = {"print_time": False, "expand": sym is cs.SX, "ipopt.print_level": 0, "ipopt.sb": "yes",
-                "ipopt.tol": st.tol, "ipopt.max_iter": st.max_iter,
-                "ipopt.warm_start_init_point": "yes" if st.warm_start else "no"}
-        self.solver = cs.nlpsol("mhe", st.solver, {"x": v, "p": p, "f": cost, "g": g}, opts)
-        self.n_g = g.shape[0]
-        self._stages = dyn.stages.map(n) if dyn.lifted else None
-        self._values: OuterValues | None = None
-        self._horizon, self._n_x, self._n_y, self._n_u = n, lay.n_x, lay.n_y, model.n_u
+        return v, p, cost, cs.vertcat(cs.vec(xs[:, 1:] - x_next), cs.vec(g_meas), *g_stage)
 
     def set_outer(self, values: OuterValues) -> None:
-        """Use the outer parameters ``values`` from now on (pushes new neural weights)."""
+        """Use the outer parameters ``values`` from now on (pushes new neural weights once per version)."""
         if self._values is not None and self._values.version == values.version:
             return
         if values.residual is not None:
-            self.dynamics.load_residual(values.residual)
+            self.dynamics.load_residual(values.residual, values.version)
         self._values = values
 
     def start_from(self, u: np.ndarray, v: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A full NLP start from a primal-dual point of Eq. (4) (stage derivatives evaluated, their multipliers 0).
+        """A full NLP start of one window from a primal-dual point of Eq. (4).
+
+        Stage derivatives of a lifted NLP are evaluated at the point, their multipliers set to 0.
 
         Args:
             u: inputs of the window, shape (N, n_u).
@@ -152,32 +167,44 @@ class MHEProblem:
         k = np.asarray(self._stages(xs, u.T, ws, theta)).reshape(nx, n, 4).transpose(0, 2, 1).reshape(nx, 4 * n)
         return np.concatenate([v, k.T.reshape(-1)]), np.concatenate([mu, np.zeros(self.n_g - self.n_mu)])
 
-    def solve(self, u: np.ndarray, y: np.ndarray, start: tuple[np.ndarray, np.ndarray]) -> MHESolution:
-        """Solve the MHE of one window.
+    def solve(self, u: np.ndarray, y: np.ndarray, starts: list[tuple[np.ndarray, np.ndarray]]) -> list[MHESolution]:
+        """Solve the MHE of ``windows`` windows in one NLP.
 
         Args:
-            u: inputs ``u~_0..u~_{N-1}``, shape (N, n_u).
-            y: outputs ``y~_1..y~_N``, shape (N, n_y) (``y~_N`` is not used by the MHE).
-            start: full NLP primal and dual start (a previous `MHESolution.start` or `start_from`).
+            u: inputs ``u~_0..u~_{N-1}`` per window, shape (B, N, n_u) with B = ``windows``.
+            y: outputs ``y~_1..y~_N`` per window, shape (B, N, n_y) (``y~_N`` is not used).
+            starts: per window a full NLP primal and dual start (`MHESolution.start` or `start_from`).
 
         Returns:
-            The `MHESolution`; a solver exception becomes ``success=False`` with its text.
+            One `MHESolution` per window; they share success, status, iterations and wall
+            time of the NLP. A solver exception becomes ``success=False`` with its text.
 
         Raises:
             RuntimeError: if `set_outer` was never called.
+            ValueError: if the number of windows differs from ``windows``.
         """
         if self._values is None:
             raise RuntimeError("Call set_outer() with the outer parameters before solving.")
+        if not u.shape[0] == y.shape[0] == len(starts) == self.windows:
+            raise ValueError(f"This problem solves {self.windows} windows per call; got {u.shape[0]} inputs, "
+                             f"{y.shape[0]} outputs and {len(starts)} starts.")
         a = self._values
-        p = np.concatenate([u.reshape(-1), y[: self._horizon - 1].reshape(-1), a.arrival_mean,
-                            a.arrival_precision, a.physics])
+        p = np.concatenate([np.concatenate([u[i].reshape(-1), y[i, : self._horizon - 1].reshape(-1), a.arrival_mean,
+                                            a.arrival_precision, a.physics]) for i in range(self.windows)])
+        x0, lam0 = np.concatenate([s[0] for s in starts]), np.concatenate([s[1] for s in starts])
         t0 = time.perf_counter()
         try:
-            sol = self.solver(x0=start[0], lam_g0=start[1], p=p, lbg=0.0, ubg=0.0)
+            sol = self.solver(x0=x0, lam_g0=lam0, p=p, lbg=0.0, ubg=0.0)
             stats = self.solver.stats()
             x, lam = np.asarray(sol["x"]).ravel(), np.asarray(sol["lam_g"]).ravel()
             status, iters = str(stats.get("return_status", "")), int(stats.get("iter_count", -1))
             ok = bool(stats.get("success", False)) and bool(np.isfinite(x).all() and np.isfinite(lam).all())
         except RuntimeError as err:
-            x, lam, status, iters, ok = start[0], start[1], f"error: {err}".splitlines()[0], -1, False
-        return MHESolution(x[:self.n_v], lam[:self.n_mu], (x, lam), ok, status, iters, time.perf_counter() - t0)
+            x, lam, status, iters, ok = x0, lam0, f"error: {err}".splitlines()[0], -1, False
+        wall = time.perf_counter() - t0
+        out = []
+        for i in range(self.windows):
+            xi = x[i * self.n_x_nlp:(i + 1) * self.n_x_nlp]
+            li = lam[i * self.n_g:(i + 1) * self.n_g]
+            out.append(MHESolution(xi[:self.n_v], li[:self.n_mu], (xi, li), ok, status, iters, wall))
+        return out

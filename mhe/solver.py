@@ -1,17 +1,17 @@
 """Solve the M independent MHE windows, in-process or in a process pool, and verify each solution.
 
-Choice (measured in ``benchmarks/mhe_pem_iteration.py``, see RESULTS.md): a persistent
-pool of ``workers`` processes, each holding its own `MHEProblem` (and, for neural
-models, its own L4CasADi library in ``build_dir/worker-<pid>``), receives contiguous
-chunks of windows with their warm starts and the current ``alpha``. One batched NLP of
-all windows was not chosen: a single failed window would fail the whole step, and the
-warm start of one window could not be kept when another diverges. ``workers=1`` solves
-in the calling process with the same code.
+Parallelism (measured in ``benchmarks/mhe_pem_iteration.py``, see RESULTS.md): a
+persistent pool of ``workers`` processes, each holding its own CasADi model (and, for
+neural models, its own L4CasADi library in ``build_dir/worker-<pid>``), receives
+contiguous chunks of windows with their warm starts and the current ``alpha``;
+``workers=1`` solves in the calling process with the same code. Within a process,
+``batch`` windows can be stacked into one NLP ("one batched problem"); the default is
+one window per NLP, so that a failed window fails alone and keeps its own warm start.
 
 After IPOPT, each solution is polished by Newton steps on the float64 torch KKT system
 (`mhe.kkt.refine`); a window counts as failed, and is dropped from the step with a
-logged warning, when IPOPT does not succeed, returns non-finite numbers, or its KKT
-residual after refinement exceeds ``settings.kkt_tol``.
+logged warning, when IPOPT does not succeed, returns non-finite numbers, or its
+relative KKT residual after refinement exceeds ``settings.kkt_tol``.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from torch import Tensor
 from .estimator import MovingHorizonEstimator
 from .kkt import refine
 from .point import KKTPoint
+from .casadi_model import CasadiDynamics
 from .problem import MHEProblem, MHESolution, OuterValues
 from .windows import Windows
 
@@ -51,7 +52,7 @@ class WindowSolutions:
         starts: warm starts for the next solve (None for a failed window: it restarts cold).
         status: IPOPT's return status per window.
         iterations: IPOPT iterations per window, (M,).
-        kkt_residual: max-norm of the torch KKT residual after refinement, (M,).
+        kkt_residual: relative torch KKT residual after refinement (`mhe.kkt.refine`), (M,).
         wall_s: wall time of the whole solve (IPOPT and refinement), seconds.
     """
 
@@ -69,23 +70,42 @@ class WindowSolutions:
         return int((~self.ok).sum())
 
 
-_WORKER: dict[str, MHEProblem] = {}
+class _Problems:
+    """The NLPs of one process: a shared CasADi model and one `MHEProblem` per batch size."""
+
+    def __init__(self, estimator: MovingHorizonEstimator, build_dir: Path, name: str, batch: int) -> None:
+        self.estimator, self.batch = estimator, batch
+        self.dynamics = CasadiDynamics(estimator.model, build_dir, name)
+        self.problems: dict[int, MHEProblem] = {}
+
+    def get(self, size: int) -> MHEProblem:
+        if size not in self.problems:
+            self.problems[size] = MHEProblem(self.estimator, self.dynamics, size)
+        return self.problems[size]
+
+    def solve(self, values: OuterValues, u: np.ndarray, y: np.ndarray, starts: list[Start | None],
+              guesses: list[Start]) -> list[MHESolution]:
+        out = []
+        for a in range(0, u.shape[0], self.batch):
+            b = min(a + self.batch, u.shape[0])
+            prob = self.get(b - a)
+            prob.set_outer(values)
+            full = [starts[i] if starts[i] is not None else prob.start_from(u[i], *guesses[i]) for i in range(a, b)]
+            out += prob.solve(u[a:b], y[a:b], full)
+        return out
 
 
-def _init_worker(estimator: MovingHorizonEstimator, build_dir: str, name: str) -> None:
+_WORKER: dict[str, _Problems] = {}
+
+
+def _init_worker(estimator: MovingHorizonEstimator, build_dir: str, name: str, batch: int) -> None:
     torch.set_num_threads(1)
-    _WORKER["problem"] = MHEProblem(estimator, Path(build_dir) / f"worker-{os.getpid()}", name)
+    _WORKER["problems"] = _Problems(estimator, Path(build_dir) / f"worker-{os.getpid()}", name, batch)
 
 
 def _solve_chunk(values: OuterValues, u: np.ndarray, y: np.ndarray, starts: list[Start | None],
-                 guesses: list[Start], problem: MHEProblem | None = None) -> list[MHESolution]:
-    prob = _WORKER["problem"] if problem is None else problem
-    prob.set_outer(values)
-    out = []
-    for i in range(u.shape[0]):
-        start = starts[i] if starts[i] is not None else prob.start_from(u[i], *guesses[i])
-        out.append(prob.solve(u[i], y[i], start))
-    return out
+                 guesses: list[Start]) -> list[MHESolution]:
+    return _WORKER["problems"].solve(values, u, y, starts, guesses)
 
 
 class WindowSolver:
@@ -96,23 +116,24 @@ class WindowSolver:
         build_dir: L4CasADi build folder (per worker a subfolder).
         workers: processes (1: in-process, no pool).
         name: name of the compiled residual library.
+        batch: windows stacked into one NLP (1: one NLP per window).
 
     Raises:
-        ValueError: if ``workers < 1``.
+        ValueError: if ``workers < 1`` or ``batch < 1``.
     """
 
     def __init__(self, estimator: MovingHorizonEstimator, build_dir: str | Path, workers: int = 1,
-                 name: str = "residual") -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1; got {workers}.")
+                 name: str = "residual", batch: int = 1) -> None:
+        if workers < 1 or batch < 1:
+            raise ValueError(f"workers and batch must be >= 1; got workers={workers}, batch={batch}.")
         self.estimator, self.workers = estimator, workers
         self._pool: ProcessPoolExecutor | None = None
-        self._local: MHEProblem | None = None
+        self._local: _Problems | None = None
         if workers == 1:
-            self._local = MHEProblem(estimator, Path(build_dir) / "local", name)
+            self._local = _Problems(estimator, Path(build_dir) / "local", name, batch)
         else:
             self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                             initargs=(estimator, str(build_dir), name))
+                                             initargs=(estimator, str(build_dir), name, batch))
         self._values: OuterValues | None = None
 
     def _snapshot(self) -> OuterValues:
@@ -149,7 +170,7 @@ class WindowSolver:
         u, y = windows.u.numpy(), windows.y.numpy()
         values = self._snapshot()
         if self._pool is None:
-            sols = _solve_chunk(values, u, y, starts, guesses, self._local)
+            sols = self._local.solve(values, u, y, starts, guesses)
         else:
             bounds = np.linspace(0, m, min(self.workers, m) + 1).astype(int)
             futures = [self._pool.submit(_solve_chunk, values, u[a:b], y[a:b], starts[a:b], guesses[a:b])

@@ -49,7 +49,7 @@ class PEMModule(L.LightningModule):
         build_dir: L4CasADi build folder (one subfolder per process).
         max_iter: IPOPT iteration limit.
         refine_steps: torch Newton steps after each solve.
-        kkt_tol: KKT residual above which a window counts as failed.
+        kkt_tol: relative KKT residual above which a window counts as failed.
     """
 
     def __init__(self, physics: PhysicsField | None = None, residual_width: int | None = None,
@@ -59,7 +59,7 @@ class PEMModule(L.LightningModule):
                  arrival_mean: list[float] = (0.0,), arrival_std: list[float] = (1.0,), lr: float = 0.05,
                  lr_min: float = 5e-4, method: str = "adjoint", workers: int = 1,
                  build_dir: str = "build/l4casadi/pem", max_iter: int = 200, refine_steps: int = 2,
-                 kkt_tol: float = 1e-6) -> None:
+                 kkt_tol: float = 1e-8) -> None:
         super().__init__()
         if method not in HYPERGRADIENTS:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {method!r}.")

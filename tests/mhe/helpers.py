@@ -52,7 +52,7 @@ def estimator(kind: str, horizon: int, perturb: float = 1.1, **settings) -> Movi
 def torch_kkt_point(est: MovingHorizonEstimator, windows: Windows, steps: int = 10) -> torch.Tensor:
     """A KKT point by undamped Newton's method in torch from the initial guess (no CasADi; neural models)."""
     z, res = refine(est, est.initial_point(windows).stages(), windows, steps)
-    assert float(res.max()) < 1e-9, f"torch Newton did not converge: residual {res}"
+    assert float(res.max()) < 1e-12, f"torch Newton did not converge: residual {res}"
     return z
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from mhe import CasadiDynamics, MHEProblem, OuterValues, kkt_residual
+from mhe import CasadiDynamics, MHEProblem, OuterValues, WindowSolver, kkt_residual
 from mhe.point import KKTPoint
 from tests.mhe.helpers import estimator, vehicle_windows
 
@@ -28,7 +28,8 @@ def test_casadi_step_is_the_torch_step_for_physics(tmp_path):
 
 
 def test_casadi_step_is_the_torch_step_for_gray_box_through_l4casadi(gray_solver):
-    est, solver, _ = gray_solver
+    est, solver, windows = gray_solver
+    solver.solve(windows)  # pushes the estimator's current weights into the compiled network
     dyn = solver._local.dynamics
     x, u, w = _states_inputs(6, seed=1)
     p = CasadiDynamics.parameter_values(est.model)
@@ -40,16 +41,24 @@ def test_casadi_step_is_the_torch_step_for_gray_box_through_l4casadi(gray_solver
 
 def test_ipopt_solution_is_a_kkt_point_of_the_torch_lagrangian_and_warm_starts(tmp_path):
     est, windows = estimator("physics", 8), vehicle_windows(8, 2)
-    prob = MHEProblem(est, tmp_path)
+    prob = MHEProblem(est, CasadiDynamics(est.model, tmp_path))
     prob.set_outer(OuterValues.of(est, 0))
     guess = est.initial_point(windows)
-    sols = [prob.solve(windows.u[i].numpy(), windows.y[i].numpy(),
-                       prob.start_from(windows.u[i].numpy(), guess.primal()[i].numpy(), guess.dual()[i].numpy()))
-            for i in range(2)]
+    u, y = windows.u.numpy(), windows.y.numpy()
+    sols = [prob.solve(u[i:i + 1], y[i:i + 1], [prob.start_from(u[i], guess.primal()[i].numpy(),
+                                                                 guess.dual()[i].numpy())])[0] for i in range(2)]
     assert all(s.success for s in sols)
     point = KKTPoint.from_flat(torch.tensor(np.stack([s.v for s in sols])), torch.tensor(np.stack([s.mu for s in sols])),
                                est.layout)
     res = kkt_residual(est, point.stages(), windows).abs().amax()
     assert float(res) < 1e-7
-    again = prob.solve(windows.u[0].numpy(), windows.y[0].numpy(), sols[0].start)
+    (again,) = prob.solve(u[:1], y[:1], [sols[0].start])
     assert again.success and again.iterations <= 1
+
+
+def test_one_batched_nlp_gives_the_per_window_solutions(tmp_path):
+    est, windows = estimator("physics", 6), vehicle_windows(6, 3)
+    single = WindowSolver(est, tmp_path).solve(windows)
+    batched = WindowSolver(est, tmp_path, batch=3).solve(windows)
+    assert bool(batched.ok.all()) and len(set(batched.iterations.tolist())) == 1
+    assert torch.allclose(batched.point.stages(), single.point.stages(), rtol=1e-9, atol=1e-11)
