@@ -1,7 +1,9 @@
 """Wall time of one full PEM iteration (M MHE solves + refinement + hypergradient) vs M and workers.
 
-Physics-only racing MHE, N = 10, warm-started (the solves of a later iteration are
-timed, as in a running identification). Modes: ``W`` worker processes of
+Physics-only racing MHE, N = 10, warm-started; before each timed iteration the raw
+physical parameters move by a random step of 0.01 (the size of an Adam step at
+lr = 0.01), as in a running identification. The solve time is split into IPOPT (what
+the worker processes parallelize) and the float64 Newton polish in the main process. Modes: ``W`` worker processes of
 `mhe.solver.WindowSolver` with one NLP per window, and ``batched``: one block-diagonal
 NLP of all M windows in one process. The machine this was measured on has 2 cores
 shared with other jobs, so speedups above 2 are impossible and below 2 are expected.
@@ -51,28 +53,34 @@ def main() -> None:
             solver = WindowSolver(est, "build/l4casadi/mhe_pem_iteration", workers=workers,
                                   batch=m if batched else 1)
             with solver:
-                startup = time.perf_counter() - t0
                 windows = all_windows[:m]
                 starts = solver.solve(windows).starts
-                best = {"solve_s": float("inf"), "hypergradient_s": float("inf"), "iteration_s": float("inf")}
+                first = time.perf_counter() - t0  # pool spawn + NLP build + cold solves
+                raw = est.model.physics.params.raw
+                base = raw.detach().clone()
+                gen = torch.Generator().manual_seed(0)
+                best = {k: float("inf") for k in ("ipopt_s", "polish_s", "hypergradient_s", "iteration_s")}
                 for _ in range(args.repeats):
                     with torch.no_grad():
-                        est.arrival_mean.add_(1e-6)  # a new alpha, as after an Adam step
+                        raw.copy_(base + 0.01 * torch.randn(base.shape, generator=gen, dtype=base.dtype))
                     t1 = time.perf_counter()
                     sol = solver.solve(windows, starts)
                     t2 = time.perf_counter()
                     hypergradient_adjoint(est, sol.point[sol.ok].stages(), windows[sol.ok])
                     t3 = time.perf_counter()
                     best = {k: min(best[k], v) for k, v in
-                            (("solve_s", t2 - t1), ("hypergradient_s", t3 - t2), ("iteration_s", t3 - t1))}
+                            (("ipopt_s", sol.ipopt_s), ("polish_s", sol.wall_s - sol.ipopt_s),
+                             ("hypergradient_s", t3 - t2), ("iteration_s", t3 - t1))}
+                with torch.no_grad():
+                    raw.copy_(base)
                 row = {"mode": "batched" if batched else f"{workers} worker(s)", "workers": workers, "M": m,
-                       "N": data.horizon, **best, "startup_s": startup, "n_failed": sol.n_failed,
+                       "N": data.horizon, **best, "first_solve_s": first, "n_failed": sol.n_failed,
                        "ipopt_iterations_mean": float(sol.iterations.double().mean()), "cpu_count": os.cpu_count()}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     for r in rows:
         base = next(b for b in rows if b["M"] == r["M"] and b["mode"] == "1 worker(s)")
-        r["solve_speedup_vs_1_worker"] = base["solve_s"] / r["solve_s"]
+        r["ipopt_speedup_vs_1_worker"] = base["ipopt_s"] / r["ipopt_s"]
     (args.out / "pem_iteration.json").write_text(json.dumps({"config": {**vars(args), "out": str(args.out)},
                                                              "rows": rows}, indent=1) + "\n")
     import matplotlib
