@@ -7,15 +7,18 @@ Writes results/jet_ablation/jet_ablation.json and a bar plot.
 from __future__ import annotations
 
 import argparse
+import json
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import yaml  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
 
 V1 = "configs/pendulum_v1.yaml"
+V2_STREAM = yaml.safe_load(open("configs/pendulum_case_a.yaml"))["model"]["init_args"]["stream"]
 STEPS = [
     ("v1", []),
     ("+ full-rate phase sampling (s = 5)", ["--model.stream.stride", "5"]),
@@ -23,9 +26,11 @@ STEPS = [
                                                     "4096", "--model.batch_size", "64", "--model.replay", "true"]),
     ("+ cosine schedule and weight EMA", ["--model.schedule", "cosine", "--model.lr", "0.003", "--model.ema_decay",
                                           "0.999"]),
-    ("+ noise estimate, adaptive m, SNR gate of lambda2", ["--model.stream.m", "null", "--model.stream.snr_gate",
-                                                           "true"]),
-    ("+ polynomial-misfit quality gate (= v2)", ["--model.stream.quality_gate", "true"]),
+    # jsonargparse cannot set one field of a nested dataclass to null from the command line,
+    # so the last two steps give the whole stream block (the v2 settings of pendulum_case_a.yaml)
+    ("+ noise estimate, adaptive m, SNR gate of lambda2", ["--model.stream", json.dumps(
+        {**V2_STREAM, "quality_gate": False})]),
+    ("+ polynomial-misfit quality gate (= v2)", ["--model.stream", json.dumps(V2_STREAM)]),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import lightning as L
 from lightning.pytorch.cli import LightningCLI
 
-__all__ = ["main"]
+__all__ = ["main", "console"]
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
@@ -29,5 +29,10 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     )
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """Entry point of the ``torch-ude`` script (returns None, so the exit status is 0 on success)."""
     main()
+
+
+if __name__ == "__main__":
+    console()

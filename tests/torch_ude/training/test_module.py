@@ -180,3 +180,17 @@ def test_replay_granularity_does_not_change_the_updates(tmp_path):
         assert model.stats["updates"] == 320
         fields.append(model.averaged_field())
     assert all(torch.equal(p, q) for p, q in zip(fields[0].parameters(), fields[1].parameters()))
+
+
+def test_console_script_exits_with_status_zero(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("torch-ude")
+    assert script.is_file(), "the torch-ude console script is not installed next to the interpreter"
+    proc = subprocess.run([str(script), "fit", "--config", "configs/pendulum_case_a.yaml", *SHORT,
+                           "--trainer.max_steps", "20", "--trainer.default_root_dir", str(tmp_path),
+                           "--trainer.logger", "false"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "metrics.json").is_file()
