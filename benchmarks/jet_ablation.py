@@ -18,14 +18,16 @@ import yaml  # noqa: E402
 from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
 
 V1 = "configs/pendulum_v1.yaml"
-V2_STREAM = yaml.safe_load(open("configs/pendulum_case_a.yaml"))["model"]["init_args"]["stream"]
+V2_MODEL = yaml.safe_load(open("configs/pendulum_case_a.yaml"))["model"]["init_args"]
+V2_STREAM = V2_MODEL["stream"]
 STEPS = [
     ("v1", []),
     ("+ full-rate phase sampling (s = 5)", ["--model.stream.stride", "5"]),
     ("+ reservoir B = 4096, minibatch 64, replay", ["--model.stream.buffer", "reservoir", "--model.stream.capacity",
                                                     "4096", "--model.batch_size", "64", "--model.replay", "true"]),
-    ("+ cosine schedule and weight EMA", ["--model.schedule", "cosine", "--model.lr", "0.003", "--model.ema_decay",
-                                          "0.999"]),
+    ("+ cosine schedule and weight EMA", ["--model.schedule", "cosine", "--model.lr", str(V2_MODEL["lr"]),
+                                          "--model.lr_min", str(V2_MODEL["lr_min"]),
+                                          "--model.ema_decay", str(V2_MODEL["ema_decay"])]),
     # jsonargparse cannot set one field of a nested dataclass to null from the command line,
     # so the last two steps give the whole stream block (the v2 settings of pendulum_case_a.yaml)
     ("+ noise estimate, adaptive m, SNR gate of lambda2", ["--model.stream", json.dumps(

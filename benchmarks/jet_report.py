@@ -33,11 +33,11 @@ def noise_table(data: dict) -> str:
         v2 = data["summary"].get(f"v2@{lvl}")
         v1 = data["summary"].get(f"v1@{lvl}")
         ms = sorted({r["m"] for r in data["runs"] if r["noise"] == lvl and r["variant"] == "v2"})
-        c = v2["c_hat"] if v2 else None
+        c_range = f"{v2['c_hat']['min']:.4f}-{v2['c_hat']['max']:.4f}" if v2 else "-"
+        v1_c = f"{v1['c_hat']['mean']:.4f}" if v1 else "-"
         rows.append(
             f"| {100 * lvl:g} % | {_ms(v2['e_field_visited']) if v2 else '-'} | {_ms(v2['e_field']) if v2 else '-'} | "
-            f"{f'{c['min']:.4f}-{c['max']:.4f}' if c else '-'} | {'/'.join(map(str, ms))} | "
-            f"{_ms(v1['e_field_visited']) if v1 else '-'} | {f'{v1['c_hat']['mean']:.4f}' if v1 else '-'} | "
+            f"{c_range} | {'/'.join(map(str, ms))} | {_ms(v1['e_field_visited']) if v1 else '-'} | {v1_c} | "
             f"{PAPER_V2.get(lvl, '')} | {PAPER_V1.get(lvl, '')} |")
     return "\n".join(rows)
 
