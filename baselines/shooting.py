@@ -1,16 +1,19 @@
 """The multiple-shooting objective: RK4 rollouts of the hybrid field scored against observations.
 
 For ``B`` windows of ``K`` steps (Section 4.1 of the jet-matching paper) the loss is
-the mean squared state error
+the mean squared state error over all ``K + 1`` observations of each window,
 
-    L(theta, s) = 1 / (K B n) * sum_{k=1..K} sum_b sum_j w_j (x_{b,k,j}(theta, s_b) - y_{b,k,j})^2,
+    L(theta, s) = 1 / ((K + 1) B n) * sum_{k=0..K} sum_b sum_j w_j (x_{b,k,j}(theta, s_b) - y_{b,k,j})^2,
 
-with ``x_{b,k}`` the RK4 rollout of ``F = f_known + N_theta`` from the window's
-shooting state ``s_b``, and channel weights ``w_j = 1 / scale_j^2`` (all ones for
-the plain mean squared error). The shooting states start at the noisy
-observations ``y_{b,0}``; a trainer may keep them there or estimate them along
-with theta (the shooting-node variables of Bock and Plitt's multiple shooting).
-Both gradients come from the hand-derived discrete adjoint (`baselines.adjoint`).
+with ``x_{b,0} = s_b`` and ``x_{b,k}`` the RK4 rollout of ``F = f_known + N_theta``
+from the window's shooting state ``s_b``, and channel weights ``w_j = 1 / scale_j^2``
+(all ones for the plain mean squared error). The shooting states start at the noisy
+observations ``y_{b,0}``; a trainer may keep them there (the ``k = 0`` term is then
+zero) or estimate them along with theta (the shooting-node variables of Bock and
+Plitt's multiple shooting), in which case the ``k = 0`` term ties each state to its
+observation: without it a window of ``K = 1`` step could absorb its one observation
+into its free state and tell theta nothing. Both gradients come from the
+hand-derived discrete adjoint (`baselines.adjoint`).
 """
 from __future__ import annotations
 
@@ -79,11 +82,16 @@ class ShootingObjective:
             if scale.shape != (n,) or not bool(torch.isfinite(scale).all()) or bool((scale <= 0).any()):
                 raise ValueError(f"state_scale must be {n} positive finite numbers or None; got {scale.tolist()}.")
             self.weight = (1.0 / scale**2).to(dtype)
-        self.scale = 1.0 / (windows.steps * windows.batch * n)
+        self.scale = 1.0 / ((windows.steps + 1) * windows.batch * n)
 
     def residual(self) -> Tensor:
-        """Rollout minus observations, ``x_{b,k} - y_{b,k}``, shape (K, B, n), from one taped forward pass."""
-        return rk4_forward(self.field, self.shooting_states, self.windows.h, self.tape) - self.windows.targets
+        """States minus observations, ``x_{b,k} - y_{b,k}`` for k = 0..K, shape (K + 1, B, n).
+
+        Row 0 is ``s - y_0``; rows 1..K come from one taped forward pass.
+        """
+        states = torch.cat([self.shooting_states[None],
+                            rk4_forward(self.field, self.shooting_states, self.windows.h, self.tape)])
+        return states - self.windows.observations
 
     def loss(self) -> Tensor:
         """``L`` (also in complex128: ``r * r``, not ``|r|^2``, keeps it holomorphic for complex step)."""
@@ -100,8 +108,9 @@ class ShootingObjective:
         loss = self.scale * (self.weight * residual * residual).sum()
         if not bool(torch.isfinite(loss)):
             return ShootingGradient(loss=loss, grads=None, state_grad=None, finite=False)
-        grads, state_grad = rk4_adjoint(self.field, self.tape, self.windows.h,
-                                        (2.0 * self.scale) * self.weight * residual)
+        cotangent = (2.0 * self.scale) * self.weight * residual
+        grads, state_grad = rk4_adjoint(self.field, self.tape, self.windows.h, cotangent[1:])
+        state_grad = state_grad + cotangent[0]
         finite = bool(torch.isfinite(state_grad).all()) and all(bool(torch.isfinite(g).all()) for g in grads)
         if not finite:
             return ShootingGradient(loss=loss, grads=None, state_grad=None, finite=False)

@@ -76,6 +76,11 @@ class ShootingWindows:
         """``B``, the number of windows."""
         return int(self.x0.shape[0])
 
+    @property
+    def observations(self) -> Tensor:
+        """All ``K + 1`` observations of each window, ``x0`` first, shape (K + 1, B, n)."""
+        return torch.cat([self.x0[None], self.targets])
+
     def to(self, dtype: torch.dtype) -> ShootingWindows:
         """The same windows with ``x0`` and ``targets`` in ``dtype`` (e.g. complex128)."""
         return ShootingWindows(self.x0.to(dtype), self.targets.to(dtype), self.h, self.starts,

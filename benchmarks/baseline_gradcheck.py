@@ -47,7 +47,7 @@ def condition(plant: str, case: str, steps: int, n_windows: int, seed: int) -> d
 
     params = field.parameters_list()
     x0 = objective.shooting_states.clone().requires_grad_(True)
-    r = rk4_rollout(field.evaluate, x0, windows.h, steps)[1:] - objective.windows.targets
+    r = rk4_rollout(field.evaluate, x0, windows.h, steps) - objective.windows.observations
     loss = objective.scale * (objective.weight * r * r).sum()
     ag = torch.autograd.grad(loss, [*params, x0])
     theta_ag = torch.cat([g.reshape(-1) for g in ag[:-1]])

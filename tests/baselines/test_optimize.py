@@ -36,6 +36,21 @@ def test_fit_states_moves_the_shooting_states_and_leaves_them_fixed_otherwise():
     assert 0 < float(moved) <= 1.1 * 5 * 1e-3  # Adam moves each entry by about lr per step at most
 
 
+def test_shooting_states_are_tied_to_their_observations():
+    # K = 1 windows whose targets the rollout from the shifted states meets exactly: only
+    # the k = 0 term (state minus its observation) is left, so a free state cannot absorb
+    # its window's observation.
+    field = HybridField.from_seed(SinglePendulum().known_field("A"), 0)
+    objective = ShootingObjective(field, short_windows("single", 1, 8), state_scale=torch.ones(2))
+    objective.shooting_states += 0.05
+    with torch.no_grad():
+        objective.windows.targets += objective.residual()[1:]
+    result = objective.gradient()
+    assert float(result.loss) == pytest.approx(0.05**2 / 2)  # (1/2) of the K + 1 = 2 rows
+    assert torch.allclose(result.state_grad, torch.full_like(result.state_grad, 2 * objective.scale * 0.05))
+    assert all(float(g.abs().max()) < 1e-15 for g in result.grads)
+
+
 def _explosive_objective(start: float) -> ShootingObjective:
     field = HybridField(Explosive(), generator=torch.Generator().manual_seed(0))
     x0 = torch.full((3, 2), start)
