@@ -1,0 +1,116 @@
+"""Every notebook in notebooks/ runs end to end on short settings and computes sane numbers.
+
+Each notebook is executed with nbclient in a temporary working directory (its run outputs
+land there, not in the repository), with ``TORCH_UDE_NOTEBOOK_SHORT=1`` and an empty results
+folder, on the kernel of the interpreter running the tests. Each notebook ends by printing
+one ``RESULT {json}`` line, which the checks below read.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb"}
+_KERNEL_PROBE = "import sys\nprint('KERNEL_PREFIX ' + sys.prefix)"
+
+
+def _stream_text(nb) -> str:
+    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream" and out.get("name") == "stdout")
+
+
+def run_notebook(name: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Execute ``notebooks/name`` in ``workdir`` on short settings; return its RESULT dict."""
+    monkeypatch.setenv("TORCH_UDE_NOTEBOOK_SHORT", "1")
+    monkeypatch.setenv("TORCH_UDE_RESULTS", str(workdir / "results"))
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert not any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), \
+        f"{name} is stored with outputs; clear them before committing."
+    nb.cells.insert(0, nbformat.v4.new_code_cell(_KERNEL_PROBE))
+    # "python3" is ipykernel's own spec; jupyter_client starts it with sys.executable
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                                     resources={"metadata": {"path": str(workdir)}})
+    client.execute()
+    text = _stream_text(nb)
+    prefixes = [line.split(" ", 1)[1] for line in text.splitlines() if line.startswith("KERNEL_PREFIX ")]
+    assert prefixes == [sys.prefix], f"the notebook ran on {prefixes}, not on this interpreter ({sys.prefix})"
+    results = [line.removeprefix("RESULT ") for line in text.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 1, f"{name} must print exactly one RESULT line; got {len(results)}"
+    return json.loads(results[0])
+
+
+def test_every_notebook_is_checked():
+    found = {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+    assert found == CHECKED, f"notebooks {sorted(found ^ CHECKED)}: give each notebook a test below and list it in CHECKED."
+
+
+def test_quickstart_learns_the_damping(tmp_path, monkeypatch):
+    r = run_notebook("jet_matching_quickstart.ipynb", tmp_path, monkeypatch)
+    assert r["short"] is True and r["updates"] == 2000
+    # f_known alone: e_field_visited 0.128; the short run reaches about 0.005
+    assert r["e_field_visited_known"] > 0.1
+    assert r["e_field_visited"] < 0.02 and r["e_field"] < 0.03
+    assert abs(r["c_hat"] - 0.40) < 0.02
+    assert r["m"] == r["m_calibrate"] and 25 <= r["m"] <= 45 and r["lambda2"] == 0.0
+    # 8 s rollouts: about 0.009 against 1.2 for f_known alone
+    assert r["rollout_error"] < 0.05 and r["rollout_error_known"] > 0.5
+    assert (tmp_path / "runs" / "notebook_quickstart" / "field.pt").is_file()
+
+
+def test_savgol_and_noise_estimators(tmp_path, monkeypatch):
+    r = run_notebook("savgol_and_noise.ipynb", tmp_path, monkeypatch)
+    assert r["rows_vs_scipy"] < 1e-12
+    assert 0.95 < r["sigma_ratio_min"] and r["sigma_ratio_max"] < 1.05
+    m = [min(ms) for ms in r["m"]]
+    assert m == sorted(m) and m[0] < m[-1]  # Eq. (24): m grows with the noise
+    gate = dict(zip(r["levels"], r["lambda2"]))
+    assert gate[0.001] == [0.1] and gate[0.01] == [0.0]  # Eq. (26) at tau_SNR = 12
+    assert all(a > b for a, b in zip(r["snr2"], r["snr2"][1:]))
+    # at the chosen m the polynomial bias of xdot is a small fraction of the per-window noise
+    for level, bias in r["bias1_at_m"].items():
+        assert bias < 0.2 * r["noise1_at_m"][level]
+
+
+def test_baseline_vs_jet_runs_a_matched_pair(tmp_path, monkeypatch):
+    r = run_notebook("baseline_vs_jet.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "notebook (short settings)" and r["trainers"] == ["jet_v2", "baseline_K40"]
+    jet, base = r["e_field_visited"]["jet_v2"][0], r["e_field_visited"]["baseline_K40"][0]
+    assert jet < 0.02 and base < 0.06  # f_known alone: 0.128
+    assert r["ratio_e_field_visited"]["baseline_K40"][0] == pytest.approx(jet / base)
+
+
+def _benchmark_payload() -> dict:
+    """A made-up result in the layout `benchmarks/baseline_comparison.py` writes."""
+    def stat(mean: float) -> dict:
+        return {"mean": mean, "std": 0.1 * mean, "min": 0.9 * mean, "max": 1.1 * mean, "n": 3}
+
+    summary = {}
+    for level, jet, k40, k80 in ((0.0, 0.0004, 0.0010, 0.0008), (0.01, 0.0022, 0.0028, 0.0025)):
+        row = {"jet_v2": {k: stat(v) for k, v in (("e_field", 2 * jet), ("e_field_visited", jet), ("c_hat", 0.4),
+                                                  ("wall_s", 30.0))}}
+        for name, base in (("baseline_K40", k40), ("baseline_K80", k80)):
+            row[name] = {k: stat(v) for k, v in (("e_field", 2 * base), ("e_field_visited", base), ("c_hat", 0.41),
+                                                 ("wall_s", 300.0))} | {"tape_bytes": 5_652_480}
+            for key in ("e_field", "e_field_visited"):
+                row[f"ratio_{key}_vs_{name}"] = row["jet_v2"][key]["mean"] / row[name][key]["mean"]
+        summary[str(level)] = row
+    return {"seeds": [0, 1, 2], "levels": [0.0, 0.01], "summary": summary,
+            "geometric_mean": {"ratio_e_field_visited_vs_baseline_K40": 0.5}}
+
+
+def test_baseline_vs_jet_reads_the_benchmark_json(tmp_path, monkeypatch):
+    path = tmp_path / "results" / "baseline_comparison" / "baseline_comparison.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_benchmark_payload()))
+    r = run_notebook("baseline_vs_jet.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "benchmark" and r["levels"] == [0.0, 0.01]
+    assert r["trainers"] == ["jet_v2", "baseline_K40", "baseline_K80"]
+    assert r["ratio_e_field_visited"]["baseline_K40"] == pytest.approx([0.4, 0.0022 / 0.0028])
+    assert r["geometric_mean"] == {"ratio_e_field_visited_vs_baseline_K40": 0.5}
+    assert not (tmp_path / "runs").exists()  # nothing was trained
