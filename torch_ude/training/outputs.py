@@ -6,16 +6,13 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from ..export import export_field  # noqa: E402
-from ..field import HybridField  # noqa: E402
-from ..systems.base import System  # noqa: E402
+from ..export import export_field
+from ..field import HybridField
+from ..systems.base import System
 
 __all__ = ["METRIC_KEYS", "write_run_outputs", "residual_figure", "to_jsonable"]
 
@@ -72,18 +69,20 @@ def write_run_outputs(directory: str | Path, field: HybridField, system: System,
     return {"field": pt, "sidecar": js, "metrics": mpath}
 
 
-def residual_figure(field: HybridField, system: System, case: str, states: torch.Tensor) -> plt.Figure:
+def residual_figure(field: HybridField, system: System, case: str, states: torch.Tensor) -> Figure:
     """Parity plot of the learned residual against the true one, per state channel.
 
     The true residual is ``f*(x) - f_known(x)``; the learned one ``F(x) - f_known(x)``,
-    both on the visited ``states`` (V, n).
+    both on the visited ``states`` (V, n). The figure is backend-free (no pyplot state),
+    so it neither needs nor selects a display backend.
     """
     with torch.no_grad():
         known = system.known_field(case)(states)
         true = (system.true_field()(states) - known).numpy()
         learned = (field.evaluate(states) - known).numpy()
     n = states.shape[1]
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 3.0), squeeze=False)
+    fig = Figure(figsize=(3.2 * n, 3.0))
+    axes = fig.subplots(1, n, squeeze=False)
     for i, ax in enumerate(axes[0]):
         ax.plot(true[:, i], learned[:, i], ".", ms=2)
         lim = [min(true[:, i].min(), learned[:, i].min()), max(true[:, i].max(), learned[:, i].max())]
