@@ -3,6 +3,12 @@ from .blocktri import block_tridiagonal_dense as block_tridiagonal_dense, block_
 from .bounds import Bound as Bound, BoundedParameters as BoundedParameters
 from .casadi_model import CasadiDynamics as CasadiDynamics
 from .estimator import MHESettings as MHESettings, MovingHorizonEstimator as MovingHorizonEstimator
+from .gauss_newton import (
+    LevenbergMarquardt as LevenbergMarquardt,
+    ResidualJacobian as ResidualJacobian,
+    levenberg_marquardt_step as levenberg_marquardt_step,
+    residual_jacobian as residual_jacobian,
+)
 from .kkt import (
     Hypergradient as Hypergradient,
     hypergradient_adjoint as hypergradient_adjoint,
@@ -10,6 +16,7 @@ from .kkt import (
     kkt_blocks as kkt_blocks,
     kkt_residual as kkt_residual,
     prediction_loss as prediction_loss,
+    prediction_rhs as prediction_rhs,
     refine as refine,
 )
 from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
@@ -28,6 +35,7 @@ __all__ = [
     "Windows", "make_windows", "MHESettings", "MovingHorizonEstimator", "KKTPoint", "StageLayout",
     "CasadiDynamics", "MHEProblem", "MHESolution", "OuterValues", "WindowSolver", "WindowSolutions",
     "block_tridiagonal_solve", "block_tridiagonal_dense", "Hypergradient", "kkt_residual", "kkt_blocks",
-    "prediction_loss", "refine", "hypergradient_adjoint", "hypergradient_explicit",
+    "prediction_rhs", "prediction_loss", "refine", "hypergradient_adjoint", "hypergradient_explicit",
+    "ResidualJacobian", "residual_jacobian", "LevenbergMarquardt", "levenberg_marquardt_step",
     "PEMIdentifier", "PEMStep", "apply_hypergradient",
 ]

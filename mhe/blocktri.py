@@ -21,24 +21,35 @@ def _check(d: Tensor, e: Tensor) -> None:
                          f"{tuple(e.shape)}.")
 
 
+def _columns(d: Tensor, rhs: Tensor) -> Tensor:
+    if rhs.shape[:d.ndim - 1] != d.shape[:-1] or rhs.ndim not in (d.ndim - 1, d.ndim):
+        raise ValueError(f"With D of shape {tuple(d.shape)} the right-hand sides must have shape "
+                         f"{tuple(d.shape[:-1])} or {tuple(d.shape[:-1])} + (k,); got {tuple(rhs.shape)}.")
+    return rhs[..., None] if rhs.ndim == d.ndim - 1 else rhs
+
+
 def block_tridiagonal_solve(d: Tensor, e: Tensor, rhs: Tensor) -> Tensor:
     """Solve ``K z = rhs`` for block-tridiagonal symmetric ``K``, batched over leading dims.
+
+    One factorization serves all ``k`` columns of a multi-column right-hand side (the
+    ``n_y`` adjoints of the residual Jacobian, `mhe.gauss_newton.residual_jacobian`).
 
     Args:
         d: diagonal blocks, shape (..., T, s, s).
         e: upper off-diagonal blocks ``K[k, k+1]``, shape (..., T-1, s, s).
-        rhs: right-hand sides, shape (..., T, s).
+        rhs: right-hand sides, shape (..., T, s), or (..., T, s, k) for ``k`` of them.
 
     Returns:
-        ``z``, shape (..., T, s).
+        ``z``, the shape of ``rhs``.
 
     Raises:
         ValueError: for inconsistent shapes.
     """
     _check(d, e)
-    t = d.shape[-3]
+    cols = _columns(d, rhs)
+    t, s = d.shape[-3], d.shape[-1]
     factors, reduced = [], []
-    dk, rk = d[..., 0, :, :], rhs[..., 0, :]
+    dk, rk = d[..., 0, :, :], cols[..., 0, :, :]
     for k in range(t):
         lu, piv = torch.linalg.lu_factor(dk)
         factors.append((lu, piv))
@@ -46,18 +57,19 @@ def block_tridiagonal_solve(d: Tensor, e: Tensor, rhs: Tensor) -> Tensor:
         if k == t - 1:
             break
         ek = e[..., k, :, :]
-        sol = torch.linalg.lu_solve(lu, piv, torch.cat([ek, rk[..., None]], dim=-1))
+        sol = torch.linalg.lu_solve(lu, piv, torch.cat([ek, rk], dim=-1))
         et = ek.transpose(-1, -2)
-        dk = d[..., k + 1, :, :] - et @ sol[..., :-1]
-        rk = rhs[..., k + 1, :] - (et @ sol[..., -1:])[..., 0]
+        dk = d[..., k + 1, :, :] - et @ sol[..., :s]
+        rk = cols[..., k + 1, :, :] - et @ sol[..., s:]
     out = [None] * t
     nxt = None
     for k in range(t - 1, -1, -1):
-        r = reduced[k] if nxt is None else reduced[k] - (e[..., k, :, :] @ nxt[..., None])[..., 0]
+        r = reduced[k] if nxt is None else reduced[k] - e[..., k, :, :] @ nxt
         lu, piv = factors[k]
-        nxt = torch.linalg.lu_solve(lu, piv, r[..., None])[..., 0]
+        nxt = torch.linalg.lu_solve(lu, piv, r)
         out[k] = nxt
-    return torch.stack(out, dim=-2)
+    z = torch.stack(out, dim=-3)
+    return z if z.ndim == rhs.ndim else z[..., 0]
 
 
 def block_tridiagonal_dense(d: Tensor, e: Tensor) -> Tensor:

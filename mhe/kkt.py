@@ -25,7 +25,7 @@ from .blocktri import block_tridiagonal_dense, block_tridiagonal_solve
 from .estimator import MovingHorizonEstimator
 from .windows import Windows
 
-__all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "prediction_loss", "refine",
+__all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "prediction_rhs", "prediction_loss", "refine",
            "hypergradient_adjoint", "hypergradient_explicit", "explicit_memory_bytes", "outer_parameters"]
 
 Params = dict[str, Tensor]
@@ -92,6 +92,25 @@ def kkt_blocks(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -
         return d, h[..., :s, s:].contiguous()
 
 
+def prediction_rhs(estimator: MovingHorizonEstimator, z: Tensor, v: Tensor) -> Tensor:
+    """``(d(C x^_N)/dz)^T v``: ``C^T v`` in the ``x_N`` entries of the stages, zeros elsewhere.
+
+    With ``v = r`` this is ``b = grad_z J`` of Eq. (11); with ``v = I`` its ``n_y``
+    columns are the right-hand sides of the residual Jacobian's adjoints.
+
+    Args:
+        estimator: the MHE.
+        z: padded stage vectors, shape (M, N + 1, s).
+        v: output-space vectors, shape (M, n_y), or (M, n_y, k) for ``k`` of them.
+
+    Returns:
+        Shape (M, N + 1, s), or (M, N + 1, s, k).
+    """
+    out = z.new_zeros(*z.shape, *v.shape[2:])
+    out[:, -1, estimator.layout.slices["x"]] = torch.einsum("yx,my...->mx...", estimator.model.C, v)
+    return out
+
+
 def prediction_loss(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> tuple[Tensor, Tensor]:
     """``J^(i)`` and ``b^(i) = grad_z J^(i)`` (Eq. 9, 11).
 
@@ -100,9 +119,7 @@ def prediction_loss(estimator: MovingHorizonEstimator, z: Tensor, windows: Windo
     """
     with torch.no_grad():
         r = estimator.prediction_error(z, windows)
-        b = torch.zeros_like(z)
-        b[:, -1, estimator.layout.slices["x"]] = r @ estimator.model.C
-        return 0.5 * (r * r).sum(-1), b
+        return 0.5 * (r * r).sum(-1), prediction_rhs(estimator, z, r)
 
 
 def refine(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows, steps: int) -> tuple[Tensor, Tensor]:

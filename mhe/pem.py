@@ -7,7 +7,10 @@ gradient with ``torch.optim.Adam`` unless it is non-finite, in which case the st
 skipped, logged and counted. `hypergradient_step` and `apply_hypergradient` are the
 pieces the Lightning module reuses. Because every iteration uses all windows, ``J`` is
 deterministic, and `PEMIdentifier` also offers ``torch.optim.LBFGS`` with a strong-Wolfe
-line search (each line-search trial re-solves the windows) for comparison.
+line search (each line-search trial re-solves the windows) for comparison, and a
+Gauss-Newton step (Levenberg-Marquardt, `mhe.gauss_newton`) on the least-squares
+structure of ``J``: each trial step re-solves the windows (warm-started) and is accepted
+only if ``J`` decreases on the windows that succeeded both before and after it.
 """
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from .estimator import MovingHorizonEstimator
-from .kkt import Hypergradient, hypergradient_adjoint, hypergradient_explicit
+from .gauss_newton import LevenbergMarquardt, levenberg_marquardt_step, residual_jacobian
+from .kkt import Hypergradient, hypergradient_adjoint, hypergradient_explicit, prediction_loss
 from .solver import Start, WindowSolutions, WindowSolver
 from .windows import Windows
 
@@ -34,7 +39,7 @@ HYPERGRADIENTS: dict[str, Callable[..., Hypergradient]] = {
 }
 """The two hypergradient forms: adjoint-VJP (Prop. 1) and explicit (Eq. 11)."""
 
-OPTIMIZERS = ("adam", "lbfgs")
+OPTIMIZERS = ("adam", "lbfgs", "gauss_newton")
 """Outer optimizers of `PEMIdentifier`."""
 
 
@@ -46,12 +51,15 @@ class PEMStep:
         loss: ``J`` over the windows used (Eq. 9).
         n_used: windows that entered the step.
         n_failed: windows dropped because their MHE solve failed.
-        applied: whether the gradient was applied (finite and at least one window).
+        applied: whether the gradient was applied (finite and at least one window; for
+            Gauss-Newton: whether a trial step lowered ``J``).
         grad_norm: 2-norm of ``dJ/dalpha`` (nan when not available).
         solve_s: wall time of the M MHE solves and their refinement.
-        hypergradient_s: wall time of the hypergradient.
+        hypergradient_s: wall time of the hypergradient (of the residual Jacobian for Gauss-Newton).
         iterations: mean IPOPT iterations per window.
-        evaluations: evaluations of ``J`` in this iteration (line-search trials for L-BFGS).
+        evaluations: MHE solves of all windows in this iteration (line-search trials for
+            L-BFGS; for Gauss-Newton the trial steps, plus the solve at the current ``alpha``
+            unless the accepted trial of the previous iteration provided it).
     """
 
     loss: float
@@ -111,11 +119,17 @@ class PEMIdentifier:
         estimator: the MHE whose parameters ``alpha`` are identified.
         windows: the data set of Eq. (3).
         solver: the window solver for ``estimator``.
-        lr: learning rate on the unconstrained parameters (Adam), or L-BFGS's initial step.
-        method: ``"adjoint"`` or ``"explicit"``.
-        optimizer_name: ``"adam"`` (the method's choice) or ``"lbfgs"``.
+        lr: learning rate on the unconstrained parameters (Adam), or L-BFGS's initial step;
+            unused by Gauss-Newton.
+        method: ``"adjoint"`` or ``"explicit"`` (Adam and L-BFGS; Gauss-Newton always uses
+            the adjoint residual Jacobian).
+        optimizer_name: ``"adam"`` (the method's choice), ``"lbfgs"`` or ``"gauss_newton"``.
+        damping: Gauss-Newton's initial Levenberg-Marquardt damping relative to
+            ``max(diag(J^T J))`` (`mhe.gauss_newton.LevenbergMarquardt`'s ``tau``).
+        max_trials: Gauss-Newton trial steps per iteration before it gives up (alpha
+            unchanged, ``mu`` raised).
         history: one `PEMStep` per iteration.
-        skipped: iterations whose gradient was non-finite and not applied.
+        skipped: iterations whose gradient (or Gauss-Newton step) was non-finite and not applied.
     """
 
     estimator: MovingHorizonEstimator
@@ -124,6 +138,8 @@ class PEMIdentifier:
     lr: float = 1e-2
     method: str = "adjoint"
     optimizer_name: str = "adam"
+    damping: float = 1e-3
+    max_trials: int = 10
     history: list[PEMStep] = field(default_factory=list)
     skipped: int = 0
 
@@ -132,15 +148,25 @@ class PEMIdentifier:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {self.method!r}.")
         if self.optimizer_name not in OPTIMIZERS:
             raise ValueError(f"optimizer_name must be one of {OPTIMIZERS}; got {self.optimizer_name!r}.")
+        if self.max_trials < 1:
+            raise ValueError(f"max_trials must be >= 1; got {self.max_trials}.")
         params = self.estimator.parameters()
-        self.optimizer = torch.optim.Adam(params, lr=self.lr) if self.optimizer_name == "adam" else \
-            torch.optim.LBFGS(params, lr=self.lr, max_iter=1, history_size=20, line_search_fn="strong_wolfe")
+        self.optimizer: torch.optim.Optimizer | None = None
+        if self.optimizer_name == "adam":
+            self.optimizer = torch.optim.Adam(params, lr=self.lr)
+        elif self.optimizer_name == "lbfgs":
+            self.optimizer = torch.optim.LBFGS(params, lr=self.lr, max_iter=1, history_size=20,
+                                               line_search_fn="strong_wolfe")
+        self.lm = LevenbergMarquardt(self.damping)
         self.starts: list[Start | None] = [None] * len(self.windows)
+        self._solved: tuple[Tensor, WindowSolutions] | None = None
 
     def step(self) -> PEMStep:
         """One PEM iteration: M MHE solves, hypergradient, optimizer step."""
         if self.optimizer_name == "lbfgs":
             return self._lbfgs_step()
+        if self.optimizer_name == "gauss_newton":
+            return self._gauss_newton_step()
         sol = self.solver.solve(self.windows, self.starts)
         self.starts = sol.starts
         hg, hyper_s = hypergradient_step(self.estimator, sol, self.windows, self.method)
@@ -152,6 +178,52 @@ class PEMIdentifier:
         self.skipped += int(hg is not None and not applied)
         rec = PEMStep(loss, int(sol.ok.sum()), sol.n_failed, applied, norm, sol.wall_s, hyper_s,
                       float(sol.iterations.double().mean()))
+        self.history.append(rec)
+        return rec
+
+    def _alpha(self) -> Tensor:
+        return parameters_to_vector(self.estimator.parameters()).detach().clone()
+
+    def _set_alpha(self, alpha: Tensor) -> None:
+        with torch.no_grad():
+            vector_to_parameters(alpha, self.estimator.parameters())
+
+    def _gauss_newton_step(self) -> PEMStep:
+        alpha = self._alpha()
+        solves: list[WindowSolutions] = []
+        if self._solved is not None and torch.equal(self._solved[0], alpha):
+            sol = self._solved[1]
+        else:
+            sol = self.solver.solve(self.windows, self.starts)
+            self.starts = sol.starts
+            solves.append(sol)
+        t0 = time.perf_counter()
+        ok = sol.ok
+        rj = residual_jacobian(self.estimator, sol.point[ok].stages(), self.windows[ok]) if bool(ok.any()) else None
+        hyper_s = time.perf_counter() - t0
+        applied = False
+        if rj is not None and not rj.is_finite():
+            log.warning("Non-finite residual Jacobian; the Gauss-Newton step is skipped and alpha is left unchanged.")
+            self.skipped += 1
+        elif rj is not None:
+            trials: list[WindowSolutions] = []
+
+            def evaluate(delta: Tensor) -> Tensor:
+                self._set_alpha(alpha + delta)
+                trials.append(self.solver.solve(self.windows, self.starts))
+                loss = prediction_loss(self.estimator, trials[-1].point.stages(), self.windows)[0]
+                return torch.where(trials[-1].ok, loss, torch.nan)[ok]
+
+            applied = levenberg_marquardt_step(self.lm, rj, torch.ones(len(rj.loss), dtype=torch.bool), evaluate,
+                                               self.max_trials) is not None
+            solves += trials
+            if applied:
+                self.starts, self._solved = trials[-1].starts, (self._alpha(), trials[-1])
+            else:
+                self._set_alpha(alpha)
+        rec = PEMStep(float("nan") if rj is None else float(rj.loss.sum()), int(ok.sum()), sol.n_failed, applied,
+                      float("nan") if rj is None else float(rj.gradient.norm()), sum(t.wall_s for t in solves),
+                      hyper_s, float(sol.iterations.double().mean()), len(solves))
         self.history.append(rec)
         return rec
 

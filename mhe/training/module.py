@@ -7,23 +7,51 @@ shard of windows. `training_step` = one PEM iteration: solve the local MHE windo
 (warm-started), drop failed ones, compute the local ``J`` and ``dJ/dalpha``
 (adjoint-VJP), **sum** them over processes (``J`` is a sum over windows, Eq. 9), then
 every process applies the same Adam step unless the summed gradient is non-finite.
+
+With ``optimizer="gauss_newton"`` a step is one Levenberg-Marquardt iteration
+(`mhe.gauss_newton.levenberg_marquardt_step`): every process computes the residual
+Jacobian rows of its windows, the rows are **gathered** so that every process solves the
+same damped least-squares problem, and each trial step re-solves the local windows and
+gathers their ``J^(i)``. The dense step costs O(M n_y n_alpha^2), so this is for physics
+and small gray-box models.
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 import lightning as L
 import torch
 from torch import Tensor
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..estimator import MHESettings, MovingHorizonEstimator
+from ..gauss_newton import LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step, residual_jacobian
+from ..kkt import prediction_loss
 from ..model import NeuralResidual, PhysicsField, StateSpaceModel
 from ..pem import HYPERGRADIENTS, apply_hypergradient, hypergradient_step
-from ..solver import Start, WindowSolver
+from ..solver import Start, WindowSolutions, WindowSolver
+from ..windows import Windows
 from .outputs import write_pem_outputs
 
 __all__ = ["PEMModule"]
+
+log = logging.getLogger(__name__)
+
+
+class _IterationCounter(torch.optim.Optimizer):
+    """A no-op optimizer for the Gauss-Newton path, which sets ``alpha`` itself.
+
+    Lightning counts ``trainer.global_step`` (and so ``max_steps``) in optimizer steps;
+    stepping this once per Levenberg-Marquardt iteration keeps that count.
+    """
+
+    def __init__(self, params) -> None:
+        super().__init__(params, {})
+
+    def step(self, closure=None) -> None:
+        return None
 
 
 class PEMModule(L.LightningModule):
@@ -44,7 +72,10 @@ class PEMModule(L.LightningModule):
         arrival_std: start of ``sigma`` (Sigma = diag(sigma^2)).
         lr: Adam's learning rate on the unconstrained parameters.
         lr_min: final learning rate of the cosine schedule over ``trainer.max_steps``.
-        method: hypergradient, ``"adjoint"`` (Prop. 1) or ``"explicit"`` (Eq. 11).
+        method: hypergradient, ``"adjoint"`` (Prop. 1) or ``"explicit"`` (Eq. 11), for Adam.
+        optimizer: ``"adam"`` or ``"gauss_newton"`` (Levenberg-Marquardt; ``lr`` unused).
+        damping: Gauss-Newton's first damping relative to ``max(diag(J^T J))``.
+        max_trials: Gauss-Newton trial steps per iteration.
         workers: MHE solver processes per training process.
         build_dir: L4CasADi build folder (one subfolder per process).
         max_iter: IPOPT iteration limit.
@@ -57,12 +88,15 @@ class PEMModule(L.LightningModule):
                  n_x: int | None = None, n_u: int | None = None, measured: list[int] = (0,), dt: float = 0.02,
                  process_std: list[float] = (1.0,), measurement_std: list[float] = (1.0,),
                  arrival_mean: list[float] = (0.0,), arrival_std: list[float] = (1.0,), lr: float = 0.05,
-                 lr_min: float = 5e-4, method: str = "adjoint", workers: int = 1,
-                 build_dir: str = "build/l4casadi/pem", max_iter: int = 200, refine_steps: int = 2,
-                 kkt_tol: float = 1e-8) -> None:
+                 lr_min: float = 5e-4, method: str = "adjoint", optimizer: str = "adam", damping: float = 1e-3,
+                 max_trials: int = 10, workers: int = 1, build_dir: str = "build/l4casadi/pem", max_iter: int = 200,
+                 refine_steps: int = 2, kkt_tol: float = 1e-8) -> None:
         super().__init__()
         if method not in HYPERGRADIENTS:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {method!r}.")
+        if optimizer not in ("adam", "gauss_newton") or max_trials < 1:
+            raise ValueError(f"optimizer must be 'adam' or 'gauss_newton' and max_trials >= 1; got {optimizer!r} "
+                             f"and {max_trials}.")
         self.save_hyperparameters(ignore=["physics"])
         self.automatic_optimization = False
         residual = None
@@ -75,6 +109,8 @@ class PEMModule(L.LightningModule):
         self.solver: WindowSolver | None = None
         self.starts: dict[int, Start | None] = {}
         self.totals = {"failed": 0, "skipped": 0, "updates": 0}
+        self.lm = LevenbergMarquardt(damping)
+        self._solved: tuple[Tensor, list[int], WindowSolutions] | None = None
         self._t0 = 0.0
         self.last_loss = float("nan")
 
@@ -89,6 +125,8 @@ class PEMModule(L.LightningModule):
         self.estimator = MovingHorizonEstimator(self.model, settings, hp.arrival_mean, hp.arrival_std)
 
     def configure_optimizers(self):
+        if self.hparams.optimizer == "gauss_newton":
+            return _IterationCounter(self.estimator.parameters())
         opt = torch.optim.Adam(self.estimator.parameters(), lr=self.hparams.lr)
         steps = max(int(self.trainer.max_steps), 1)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=self.hparams.lr_min)
@@ -102,11 +140,18 @@ class PEMModule(L.LightningModule):
     def _reduce(self, value: Tensor, op: str = "sum") -> Tensor:
         return self.trainer.strategy.reduce(value, reduce_op=op) if self.trainer.world_size > 1 else value
 
+    def _gather(self, value: Tensor) -> Tensor:
+        """Rows of all processes, rank-major (``value`` has the same shape on every process)."""
+        return self.trainer.strategy.all_gather(value).flatten(0, 1) if self.trainer.world_size > 1 else value
+
     def training_step(self, batch: Tensor, batch_idx: int) -> None:
         dm, world, rank = self.trainer.datamodule, self.trainer.world_size, self.global_rank
         keep = rank + torch.arange(len(batch)) * world < len(dm.windows)  # drop the sampler's padding
         idx = batch[keep].tolist()
         windows = dm.windows[idx]
+        if self.hparams.optimizer == "gauss_newton":
+            self._gauss_newton_step(idx, windows, len(batch))
+            return
         sol = self.solver.solve(windows, [self.starts.get(i) for i in idx])
         self.starts.update(zip(idx, sol.starts))
         hg, hyper_s = hypergradient_step(self.estimator, sol, windows, self.hparams.method)
@@ -131,14 +176,76 @@ class PEMModule(L.LightningModule):
         self.last_loss = float(loss)
         self._log_step(loss, flat, n_used, n_failed, sol, hyper_s)
 
+    def _gauss_newton_step(self, idx: list[int], windows: Windows, rows: int) -> None:
+        """One Levenberg-Marquardt iteration; local windows padded to the ``rows`` of every process."""
+        est = self.estimator
+        alpha = parameters_to_vector(est.parameters()).detach().clone()
+        if self._solved is not None and self._solved[1] == idx and torch.equal(self._solved[0], alpha):
+            sol = self._solved[2]
+        else:
+            sol = self.solver.solve(windows, [self.starts.get(i) for i in idx])
+            self.starts.update(zip(idx, sol.starts))
+        t0 = time.perf_counter()
+        ok = torch.zeros(rows, dtype=alpha.dtype)
+        ok[:len(idx)] = sol.ok.to(alpha.dtype)
+        res, jac = alpha.new_zeros(rows, est.model.n_y), alpha.new_zeros(rows, est.model.n_y, alpha.numel())
+        if bool(sol.ok.any()):
+            local = residual_jacobian(est, sol.point[sol.ok].stages(), windows[sol.ok])
+            at = torch.nonzero(sol.ok).flatten()
+            res[at], jac[at] = local.residual, local.jacobian
+        rj, ok = ResidualJacobian(self._gather(res), self._gather(jac)), self._gather(ok) > 0.5
+        hyper_s = time.perf_counter() - t0
+        n_used, n_failed = int(ok.sum()), int(self._reduce(torch.tensor(float(sol.n_failed))))
+        applied = False
+        if not rj.is_finite():
+            log.warning("Non-finite residual Jacobian; the Gauss-Newton step is skipped and alpha is left unchanged.")
+        elif n_used > 0:
+            trials: list[WindowSolutions] = []
+
+            def evaluate(delta: Tensor) -> Tensor:
+                with torch.no_grad():
+                    vector_to_parameters(alpha + delta, est.parameters())
+                trials.append(self.solver.solve(windows, [self.starts.get(i) for i in idx]))
+                after = alpha.new_full((rows,), float("nan"))
+                loss = prediction_loss(est, trials[-1].point.stages(), windows)[0]
+                after[:len(idx)] = torch.where(trials[-1].ok, loss, torch.nan)
+                return self._gather(after)
+
+            applied = levenberg_marquardt_step(self.lm, rj, ok, evaluate, self.hparams.max_trials) is not None
+            if applied:
+                self.starts.update(zip(idx, trials[-1].starts))
+                self._solved = (parameters_to_vector(est.parameters()).detach().clone(), idx, trials[-1])
+            else:
+                with torch.no_grad():
+                    vector_to_parameters(alpha, est.parameters())
+        self.optimizers().step()
+        self.totals["failed"] += n_failed
+        self.totals["skipped"] += int(not rj.is_finite())
+        self.totals["updates"] += int(applied)
+        loss = rj.loss.sum()
+        self.last_loss = float(loss)
+        self._log_step(loss, rj.gradient, n_used, n_failed, sol, hyper_s)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["levenberg_marquardt"] = {"mu": self.lm.mu, "nu": self.lm.nu}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("levenberg_marquardt")
+        if state is not None:
+            self.lm.mu, self.lm.nu = state["mu"], state["nu"]
+
     def _log_step(self, loss: Tensor, grad: Tensor, n_used: int, n_failed: int, sol, hyper_s: float) -> None:
         stats = {"train/J": float(loss), "train/grad_norm": float(grad.norm()), "train/n_used": float(n_used),
                  "train/n_failed": float(n_failed), "train/failed_total": float(self.totals["failed"]),
                  "train/skipped_total": float(self.totals["skipped"]),
                  "solver/wall_s": sol.wall_s, "solver/hypergradient_s": hyper_s,
                  "solver/ipopt_iterations": float(sol.iterations.double().mean()),
-                 "solver/kkt_residual_max": float(sol.kkt_residual[sol.ok].max()) if bool(sol.ok.any()) else float("nan"),
-                 "train/lr": float(self.optimizers().param_groups[0]["lr"])}
+                 "solver/kkt_residual_max":
+                     float(sol.kkt_residual[sol.ok].max()) if bool(sol.ok.any()) else float("nan")}
+        if self.hparams.optimizer == "gauss_newton":
+            stats["train/lm_mu"] = float("nan") if self.lm.mu is None else self.lm.mu
+        else:
+            stats["train/lr"] = float(self.optimizers().param_groups[0]["lr"])
         stats.update({f"param/{k}": v for k, v in self.parameter_values().items()})
         truth = getattr(self.trainer.datamodule, "truth", None)
         errors = self.relative_errors(truth)

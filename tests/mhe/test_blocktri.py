@@ -1,4 +1,5 @@
 """Block-tridiagonal solve (Prop. 2) against a dense solve."""
+import pytest
 import torch
 
 from mhe import block_tridiagonal_dense, block_tridiagonal_solve
@@ -31,3 +32,18 @@ def test_indefinite_saddle_blocks_are_solved():
     rhs = torch.randn(t, 2 * n, generator=gen)
     z = block_tridiagonal_solve(d, e, rhs)
     assert torch.allclose(block_tridiagonal_dense(d, e) @ z.reshape(-1), rhs.reshape(-1), atol=1e-11)
+
+
+def test_several_right_hand_sides_share_one_factorization():
+    gen = torch.Generator().manual_seed(2)
+    m, t, s, k = 2, 7, 4, 3
+    d = torch.randn(m, t, s, s, generator=gen)
+    d = d + d.transpose(-1, -2) + 4 * s * torch.eye(s)
+    e = torch.randn(m, t - 1, s, s, generator=gen)
+    rhs = torch.randn(m, t, s, k, generator=gen)
+    z = block_tridiagonal_solve(d, e, rhs)
+    assert z.shape == rhs.shape
+    for j in range(k):
+        assert torch.allclose(z[..., j], block_tridiagonal_solve(d, e, rhs[..., j]), rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="right-hand sides"):
+        block_tridiagonal_solve(d, e, rhs[:, :-1])

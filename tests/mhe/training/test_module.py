@@ -2,6 +2,7 @@
 import json
 
 import lightning as L
+import pytest
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -11,23 +12,23 @@ from mhe.racing import perturbed_values
 from mhe.training import PEMModule, RacingWindows
 
 
-def _module(tmp_path):
+def _module(tmp_path, **options):
     physics = SingleTrackVehicle(perturbed_values(0.1, seed=2, fixed={"Er": 0.0}))
     return PEMModule(physics=physics, measured=[0, 2], dt=0.02, process_std=[0.005, 0.005, 0.1],
                      measurement_std=[0.0005, 0.002], arrival_mean=[1.5, 0.0, 0.0], arrival_std=[1.0, 0.3, 3.0],
-                     lr=0.02, lr_min=0.002, build_dir=str(tmp_path / "build"))
+                     lr=0.02, lr_min=0.002, build_dir=str(tmp_path / "build"), **options)
 
 
 def _data():
     return RacingWindows(steps=120, horizon=6, stride=10, windows=5)  # odd: the DDP sampler pads
 
 
-def _fit(tmp_path, name, **trainer):
+def _fit(tmp_path, name, options=None, **trainer):
     root = tmp_path / name
     t = L.Trainer(max_steps=3, max_epochs=-1, accelerator="cpu", default_root_dir=str(root), enable_checkpointing=False,
                   logger=TensorBoardLogger(str(root), name="tb"), log_every_n_steps=1, enable_progress_bar=False,
                   enable_model_summary=False, **trainer)
-    t.fit(_module(tmp_path), datamodule=_data())
+    t.fit(_module(tmp_path, **(options or {})), datamodule=_data())
     return root, json.loads((root / "metrics.json").read_text())
 
 
@@ -46,9 +47,10 @@ def test_one_process_run_logs_to_tensorboard_and_writes_run_files(tmp_path):
     assert json.loads((root / "field.json").read_text())["format"] == "torch-ude-mhe-model"
 
 
-def test_two_process_ddp_equals_one_process(tmp_path):
-    _, one = _fit(tmp_path, "one", devices=1)
-    _, two = _fit(tmp_path, "two", devices=2, strategy="ddp_spawn")
+@pytest.mark.parametrize("optimizer", ["adam", "gauss_newton"])
+def test_two_process_ddp_equals_one_process(optimizer, tmp_path):
+    _, one = _fit(tmp_path, "one", {"optimizer": optimizer}, devices=1)
+    _, two = _fit(tmp_path, "two", {"optimizer": optimizer}, devices=2, strategy="ddp_spawn")
     assert two["updates"] == one["updates"] == 3
     assert abs(two["J_final"] - one["J_final"]) <= 1e-9 * abs(one["J_final"])
     for name, value in one["parameters"].items():

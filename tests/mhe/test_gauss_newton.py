@@ -1,0 +1,83 @@
+"""Residual Jacobian (n_y adjoints per window) against the hypergradient and central differences; LM damping."""
+import pytest
+import torch
+
+from mhe import LevenbergMarquardt, ResidualJacobian, WindowSolver, hypergradient_adjoint, residual_jacobian
+from tests.mhe.helpers import estimator, ipopt_kkt_point, torch_kkt_point, vehicle_windows
+
+
+def _point(kind, tmp_path, gray_solver):
+    if kind == "gray":
+        est, solver, windows = gray_solver
+        return est, windows, solver.solve(windows).point.stages()
+    est, windows = estimator(kind, 6), vehicle_windows(6, 3)
+    z = ipopt_kkt_point(est, windows, tmp_path) if kind == "physics" else torch_kkt_point(est, windows)
+    return est, windows, z
+
+
+@pytest.mark.parametrize("kind", ["physics", "neural", "gray"])
+def test_jacobian_transpose_residual_is_the_hypergradient(kind, tmp_path, gray_solver):
+    est, windows, z = _point(kind, tmp_path, gray_solver)
+    rj, hg = residual_jacobian(est, z, windows), hypergradient_adjoint(est, z, windows)
+    n_alpha = sum(p.numel() for p in est.parameters())
+    assert rj.residual.shape == (3 if kind != "gray" else 2, 2) and rj.jacobian.shape == (*rj.residual.shape, n_alpha)
+    assert torch.equal(rj.loss, hg.loss)
+    g = torch.cat([v.reshape(-1) for v in hg.grads.values()])
+    assert float((rj.gradient - g).norm() / g.norm()) <= 1e-10
+
+
+def test_jacobian_rows_belong_to_their_window(tmp_path):
+    est, windows, z = _point("physics", tmp_path, None)
+    full = residual_jacobian(est, z, windows).jacobian
+    one = residual_jacobian(est, z[1:2], windows[1:2]).jacobian
+    assert torch.allclose(one[0], full[1], rtol=1e-13, atol=1e-13 * float(full.abs().max()))
+
+
+def test_physics_jacobian_matches_central_differences_of_the_residuals(tmp_path):
+    est, windows = estimator("physics", 6, perturb=1.2), vehicle_windows(6, 3)
+    solver = WindowSolver(est, tmp_path)
+    jac = residual_jacobian(est, solver.solve(windows).point.stages(), windows).jacobian
+    params, eps, columns = list(est.parameters()), 1e-5, []
+    for p in params:
+        for j in range(p.numel()):
+            values = []
+            for sign in (1.0, -1.0):
+                with torch.no_grad():
+                    p.view(-1)[j] += sign * eps
+                sol = solver.solve(windows)
+                assert bool(sol.ok.all())
+                values.append(est.prediction_error(sol.point.stages(), windows))
+                with torch.no_grad():
+                    p.view(-1)[j] -= sign * eps
+            columns.append((values[0] - values[1]) / (2 * eps))
+    fd = torch.stack(columns, dim=-1)
+    assert float((fd - jac).norm() / jac.norm()) <= 1e-5
+
+
+def test_levenberg_marquardt_step_and_damping_update():
+    gen = torch.Generator().manual_seed(0)
+    jac, res = torch.randn(4, 2, 3, generator=gen), torch.randn(4, 2, generator=gen)
+    lm = LevenbergMarquardt(tau=1e-3)
+    delta, predicted = lm.propose(ResidualJacobian(res, jac))
+    flat = jac.reshape(8, 3)
+    mu = 1e-3 * float(flat.pow(2).sum(0).max())
+    assert lm.mu == pytest.approx(mu, rel=1e-14)
+    ref = -torch.linalg.solve(flat.T @ flat + mu * torch.eye(3), flat.T @ res.reshape(-1))
+    assert torch.allclose(delta, ref, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(predicted, 0.5 * (res.pow(2).sum(-1) - (res + jac @ delta).pow(2).sum(-1)))
+    assert float(predicted.sum()) > 0
+    assert not lm.update(-1.0, 1.0) and lm.mu == pytest.approx(2 * mu) and lm.nu == 4.0
+    assert not lm.update(float("-inf"), 1.0) and lm.mu == pytest.approx(8 * mu)
+    assert lm.update(0.5, 1.0) and lm.mu == pytest.approx(8 * mu) and lm.nu == 2.0
+    assert lm.update(1.0, 1.0) and lm.mu == pytest.approx(8 * mu / 3)
+    with pytest.raises(ValueError, match="tau must be positive"):
+        LevenbergMarquardt(tau=0.0)
+
+
+def test_damping_keeps_a_rank_deficient_step_finite_after_mu_underflows():
+    jac = torch.zeros(3, 2, 4, dtype=torch.float64)
+    jac[..., 0] = torch.arange(6.0).reshape(3, 2)  # columns 1..3 carry no information
+    lm = LevenbergMarquardt(tau=1e-3, mu=0.0)
+    delta, _ = lm.propose(ResidualJacobian(torch.ones(3, 2, dtype=torch.float64), jac))
+    assert lm.mu == torch.finfo(torch.float64).eps * 55.0
+    assert bool(torch.isfinite(delta).all()) and torch.equal(delta[1:], torch.zeros(3, dtype=torch.float64))
