@@ -11,7 +11,9 @@ From a short calibration record of the raw stream:
   whose polynomial truncation bias limits the step (bias does not average out over
   the buffer, noise does), and the tap spacing
   ``m = round(fs * dt*)`` of Eq. (24) with ``sigma_rel = mean_i sigma_hat_i / x_rms_i``;
-* ``lambda2`` by the SNR gate of Eq. (25)-(26).
+* ``lambda2`` by the SNR gate of Eq. (25)-(26);
+* (ours, not in the paper) the decoupled weight decay for the measured noise,
+  `noise_adaptive_weight_decay`.
 
 Windows that contain a non-finite sample or straddle a segment boundary (a gap or a
 re-excitation) are left out.
@@ -26,7 +28,7 @@ from torch import Tensor
 
 from .savgol import SavitzkyGolay, optimal_dt, snr2
 
-__all__ = ["Calibration", "calibrate", "valid_windows"]
+__all__ = ["Calibration", "calibrate", "valid_windows", "noise_adaptive_weight_decay"]
 
 _MAX_ROUNDS = 5  # fixed-point rounds of the adaptive tap spacing
 
@@ -151,3 +153,39 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
                        m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),
                        lambda2=lam2)
+
+
+def noise_adaptive_weight_decay(sigma_rel: float, weight_decay: float, full_at: float | None) -> float:
+    """Decoupled weight decay for the measured relative noise (our addition to Algorithm 1).
+
+    Decay pulls the network towards the known model; it pays where target noise
+    dominates and costs a shrinkage bias where the targets are clean. Adam divides
+    the gradient by its running RMS, which noise inflates, so the same decay
+    regularizes more at higher noise by itself: a constant value is near-optimal from
+    ``full_at`` upwards, and below it the decay falls like the noise variance
+    (the ridge-regression rule), vanishing on clean data:
+
+        weight_decay * min(1, (sigma_rel / full_at)^2).
+
+    Args:
+        sigma_rel: measured relative noise ``mean_i sigma_hat_i / x_rms_i`` (>= 0).
+        weight_decay: decay at and above ``full_at`` (>= 0), per unit learning rate.
+        full_at: relative noise from which the full decay applies (> 0), or None for
+            a constant ``weight_decay``.
+
+    Returns:
+        The decay to use.
+
+    Raises:
+        ValueError: for a negative or non-finite ``sigma_rel`` or ``weight_decay`` or a
+            non-positive ``full_at``.
+    """
+    if not (math.isfinite(sigma_rel) and sigma_rel >= 0):
+        raise ValueError(f"sigma_rel must be a finite number >= 0; got {sigma_rel!r}.")
+    if not (math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0; got {weight_decay!r}.")
+    if full_at is None:
+        return float(weight_decay)
+    if not (math.isfinite(full_at) and full_at > 0):
+        raise ValueError(f"full_at (the relative noise of full decay) must be positive or None; got {full_at!r}.")
+    return float(weight_decay) * min(1.0, (sigma_rel / full_at) ** 2)

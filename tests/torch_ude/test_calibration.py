@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from torch_ude import HybridField, SinglePendulum, simulate
-from torch_ude.calibration import calibrate
+from torch_ude.calibration import calibrate, noise_adaptive_weight_decay
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +79,14 @@ def test_the_fastest_channel_sets_the_time_scale():
     assert cal.omega_c == pytest.approx(float(ratios.max()))
     # the velocity channels are about three times faster than the angles: a short window
     assert float(ratios[2:].min()) > 2.0 * float(ratios[:2].max()) and cal.m <= 12
+
+
+def test_weight_decay_falls_with_the_squared_noise_below_full_and_is_constant_above():
+    assert noise_adaptive_weight_decay(0.02, 1.0, 0.01) == 1.0
+    assert noise_adaptive_weight_decay(0.01, 1.0, 0.01) == 1.0
+    assert noise_adaptive_weight_decay(0.001, 1.0, 0.01) == pytest.approx(0.01)
+    assert noise_adaptive_weight_decay(0.0, 1.0, 0.01) == 0.0
+    assert noise_adaptive_weight_decay(0.0, 0.3, None) == 0.3
+    for bad in ((float("nan"), 1.0, 0.01), (0.01, -1.0, 0.01), (0.01, 1.0, 0.0), (-0.1, 1.0, 0.01)):
+        with pytest.raises(ValueError):
+            noise_adaptive_weight_decay(*bad)

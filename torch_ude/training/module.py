@@ -12,6 +12,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from ..field import HybridField
 from ..jet import JetLoss
+from ..calibration import noise_adaptive_weight_decay
 from ..metrics import evaluate_field
 from ..stream import StreamEstimator, StreamSettings
 from .outputs import residual_figure, write_run_outputs
@@ -41,6 +42,12 @@ class JetMatchingModule(L.LightningModule):
         lr_min: final learning rate of the cosine schedule.
         schedule: ``"cosine"`` or ``"constant"`` (v1).
         ema_decay: EMA decay beta, or None for no weight averaging (v1).
+        weight_decay: decoupled weight decay of the network weights per unit learning
+            rate (``torch.optim.AdamW``, our addition to the paper's Adam); 0 is plain Adam.
+        weight_decay_full_at: relative noise from which the full ``weight_decay``
+            applies; below it the decay falls like the squared measured noise
+            (`torch_ude.calibration.noise_adaptive_weight_decay`), set at calibration.
+            None keeps ``weight_decay`` constant.
         grad_clip: gradient-norm clip.
         lambda1: first-order loss weight.
         log_every: log training scalars every this many updates.
@@ -56,8 +63,8 @@ class JetMatchingModule(L.LightningModule):
     def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
-                 grad_clip: float = 5.0, lambda1: float = 1.0, log_every: int = 50, replay: bool = True,
-                 replay_updates: int = 25, num_threads: int | None = 1) -> None:
+                 weight_decay: float = 0.0, weight_decay_full_at: float | None = None, grad_clip: float = 5.0,
+                 lambda1: float = 1.0, log_every: int = 50, replay: bool = True, replay_updates: int = 25, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.stream_settings = stream if stream is not None else StreamSettings()
@@ -70,10 +77,15 @@ class JetMatchingModule(L.LightningModule):
                 f"{batch_size}; raise model.stream.capacity or lower model.batch_size.")
         if not lr > 0 or lr_min < 0 or grad_clip <= 0:
             raise ValueError(f"need lr > 0, lr_min >= 0, grad_clip > 0; got {lr}, {lr_min}, {grad_clip}.")
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0; got {weight_decay}.")
+        if weight_decay_full_at is not None and not weight_decay_full_at > 0:
+            raise ValueError(f"weight_decay_full_at must be positive or null; got {weight_decay_full_at}.")
         if ema_decay is not None and not 0.0 < ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in (0, 1) or null; got {ema_decay}.")
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
+        self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
         self.replay, self.replay_updates = bool(replay), int(replay_updates)
         if self.replay_updates < 1:
@@ -106,9 +118,17 @@ class JetMatchingModule(L.LightningModule):
         self._train_every = dm.chunk
 
     def configure_optimizers(self) -> dict:
-        """Adam with a cosine-annealed (or constant) learning rate over ``trainer.max_steps`` updates."""
+        """Adam (AdamW with weight decay) with a cosine-annealed (or constant) learning rate.
+
+        The schedule spans ``trainer.max_steps`` updates. A noise-adaptive decay is set
+        at calibration, before the first update.
+        """
         fused = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)  # fused CPU Adam
-        opt = torch.optim.Adam(self.field.parameters_list(), lr=self.lr, fused=fused or None)
+        if self.weight_decay > 0:
+            opt = torch.optim.AdamW(self.field.parameters_list(), lr=self.lr, weight_decay=self.weight_decay,
+                                    fused=fused or None)
+        else:
+            opt = torch.optim.Adam(self.field.parameters_list(), lr=self.lr, fused=fused or None)
         total = self.trainer.max_steps
         if self.schedule == "cosine":
             if total is None or total < 1:
@@ -161,6 +181,14 @@ class JetMatchingModule(L.LightningModule):
         self.loss.s1.copy_(cal.s1)
         self.loss.s2.copy_(cal.s2)
         self.loss.lambda2 = cal.lambda2
+        if self.weight_decay > 0:  # the optimizer is AdamW
+            decay = noise_adaptive_weight_decay(cal.sigma_rel, self.weight_decay, self.weight_decay_full_at)
+            for group in self.optimizers().optimizer.param_groups:
+                group["weight_decay"] = decay
+
+    def weight_decay_in_use(self) -> float:
+        """The optimizer's current weight decay (0 for plain Adam)."""
+        return float(self.optimizers().optimizer.param_groups[0]["weight_decay"])
 
     def _update(self) -> None:
         t0 = time.perf_counter()
@@ -189,6 +217,7 @@ class JetMatchingModule(L.LightningModule):
         values = {
             "train/loss": res.loss, "train/loss_r1": res.loss_r1, "train/loss_r2": res.loss_r2,
             "train/lambda2": self.loss.lambda2, "train/lr": lr, "train/grad_norm": norm,
+            "train/weight_decay": self.weight_decay_in_use(),
             "stream/m": float(cal.m), "stream/reject_rate": st.reject_rate(),
             "stream/reservoir_fill": float(st.buffer.fill), "stream/seen": float(st.buffer.seen),
             "stream/snr2": min(cal.snr2, 1e9),
@@ -231,6 +260,7 @@ class JetMatchingModule(L.LightningModule):
             "sigma_true": None if dm.true_sigma is None else dm.true_sigma.tolist(),
             "m": None if cal is None else cal.m,
             "lambda2": None if cal is None else cal.lambda2,
+            "weight_decay": self.weight_decay_in_use(),
             "reject_rate": st.reject_rate(),
             "updates": updates,
             "skipped_updates": self.stats["skipped_updates"],
