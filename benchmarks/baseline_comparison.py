@@ -11,7 +11,8 @@ the ratios (Section 5.1, Table 2 of the jet-matching paper).
 
 Every run whose ``metrics.json`` already exists is reused unless ``--fresh`` (so the
 grid can be filled by several processes with different ``--levels`` and summarized
-at the end).
+at the end); the jet-matching runs are the noise sweep's (``benchmarks.jet_noise_sweep``,
+same config, streams and seeds).
 Writes ``results/baseline_comparison/baseline_comparison.json``.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ NAME = "baseline_comparison"
 
 def jet_run(level: float, seed: int, reuse: bool) -> dict:
     """One jet-matching run's metrics (from disk with ``reuse`` when present)."""
-    root = RESULTS / NAME / f"jet_v2_{level}_{seed}"
+    root = RESULTS / "jet_noise_sweep" / f"v2_{level}_{seed}"  # shared with the noise sweep
     done = root / "metrics.json"
     if reuse and done.is_file():
         m = json.loads(done.read_text())

@@ -1,5 +1,7 @@
 """Ablation at 1 % noise (the paper's Table 4): mechanisms added one at a time to v1.
 
+The last row adds our noise-adaptive weight decay to the paper's v2.
+
     python -m benchmarks.jet_ablation [--seeds 0 1 2]
 
 Writes results/jet_ablation/jet_ablation.json and a bar plot.
@@ -32,7 +34,10 @@ STEPS = [
     # so the last two steps give the whole stream block (the v2 settings of pendulum_case_a.yaml)
     ("+ noise estimate, adaptive m, SNR gate of lambda2", ["--model.stream", json.dumps(
         {**V2_STREAM, "quality_gate": False})]),
-    ("+ polynomial-misfit quality gate (= v2)", ["--model.stream", json.dumps(V2_STREAM)]),
+    ("+ polynomial-misfit quality gate (= the paper's v2)", ["--model.stream", json.dumps(V2_STREAM)]),
+    ("+ noise-adaptive weight decay (ours; = our v2)", [
+        "--model.weight_decay", str(V2_MODEL["weight_decay"]),
+        "--model.weight_decay_full_at", str(V2_MODEL["weight_decay_full_at"])]),
 ]
 
 
