@@ -122,8 +122,9 @@ def main() -> None:
 
         pem.fit(args.iterations, log)
         wall = time.perf_counter() - t0
-        last = solver.solve(windows, pem.starts)
-        final_j = float(prediction_loss(est, last.point[last.ok].stages(), windows[last.ok])[0].sum())
+        last, cold = solver.solve(windows, pem.starts), solver.solve(windows)
+        final_j, cold_j = (float(prediction_loss(est, s.point[s.ok].stages(), windows[s.ok])[0].sum())
+                           for s in (last, cold))
     final = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
     errs = relative_errors(final)
     out = {"config": {**vars(args), "out": str(args.out), "data": data.__dict__, "identified": list(IDENTIFIED),
@@ -132,6 +133,7 @@ def main() -> None:
            "start_values": {n: init[n] for n in IDENTIFIED}, "final_values": {n: final[n] for n in IDENTIFIED},
            "start_rel_errors": start_err, "final_rel_errors": errs,
            "final_mean_rel_error": sum(errs.values()) / len(errs), "final_J": final_j, "final_n_failed": last.n_failed,
+           "final_J_cold_start": cold_j, "final_n_failed_cold_start": cold.n_failed,
            "final_arrival_mean": est.arrival_mean.detach().tolist(),
            "final_arrival_std": torch.nn.functional.softplus(est.arrival_std_raw.detach()).tolist(),
            "iterations": args.iterations, "evaluations": sum(h["evaluations"] for h in history),
@@ -142,7 +144,8 @@ def main() -> None:
     if args.crlb:
         out["crlb_rel_std_at_truth"] = crlb(data, windows, build)
     (args.out / "recovery.json").write_text(json.dumps(out, indent=1) + "\n")
-    keys = ("final_mean_rel_error", "final_J", "evaluations", "wall_s", "first_at_most_10pct", "final_rel_errors")
+    keys = ("final_mean_rel_error", "final_J", "final_J_cold_start", "evaluations", "wall_s", "first_at_most_10pct",
+            "final_rel_errors")
     print(json.dumps({k: out[k] for k in keys}, indent=1))
     if "crlb_rel_std_at_truth" in out:
         print("CRLB relative std at truth:", {k: round(v, 4) for k, v in out["crlb_rel_std_at_truth"].items()})
