@@ -81,6 +81,11 @@ class ResidualJacobian:
 def residual_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> ResidualJacobian:
     """The residuals and their Jacobian ``dr_i/dalpha`` at the KKT points ``z`` (Prop. 1 with n_y adjoints).
 
+    ``K_i lambda_ij = (d(C x^_N)/dz)^T e_j`` (Eq. 13 with ``b`` replaced by each output
+    direction) shares one block-tridiagonal factorization per window, and row ``j`` of
+    window ``i`` is ``-grad_alpha (F_i^T lambda_ij)`` (Eq. 12 for one window and output):
+    M n_y VJPs, vectorized; the result holds M n_y n_alpha numbers.
+
     Args:
         estimator: the MHE (its parameters are ``alpha``).
         z: padded KKT points of the M windows, shape (M, N + 1, s).
