@@ -81,6 +81,9 @@ class ShootingAdam:
             None for ``lr``.
         backoff: learning-rate factor after a rejected step, in (0, 1].
         betas: Adam's moment decay rates.
+        weight_decay: decoupled weight decay of the network weights per unit learning
+            rate (``torch.optim.AdamW``; never applied to the shooting states); 0 is
+            plain Adam.
 
     Raises:
         ValueError: for settings outside the ranges above.
@@ -88,7 +91,7 @@ class ShootingAdam:
 
     def __init__(self, objective: ShootingObjective, lr: float = 4e-2, iterations: int = 1200,
                  lr_final: float | None = 1e-3, fit_states: bool = True, states_lr: float | None = None,
-                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.99)) -> None:
+                 backoff: float = 0.5, betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0.0) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr!r}.")
         if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
@@ -99,16 +102,20 @@ class ShootingAdam:
             raise ValueError(f"states_lr must be positive or None (same as lr); got {states_lr!r}.")
         if not 0 < backoff <= 1:
             raise ValueError(f"backoff must lie in (0, 1]; got {backoff!r}.")
+        if not weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}.")
         self.objective = objective
         self.fit_states = bool(fit_states)
         weights = objective.field.parameters_list()
         self.params = weights + ([objective.shooting_states] if self.fit_states else [])
         self.lr, self.iterations, self.lr_final, self.backoff = float(lr), int(iterations), lr_final, float(backoff)
         self.skipped = 0
-        groups = [{"params": weights}]
+        groups = [{"params": weights, "weight_decay": weight_decay}]
         if self.fit_states:
-            groups.append({"params": [objective.shooting_states], "lr": self.lr if states_lr is None else states_lr})
-        self.optimizer = torch.optim.Adam(groups, lr=self.lr, betas=betas)
+            groups.append({"params": [objective.shooting_states], "lr": self.lr if states_lr is None else states_lr,
+                           "weight_decay": 0.0})
+        adam = torch.optim.AdamW if weight_decay > 0 else torch.optim.Adam
+        self.optimizer = adam(groups, lr=self.lr, betas=betas)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
         self._last_finite = [p.detach().clone() for p in self.params]
 

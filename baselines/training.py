@@ -124,18 +124,20 @@ class ShootingModule(L.LightningModule):
             torch's 0.999 lets the step size recover as the gradients shrink by orders
             of magnitude during the run (see RESULTS.md).
         backoff: learning-rate factor after a rejected (diverging) step.
+        weight_decay: decoupled weight decay of the network weights (AdamW); 0 is Adam.
         num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
     """
 
     def __init__(self, hidden: tuple[int, ...] = (16, 16), lr: float = 4e-2, lr_final: float | None = 1e-3,
                  fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
-                 betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5,
+                 betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5, weight_decay: float = 0.0,
                  num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.hidden, self.lr, self.lr_final = tuple(hidden), float(lr), lr_final
         self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
         self.betas, self.backoff, self.num_threads = (float(betas[0]), float(betas[1])), float(backoff), num_threads
+        self.weight_decay = float(weight_decay)
         self.save_hyperparameters()
         self.field = None
         self.objective: ShootingObjective | None = None
@@ -159,7 +161,7 @@ class ShootingModule(L.LightningModule):
             raise ValueError("the baseline needs trainer.max_steps (the number of Adam iterations) >= 1.")
         self.adam = ShootingAdam(self.objective, lr=self.lr, iterations=iterations, lr_final=self.lr_final,
                                  fit_states=self.fit_states, states_lr=self.states_lr, backoff=self.backoff,
-                                 betas=self.betas)
+                                 betas=self.betas, weight_decay=self.weight_decay)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Adam optimizer of `ShootingAdam` (its schedule is stepped by `ShootingAdam.step`)."""

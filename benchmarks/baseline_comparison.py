@@ -1,13 +1,15 @@
 """Matched comparison: jet matching v2 against the solver baseline (K = 40 and K = 80).
 
-Single pendulum, Case A, 60 s stream; for every noise level and seed all three
-trainers see the identical stream and start from the identical initial weights
+Jet matching twice: our v2 (``configs/pendulum_case_a.yaml``) and the paper's v2 (the
+same without our weight decay). Single pendulum, Case A, 60 s stream; for every noise
+level and seed all trainers see the identical stream and start from the identical initial weights
 (``torch-ude fit`` with the same ``--seed_everything`` and ``--data.noise``). Per
 level: mean e_field (grid and visited states), the ratio jet / baseline of the
 means, c_hat, wall time and the baseline's tape; over levels the geometric mean of
 the ratios (Section 5.1, Table 2 of the jet-matching paper).
 
-    python -m benchmarks.baseline_comparison [--seeds 0 1 2] [--levels 0 0.001 0.005 0.01 0.02 0.05] [--fresh]
+    python -m benchmarks.baseline_comparison [--seeds 0 1 2] [--levels 0 0.001 0.005 0.01 0.02 0.05]
+        [--trainers ...] [--fresh]
 
 Every run whose ``metrics.json`` already exists is reused unless ``--fresh`` (so the
 grid can be filled by several processes with different ``--levels`` and summarized
@@ -23,31 +25,32 @@ import math
 import statistics
 
 from benchmarks.baseline_runs import baseline_run
+from benchmarks.jet_noise_sweep import VARIANTS
 from benchmarks.jet_runs import RESULTS, fit, save, summarize
 
-TRAINERS = ("jet_v2", "baseline_K40", "baseline_K80")
-JET_CONFIG = "configs/pendulum_case_a.yaml"
+TRAINERS = ("jet_v2", "jet_v2_paper", "baseline_K40", "baseline_K80")
 KEYS = ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")
 NAME = "baseline_comparison"
 
 
-def jet_run(level: float, seed: int, reuse: bool) -> dict:
-    """One jet-matching run's metrics (from disk with ``reuse`` when present)."""
-    root = RESULTS / "jet_noise_sweep" / f"v2_{level}_{seed}"  # shared with the noise sweep
+def jet_run(variant: str, level: float, seed: int, reuse: bool) -> dict:
+    """One jet-matching run's metrics: the noise sweep's run of ``variant`` (trained here if missing)."""
+    root = RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}"
     done = root / "metrics.json"
     if reuse and done.is_file():
         m = json.loads(done.read_text())
     else:
-        m = fit(JET_CONFIG, root, seed, ["--data.noise", str(level)])
-    print(f"jet_v2 noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
+        config, extra = VARIANTS[variant]
+        m = fit(config, root, seed, ["--data.noise", str(level), *extra])
+    print(f"jet {variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
           f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)
     return {k: m[k] for k in KEYS} | {"noise": level, "seed": seed}
 
 
 def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
     """One run of ``trainer`` at ``level`` and ``seed``."""
-    if trainer == "jet_v2":
-        out = jet_run(level, seed, reuse)
+    if trainer.startswith("jet_"):
+        out = jet_run(trainer.removeprefix("jet_"), level, seed, reuse)
     else:
         out = baseline_run(int(trainer.removeprefix("baseline_K")), level, seed, reuse=reuse)
     return out | {"trainer": trainer}
@@ -77,16 +80,14 @@ def main() -> None:
             if "tape_bytes" in rs[0]:
                 row[t]["tape_bytes"] = rs[0]["tape_bytes"]
         for base in (t for t in args.trainers if t.startswith("baseline")):
-            if "jet_v2" in row:
+            for jet in (t for t in args.trainers if t.startswith("jet_")):
                 for key in ("e_field", "e_field_visited"):
-                    row[f"ratio_{key}_vs_{base}"] = row["jet_v2"][key]["mean"] / row[base][key]["mean"]
+                    row[f"ratio_{key}_{jet}_vs_{base}"] = row[jet][key]["mean"] / row[base][key]["mean"]
         summary[str(level)] = row
     geo = {}
-    for base in (t for t in args.trainers if t.startswith("baseline")):
-        for key in ("e_field", "e_field_visited"):
-            name = f"ratio_{key}_vs_{base}"
-            if all(name in summary[str(level)] for level in args.levels):
-                geo[name] = geometric_mean([summary[str(level)][name] for level in args.levels])
+    for name in summary[str(args.levels[0])]:
+        if name.startswith("ratio_") and all(name in summary[str(level)] for level in args.levels):
+            geo[name] = geometric_mean([summary[str(level)][name] for level in args.levels])
     header = "noise  " + "  ".join(f"{t:>22s}" for t in args.trainers)
     print(header + "   (e_field_visited mean; c_hat mean)")
     for level in args.levels:

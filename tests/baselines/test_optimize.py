@@ -36,6 +36,14 @@ def test_fit_states_moves_the_shooting_states_and_leaves_them_fixed_otherwise():
     assert 0 < float(moved) <= 1.1 * 5 * 1e-3  # Adam moves each entry by about lr per step at most
 
 
+def test_weight_decay_applies_to_the_network_only():
+    objective = _pendulum_objective()
+    adam = ShootingAdam(objective, iterations=3, fit_states=True, weight_decay=0.5)
+    assert isinstance(adam.optimizer, torch.optim.AdamW)
+    assert [g["weight_decay"] for g in adam.optimizer.param_groups] == [0.5, 0.0]
+    assert isinstance(ShootingAdam(_pendulum_objective(), iterations=3).optimizer, torch.optim.Adam)
+
+
 def test_shooting_states_are_tied_to_their_observations():
     # K = 1 windows whose targets the rollout from the shifted states meets exactly: only
     # the k = 0 term (state minus its observation) is left, so a free state cannot absorb
@@ -82,7 +90,8 @@ def test_bad_settings_are_rejected():
     objective = _pendulum_objective()
     for kwargs, message in [({"lr": 0.0}, "lr must be positive"), ({"iterations": 0}, "iterations must be"),
                             ({"lr": 1e-2, "lr_final": 1e-1}, "lr_final must lie in"),
-                            ({"backoff": 0.0}, "backoff must lie in"), ({"states_lr": -1.0}, "states_lr must be")]:
+                            ({"backoff": 0.0}, "backoff must lie in"), ({"states_lr": -1.0}, "states_lr must be"),
+                            ({"weight_decay": -0.1}, "weight_decay must be")]:
         with pytest.raises(ValueError, match=message):
             ShootingAdam(objective, **kwargs)
 

@@ -98,10 +98,10 @@ def _benchmark_payload() -> dict:
             row[name] = {k: stat(v) for k, v in (("e_field", 2 * base), ("e_field_visited", base), ("c_hat", 0.41),
                                                  ("wall_s", 300.0))} | {"tape_bytes": 5_652_480}
             for key in ("e_field", "e_field_visited"):
-                row[f"ratio_{key}_vs_{name}"] = row["jet_v2"][key]["mean"] / row[name][key]["mean"]
+                row[f"ratio_{key}_jet_v2_vs_{name}"] = row["jet_v2"][key]["mean"] / row[name][key]["mean"]
         summary[str(level)] = row
     return {"seeds": [0, 1, 2], "levels": [0.0, 0.01], "summary": summary,
-            "geometric_mean": {"ratio_e_field_visited_vs_baseline_K40": 0.5}}
+            "geometric_mean": {"ratio_e_field_visited_jet_v2_vs_baseline_K40": 0.5}}
 
 
 def test_baseline_vs_jet_reads_the_benchmark_json(tmp_path, monkeypatch):
@@ -112,5 +112,5 @@ def test_baseline_vs_jet_reads_the_benchmark_json(tmp_path, monkeypatch):
     assert r["source"] == "benchmark" and r["levels"] == [0.0, 0.01]
     assert r["trainers"] == ["jet_v2", "baseline_K40", "baseline_K80"]
     assert r["ratio_e_field_visited"]["baseline_K40"] == pytest.approx([0.4, 0.0022 / 0.0028])
-    assert r["geometric_mean"] == {"ratio_e_field_visited_vs_baseline_K40": 0.5}
+    assert r["geometric_mean"] == {"ratio_e_field_visited_jet_v2_vs_baseline_K40": 0.5}
     assert not (tmp_path / "runs").exists()  # nothing was trained

@@ -31,9 +31,10 @@ def test_short_run_writes_outputs_logs_and_learns(tmp_path):
     assert set(METRIC_KEYS) <= set(metrics)
     assert metrics["updates"] == 600 and metrics["m"] >= 1 and metrics["wall_s"] > 0
     assert np.allclose(metrics["sigma_hat"], metrics["sigma_true"], rtol=0.1)
-    # the AdamW decay was set from the calibrated noise (configs: 1.0 from 1 % noise upwards)
+    # the AdamW decay was set from the calibrated noise (configs: 0.1 from 1 % noise upwards)
     sigma_rel = metrics["calibration"]["sigma_rel"]
-    assert metrics["weight_decay"] == pytest.approx(min(1.0, (sigma_rel / 0.01) ** 2)) and metrics["weight_decay"] > 0.5
+    assert metrics["weight_decay"] == pytest.approx(0.1 * min(1.0, (sigma_rel / 0.01) ** 2))
+    assert metrics["weight_decay"] > 0.05
     module, meta = load_field(tmp_path)
     assert meta["case"] == "A" and meta["extra"]["trainer"] == "jet_matching"
     # 600 updates on 12 s of stream already beat the known model alone (e_field about 0.12)
