@@ -2,8 +2,13 @@
 
 `MovingHorizonEstimator` owns every outer parameter ``alpha = (theta, s_bar, Sigma)``
 of Eq. (5) as torch parameters: the model's ``theta``, the arrival mean ``s_bar`` and
-``Sigma = diag(sigma^2)`` with ``sigma = softplus(rho_sigma)``. The weights
-``Q = diag(q^2)`` and ``R = diag(r^2)`` are fixed settings. The same Lagrangian, summed
+``Sigma = diag(sigma^2)``, each component of ``s_bar`` and ``sigma`` a `mhe.bounds.Bound`
+map of an unconstrained ``rho``. By default ``s_bar = rho`` (unbounded) and
+``sigma = softplus(rho)``; `mhe.arrival.arrival_bounds` gives a physical box (``s_bar``
+within the range of the states, ``sigma`` within a multiple of that range), which keeps the
+outer loop from moving the arrival cost to values at which the window problems change
+character (see `mhe.arrival`). The weights ``Q = diag(q^2)`` and ``R = diag(r^2)`` are
+fixed settings. The same Lagrangian, summed
 stage by stage, gives the KKT residual, the block-tridiagonal KKT matrix and both
 hypergradients in `mhe.kkt`; `mhe.problem` builds the CasADi NLP from this object.
 """
@@ -13,10 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as tf
 from torch import Tensor, nn
 
-from .bounds import inverse_softplus
+from .bounds import Bound
 from .model import StateSpaceModel
 from .point import KKTPoint, StageLayout
 from .windows import Windows
@@ -74,13 +78,18 @@ class MovingHorizonEstimator(nn.Module):
         settings: horizon, noise weights and solver settings.
         arrival_mean: initial ``s_bar``, n_x numbers.
         arrival_std: initial ``sigma`` (Sigma = diag(sigma^2)), n_x positive numbers.
+        arrival_mean_bounds: per state the `Bound` of ``s_bar`` (None: unbounded).
+        arrival_std_bounds: per state the `Bound` of ``sigma``, lower bound >= 0 (None:
+            ``sigma = softplus(rho)``, i.e. ``Bound(lower=0)``).
 
     Raises:
-        ValueError: if the settings or arrival cost do not match the model's dimensions.
+        ValueError: if the settings or arrival cost do not match the model's dimensions, a
+            ``sigma`` bound allows non-positive values, or a start value lies outside its bound.
     """
 
     def __init__(self, model: StateSpaceModel, settings: MHESettings, arrival_mean: Sequence[float],
-                 arrival_std: Sequence[float]) -> None:
+                 arrival_std: Sequence[float], arrival_mean_bounds: Sequence[Bound] | None = None,
+                 arrival_std_bounds: Sequence[Bound] | None = None) -> None:
         super().__init__()
         if len(settings.process_std) != model.n_w or len(settings.measurement_std) != model.n_eta:
             raise ValueError(f"The model has n_w={model.n_w} and n_eta={model.n_eta}, so process_std needs "
@@ -89,17 +98,42 @@ class MovingHorizonEstimator(nn.Module):
         if len(arrival_mean) != model.n_x or len(arrival_std) != model.n_x or min(arrival_std) <= 0:
             raise ValueError(f"arrival_mean and arrival_std need {model.n_x} numbers each, arrival_std positive; "
                              f"got {list(arrival_mean)} and {list(arrival_std)}.")
+        mean_bounds = tuple(arrival_mean_bounds) if arrival_mean_bounds is not None else (Bound(),) * model.n_x
+        std_bounds = tuple(arrival_std_bounds) if arrival_std_bounds is not None else (Bound(lower=0.0),) * model.n_x
+        if len(mean_bounds) != model.n_x or len(std_bounds) != model.n_x:
+            raise ValueError(f"arrival_mean_bounds and arrival_std_bounds need {model.n_x} Bounds each; got "
+                             f"{len(mean_bounds)} and {len(std_bounds)}.")
+        if any(b.lower is None or b.lower < 0 for b in std_bounds):
+            raise ValueError(f"Every arrival_std bound needs a lower bound >= 0 (sigma must stay positive); got "
+                             f"{list(std_bounds)}.")
+        for label, values, bounds in (("arrival_mean", arrival_mean, mean_bounds),
+                                      ("arrival_std", arrival_std, std_bounds)):
+            outside = [(float(v), b) for v, b in zip(values, bounds) if not b.contains(float(v))]
+            if outside:
+                raise ValueError(f"{label} start values {[v for v, _ in outside]} lie on or outside their bounds "
+                                 f"{[b for _, b in outside]}; move them inside or widen the bounds.")
         self.model, self.settings = model, settings
-        self.arrival_mean = nn.Parameter(torch.tensor([float(v) for v in arrival_mean], dtype=torch.float64))
-        self.arrival_std_raw = nn.Parameter(torch.tensor([inverse_softplus(float(v)) for v in arrival_std],
-                                                         dtype=torch.float64))
+        self.arrival_mean_bounds, self.arrival_std_bounds = mean_bounds, std_bounds
+        raw_mean = [b.to_raw(float(v)) for v, b in zip(arrival_mean, mean_bounds)]
+        raw_std = [b.to_raw(float(v)) for v, b in zip(arrival_std, std_bounds)]
+        self.arrival_mean_raw = nn.Parameter(torch.tensor(raw_mean, dtype=torch.float64))
+        self.arrival_std_raw = nn.Parameter(torch.tensor(raw_std, dtype=torch.float64))
         self.register_buffer("q_inv", torch.tensor(settings.process_std, dtype=torch.float64) ** -2)
         self.register_buffer("r_inv", torch.tensor(settings.measurement_std, dtype=torch.float64) ** -2)
         self.layout = StageLayout(model.n_x, model.n_w, model.n_eta, model.n_y, settings.horizon)
 
+    @property
+    def arrival_mean(self) -> Tensor:
+        """``s_bar``, shape (n_x,) (differentiable in ``arrival_mean_raw``)."""
+        return torch.stack([b.from_raw(r) for b, r in zip(self.arrival_mean_bounds, self.arrival_mean_raw.unbind(0))])
+
+    def arrival_std(self) -> Tensor:
+        """``sigma`` with ``Sigma = diag(sigma^2)``, shape (n_x,)."""
+        return torch.stack([b.from_raw(r) for b, r in zip(self.arrival_std_bounds, self.arrival_std_raw.unbind(0))])
+
     def arrival_precision(self) -> Tensor:
         """Diagonal of ``Sigma^{-1}``, shape (n_x,)."""
-        return tf.softplus(self.arrival_std_raw) ** -2
+        return self.arrival_std() ** -2
 
     def stage_lagrangian(self, a: Tensor, b: Tensor, u: Tensor, y: Tensor, first: Tensor,
                          measured: Tensor) -> Tensor:
@@ -157,6 +191,22 @@ class MovingHorizonEstimator(nn.Module):
         u, y, first, measured = self.stage_data(windows)
         flat = [v.reshape(m * n, *v.shape[2:]) for v in (z[:, :-1], z[:, 1:], u, y, first, measured)]
         return self.stage_lagrangian(*flat).reshape(m, n).sum(dim=1)
+
+    def objective(self, z: Tensor, windows: Windows) -> Tensor:
+        """The MHE cost (4a) of each window at the stage vectors ``z`` (the Lagrangian without multipliers).
+
+        Args:
+            z: padded stage vectors, shape (M, N + 1, s); their multipliers are ignored.
+            windows: the M windows.
+
+        Returns:
+            ``||x_0 - s_bar||^2_{Sigma^-1} + sum ||w_k||^2_{Q^-1} + sum ||eta_k||^2_{R^-1}``, shape (M,).
+        """
+        sl = self.layout.slices
+        primal = z.clone()
+        primal[..., sl["mu_w"]] = 0.0
+        primal[..., sl["mu_eta"]] = 0.0
+        return self(primal, windows)
 
     def prediction_error(self, z: Tensor, windows: Windows) -> Tensor:
         """One-step prediction residuals ``r^(i) = C x^_N - y~_N`` (Eq. 9), shape (M, n_y)."""

@@ -29,12 +29,20 @@ predicted decrease of ``J`` (Madsen, Nielsen & Tingleff 2004, Alg. 3.16).
   underflow to a ``mu = 0`` it could never leave.
 
 `mhe.pem.PEMIdentifier` and the Lightning module accept a step only if ``J`` re-solved
-at the trial ``alpha`` decreases (`levenberg_marquardt_step`).
+at the trial ``alpha`` decreases (`levenberg_marquardt_step`). The trial solves are
+warm-started, and warm starts follow the local minimum of each (nonconvex) window problem
+they came from, so a decrease measured on them may belong to a branch that is not the
+MHE's ``argmin``. With a ``check`` the step function re-solves a trial that passed from cold
+starts, keeps per window the solution of lower MHE cost (`mhe.solver.lower_cost`) and
+accepts the step only if ``J`` of those solutions decreases as well.
+
+`GaussNewtonStopping` holds the stopping tests (relative decrease of ``J`` over a few
+accepted steps, step length, damping); `GaussNewtonStopping.reason` says which one fired.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +54,8 @@ from .estimator import MovingHorizonEstimator
 from .kkt import kkt_blocks, kkt_residual, outer_parameters, prediction_rhs
 from .windows import Windows
 
-__all__ = ["ResidualJacobian", "residual_jacobian", "LevenbergMarquardt", "levenberg_marquardt_step"]
+__all__ = ["ResidualJacobian", "residual_jacobian", "LevenbergMarquardt", "LMStep", "levenberg_marquardt_step",
+           "GaussNewtonStopping"]
 
 
 @dataclass(frozen=True)
@@ -119,11 +128,14 @@ class LevenbergMarquardt:
         mu: the damping ``mu`` (None until the first step sets it from ``tau``); at least
             machine epsilon times ``max(diag(J^T J))``.
         nu: Nielsen's growth factor of ``mu`` after a rejected step.
+        scale: ``max(diag(J^T J))`` of the last proposal (None before the first); ``mu /
+            scale`` is the damping relative to the curvature.
     """
 
     tau: float = 1e-3
     mu: float | None = None
     nu: float = 2.0
+    scale: float | None = None
 
     def __post_init__(self) -> None:
         if not self.tau > 0:
@@ -141,6 +153,7 @@ class LevenbergMarquardt:
         """
         jac = rj.jacobian.reshape(-1, rj.jacobian.shape[-1])
         scale, info = float((jac * jac).sum(0).max()), torch.finfo(jac.dtype)
+        self.scale = scale
         self.mu = max(self.tau * scale if self.mu is None else self.mu, info.eps * scale, info.tiny)
         eye = torch.eye(jac.shape[1], dtype=jac.dtype)
         lhs = torch.cat([jac, math.sqrt(self.mu) * eye])
@@ -170,13 +183,34 @@ class LevenbergMarquardt:
         return False
 
 
+@dataclass(frozen=True)
+class LMStep:
+    """Outcome of one Levenberg-Marquardt iteration.
+
+    Attributes:
+        delta: the accepted step (None when every trial was rejected).
+        trials: trial steps evaluated (non-finite ones included).
+        checked: trials re-solved from cold starts by ``check``.
+        check_rejected: trials that lowered ``J`` on the warm-started solutions but not on
+            the checked ones (a decrease that belonged to another branch).
+    """
+
+    delta: Tensor | None
+    trials: int
+    checked: int = 0
+    check_rejected: int = 0
+
+
 def levenberg_marquardt_step(lm: LevenbergMarquardt, rj: ResidualJacobian, ok: Tensor,
-                             evaluate: Callable[[Tensor], Tensor], max_trials: int) -> Tensor | None:
+                             evaluate: Callable[[Tensor], Tensor], max_trials: int,
+                             check: Callable[[], Tensor] | None = None) -> LMStep:
     """One outer iteration: trial steps until ``J`` re-solved at ``alpha + delta`` decreases.
 
     A trial is compared with the current ``J`` on the windows whose MHE succeeded both now
     (``ok``) and at the trial; a trial at which none did, or a non-finite ``delta`` (never
-    evaluated), counts as rejected and raises ``mu``.
+    evaluated), counts as rejected and raises ``mu``. With ``check``, a trial that lowered
+    ``J`` is re-evaluated by ``check()`` and accepted only if ``J`` is also lower there; the
+    gain ratio that updates ``mu`` then uses the checked decrease.
 
     Args:
         lm: the damping state (updated in place).
@@ -186,19 +220,80 @@ def levenberg_marquardt_step(lm: LevenbergMarquardt, rj: ResidualJacobian, ok: T
         evaluate: sets ``alpha + delta`` (delta of shape (n_alpha,)), re-solves the windows
             and returns their ``J^(i)``, shape (M,), NaN where the MHE failed.
         max_trials: trials before giving up.
+        check: re-solves the windows at the ``alpha`` of the last ``evaluate`` another way
+            (cold starts, lower MHE cost kept) and returns their ``J^(i)`` like ``evaluate``.
 
     Returns:
-        The accepted ``delta``, or None when every trial was rejected (the caller then
-        restores ``alpha``).
+        The `LMStep`; when its ``delta`` is None the caller restores ``alpha``.
     """
-    for _ in range(max_trials):
+    checked = check_rejected = 0
+    for trial in range(1, max_trials + 1):
         delta, predicted = lm.propose(rj)
         if not bool(torch.isfinite(delta).all()):
             lm.update(-math.inf, 0.0)
             continue
-        after = evaluate(delta)
-        both = ok & torch.isfinite(after)
-        actual = float((rj.loss[both] - after[both]).sum()) if bool(both.any()) else -math.inf
+        actual, both = _decrease(rj, ok, evaluate(delta))
+        if check is not None and actual > 0:
+            checked += 1
+            actual, both = _decrease(rj, ok, check())
+            check_rejected += int(not actual > 0)
         if lm.update(actual, float(predicted[both].sum())):
-            return delta
-    return None
+            return LMStep(delta, trial, checked, check_rejected)
+    return LMStep(None, max_trials, checked, check_rejected)
+
+
+def _decrease(rj: ResidualJacobian, ok: Tensor, after: Tensor) -> tuple[float, Tensor]:
+    """Decrease of ``J`` on the windows that succeeded before and after (-inf if none), and their mask."""
+    both = ok & torch.isfinite(after)
+    return (float((rj.loss[both] - after[both]).sum()) if bool(both.any()) else -math.inf), both
+
+
+@dataclass(frozen=True)
+class GaussNewtonStopping:
+    """Stopping tests of the Levenberg-Marquardt outer loop; a test with tolerance 0 is off.
+
+    ``J`` is a sum of ``M n_y`` squared residuals, so fitting one more parameter to noise
+    lowers it by about ``1 / (M n_y)`` relative (2.5e-3 on the racing benchmark); decreases
+    far below that are not worth further MHE solves.
+
+    Attributes:
+        ftol: stop when ``J`` fell by less than ``ftol * J`` over the last ``patience``
+            accepted steps.
+        patience: accepted steps that the ``ftol`` test looks back.
+        xtol: stop when an accepted step's largest component (unconstrained coordinates,
+            O(1) per unit of relative change with bounded parameters) is below ``xtol``.
+        max_damping: stop when ``mu`` exceeds ``max_damping * max(diag(J^T J))``: the steps
+            have shrunk to negligible gradient steps (also after an iteration that rejected
+            all its trials, which multiplies ``mu`` by ``2^(max_trials (max_trials + 1) / 2)``).
+    """
+
+    ftol: float = 1e-4
+    patience: int = 3
+    xtol: float = 1e-6
+    max_damping: float = 1e8
+
+    def __post_init__(self) -> None:
+        if not (self.ftol >= 0 and self.patience >= 1 and self.xtol >= 0 and self.max_damping >= 0):
+            raise ValueError(f"Need ftol >= 0, patience >= 1, xtol >= 0 and max_damping >= 0; got {self}.")
+
+    def reason(self, losses: Sequence[float], step: Tensor | None, lm: LevenbergMarquardt) -> str:
+        """The name of the first test that fires, or ``""``.
+
+        Args:
+            losses: ``J`` at the start and after every accepted step so far (the last entry is
+                the current ``J``).
+            step: the step accepted in this iteration (None if none was).
+            lm: the damping state after this iteration.
+
+        Returns:
+            ``"ftol"``, ``"xtol"``, ``"max_damping"`` or ``""``.
+        """
+        if self.ftol > 0 and len(losses) > self.patience:
+            old, new = losses[-1 - self.patience], losses[-1]
+            if old - new <= self.ftol * abs(new):
+                return "ftol"
+        if self.xtol > 0 and step is not None and float(step.abs().max()) < self.xtol:
+            return "xtol"
+        if self.max_damping > 0 and lm.mu is not None and lm.scale and lm.mu > self.max_damping * lm.scale:
+            return "max_damping"
+        return ""

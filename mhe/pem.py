@@ -10,7 +10,13 @@ deterministic, and `PEMIdentifier` also offers ``torch.optim.LBFGS`` with a stro
 line search (each line-search trial re-solves the windows) for comparison, and a
 Gauss-Newton step (Levenberg-Marquardt, `mhe.gauss_newton`) on the least-squares
 structure of ``J``: each trial step re-solves the windows (warm-started) and is accepted
-only if ``J`` decreases on the windows that succeeded both before and after it.
+only if ``J`` decreases on the windows that succeeded both before and after it; with
+``cold_check`` (default) a trial that passes is re-solved from cold starts, each window
+keeps the solution of lower MHE cost (`mhe.solver.lower_cost`), and the step must lower
+``J`` of those solutions too. Gauss-Newton stops when a `GaussNewtonStopping` test fires
+and the current solutions pass a final check: re-solved from ``verify_starts`` cold starts
+(`mhe.solver.cold_solve`), no window may reach a lower MHE cost; if one does, it takes that
+solution and the iterations go on.
 """
 from __future__ import annotations
 
@@ -24,9 +30,9 @@ from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from .estimator import MovingHorizonEstimator
-from .gauss_newton import LevenbergMarquardt, levenberg_marquardt_step, residual_jacobian
+from .gauss_newton import GaussNewtonStopping, LevenbergMarquardt, levenberg_marquardt_step, residual_jacobian
 from .kkt import Hypergradient, hypergradient_adjoint, hypergradient_explicit, prediction_loss
-from .solver import Start, WindowSolutions, WindowSolver
+from .solver import Start, WindowSolutions, WindowSolver, cold_solve, lower_cost
 from .windows import Windows
 
 __all__ = ["HYPERGRADIENTS", "OPTIMIZERS", "PEMStep", "hypergradient_step", "apply_hypergradient", "PEMIdentifier"]
@@ -58,8 +64,17 @@ class PEMStep:
         hypergradient_s: wall time of the hypergradient (of the residual Jacobian for Gauss-Newton).
         iterations: mean IPOPT iterations per window.
         evaluations: MHE solves of all windows in this iteration (line-search trials for
-            L-BFGS; for Gauss-Newton the trial steps, plus the solve at the current ``alpha``
-            unless the accepted trial of the previous iteration provided it).
+            L-BFGS; for Gauss-Newton the trial steps and their cold-start checks, plus the
+            solve at the current ``alpha`` unless the accepted trial of the previous
+            iteration provided it).
+        switched: Gauss-Newton with ``cold_check``: windows of the accepted trial whose
+            cold-started solution had the lower MHE cost and replaced the warm-started one.
+        check_rejected: Gauss-Newton: trials that lowered ``J`` on warm-started solutions
+            but not after the cold-start check.
+        stop: Gauss-Newton: the stopping test that fired after this iteration and whose final
+            check passed, or ``""``.
+        verify_switched: Gauss-Newton: windows that took a lower-cost cold-started solution in
+            the final check after a stopping test fired (the stop is then cancelled).
     """
 
     loss: float
@@ -71,6 +86,10 @@ class PEMStep:
     hypergradient_s: float
     iterations: float
     evaluations: int = 1
+    switched: int = 0
+    check_rejected: int = 0
+    stop: str = ""
+    verify_switched: int = 0
 
 
 def hypergradient_step(estimator: MovingHorizonEstimator, solutions: WindowSolutions, windows: Windows,
@@ -128,8 +147,15 @@ class PEMIdentifier:
             ``max(diag(J^T J))`` (`mhe.gauss_newton.LevenbergMarquardt`'s ``tau``).
         max_trials: Gauss-Newton trial steps per iteration before it gives up (alpha
             unchanged, ``mu`` raised).
+        cold_check: Gauss-Newton: re-solve a trial that lowered ``J`` from cold starts,
+            keep per window the solution of lower MHE cost and accept the step only if
+            ``J`` of those is lower too (one more solve of all windows per iteration).
+        stopping: Gauss-Newton's stopping tests (`fit` ends when one fires and the final check passes).
+        verify_starts: Gauss-Newton: cold starts per window of the final check (0: none; more
+            than 1 needs bounded ``s_bar`` for the unmeasured states, `mhe.solver.cold_guesses`).
         history: one `PEMStep` per iteration.
         skipped: iterations whose gradient (or Gauss-Newton step) was non-finite and not applied.
+        stop_reason: the Gauss-Newton stopping test that fired, or ``""``.
     """
 
     estimator: MovingHorizonEstimator
@@ -140,16 +166,21 @@ class PEMIdentifier:
     optimizer_name: str = "adam"
     damping: float = 1e-3
     max_trials: int = 10
+    cold_check: bool = True
+    stopping: GaussNewtonStopping = field(default_factory=GaussNewtonStopping)
+    verify_starts: int = 1
     history: list[PEMStep] = field(default_factory=list)
     skipped: int = 0
+    stop_reason: str = ""
 
     def __post_init__(self) -> None:
         if self.method not in HYPERGRADIENTS:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {self.method!r}.")
         if self.optimizer_name not in OPTIMIZERS:
             raise ValueError(f"optimizer_name must be one of {OPTIMIZERS}; got {self.optimizer_name!r}.")
-        if self.max_trials < 1:
-            raise ValueError(f"max_trials must be >= 1; got {self.max_trials}.")
+        if self.max_trials < 1 or self.verify_starts < 0:
+            raise ValueError(f"max_trials must be >= 1 and verify_starts >= 0; got {self.max_trials} and "
+                             f"{self.verify_starts}.")
         params = self.estimator.parameters()
         self.optimizer: torch.optim.Optimizer | None = None
         if self.optimizer_name == "adam":
@@ -160,6 +191,7 @@ class PEMIdentifier:
         self.lm = LevenbergMarquardt(self.damping)
         self.starts: list[Start | None] = [None] * len(self.windows)
         self._solved: tuple[Tensor, WindowSolutions] | None = None
+        self._losses: list[float] = []
 
     def step(self) -> PEMStep:
         """One PEM iteration: M MHE solves, hypergradient, optimizer step."""
@@ -201,31 +233,66 @@ class PEMIdentifier:
         ok = sol.ok
         rj = residual_jacobian(self.estimator, sol.point[ok].stages(), self.windows[ok]) if bool(ok.any()) else None
         hyper_s = time.perf_counter() - t0
-        applied = False
+        if rj is not None and not self._losses:
+            self._losses.append(float(rj.loss.sum()))
+        step, switched = None, 0
         if rj is not None and not rj.is_finite():
             log.warning("Non-finite residual Jacobian; the Gauss-Newton step is skipped and alpha is left unchanged.")
             self.skipped += 1
         elif rj is not None:
             trials: list[WindowSolutions] = []
+            taken: list[Tensor] = []
+
+            def loss_of(s: WindowSolutions) -> Tensor:
+                return torch.where(s.ok, prediction_loss(self.estimator, s.point.stages(), self.windows)[0],
+                                   torch.nan)[ok]
 
             def evaluate(delta: Tensor) -> Tensor:
                 self._set_alpha(alpha + delta)
                 trials.append(self.solver.solve(self.windows, self.starts))
-                loss = prediction_loss(self.estimator, trials[-1].point.stages(), self.windows)[0]
-                return torch.where(trials[-1].ok, loss, torch.nan)[ok]
+                solves.append(trials[-1])
+                return loss_of(trials[-1])
 
-            applied = levenberg_marquardt_step(self.lm, rj, torch.ones(len(rj.loss), dtype=torch.bool), evaluate,
-                                               self.max_trials) is not None
-            solves += trials
-            if applied:
+            def check() -> Tensor:
+                solves.append(self.solver.solve(self.windows))
+                trials[-1], took = lower_cost(self.estimator, self.windows, trials[-1], solves[-1])
+                taken.append(took)
+                return loss_of(trials[-1])
+
+            step = levenberg_marquardt_step(self.lm, rj, torch.ones(len(rj.loss), dtype=torch.bool), evaluate,
+                                            self.max_trials, check if self.cold_check else None)
+            if step.delta is not None:
                 self.starts, self._solved = trials[-1].starts, (self._alpha(), trials[-1])
+                self._losses.append(float(loss_of(trials[-1]).nansum()))
+                switched = int(taken[-1].sum()) if self.cold_check else 0
             else:
                 self._set_alpha(alpha)
+        applied = step is not None and step.delta is not None
+        verify_switched, extra = 0, 0
+        if rj is not None and rj.is_finite():
+            self.stop_reason = self.stopping.reason(self._losses, step.delta if applied else None, self.lm)
+            if self.stop_reason and self.verify_starts > 0:
+                verify_switched = self._final_check(self._solved[1] if applied else sol, solves)
+                extra = self.verify_starts - 1  # cold_solve's solves are one entry of ``solves``
         rec = PEMStep(float("nan") if rj is None else float(rj.loss.sum()), int(ok.sum()), sol.n_failed, applied,
                       float("nan") if rj is None else float(rj.gradient.norm()), sum(t.wall_s for t in solves),
-                      hyper_s, float(sol.iterations.double().mean()), len(solves))
+                      hyper_s, float(sol.iterations.double().mean()), len(solves) + extra, switched,
+                      0 if step is None else step.check_rejected, self.stop_reason, verify_switched)
         self.history.append(rec)
         return rec
+
+    def _final_check(self, current: WindowSolutions, solves: list[WindowSolutions]) -> int:
+        """Compare ``current`` with `cold_solve`; windows of lower cost switch and cancel the stop."""
+        cold, _ = cold_solve(self.solver, self.windows, self.verify_starts)
+        solves.append(cold)
+        best, took = lower_cost(self.estimator, self.windows, current, cold)
+        if bool(took.any()):
+            log.info("Final check: %d windows reached a lower MHE cost from cold starts; Gauss-Newton goes on.",
+                     int(took.sum()))
+            self.starts, self._solved, self.stop_reason = best.starts, (self._alpha(), best), ""
+            self._losses[-1] = float(prediction_loss(self.estimator, best.point[best.ok].stages(),
+                                                     self.windows[best.ok])[0].sum())
+        return int(took.sum())
 
     def _lbfgs_step(self) -> PEMStep:
         trials: list[tuple[float, WindowSolutions, float, float]] = []
@@ -255,9 +322,14 @@ class PEMIdentifier:
         return rec
 
     def fit(self, iterations: int, callback: Callable[[int, PEMStep], None] | None = None) -> list[PEMStep]:
-        """Run ``iterations`` PEM iterations; ``callback(i, step)`` after each."""
+        """Run up to ``iterations`` PEM iterations; ``callback(i, step)`` after each.
+
+        Gauss-Newton ends earlier when a stopping test fires (``stop_reason``).
+        """
         for i in range(iterations):
             rec = self.step()
             if callback is not None:
                 callback(i, rec)
+            if self.stop_reason:
+                break
         return self.history

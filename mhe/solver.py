@@ -15,6 +15,15 @@ After IPOPT, each solution is polished by Newton steps on the float64 torch KKT 
 (`mhe.kkt.refine`); a window counts as failed, and is dropped from the step with a
 logged warning, when IPOPT does not succeed, returns non-finite numbers, or its
 relative KKT residual after refinement exceeds ``settings.kkt_tol``.
+
+The window problems are nonconvex, and a warm start follows the local minimum it came
+from. `lower_cost` keeps, per window, whichever of two verified solutions (e.g. the
+warm-started one and a cold start from `MovingHorizonEstimator.initial_point`) has the
+lower MHE cost (4a), i.e. the better approximation of the ``argmin`` of Eq. (5b).
+`cold_solve` solves from several cold starts (the unmeasured states of the first guess at
+``s_bar``, of the others spread over the ``s_bar`` box) and keeps the lowest cost per window:
+one cold start from ``s_bar`` is not always enough (racing benchmark: in 2 of 199 windows it
+ended at an MHE cost of 1747-2252 where another start reached 9-12).
 """
 from __future__ import annotations
 
@@ -38,7 +47,7 @@ from .casadi_model import CasadiDynamics
 from .problem import MHEProblem, MHESolution, OuterValues
 from .windows import Windows
 
-__all__ = ["WindowSolutions", "WindowSolver"]
+__all__ = ["WindowSolutions", "WindowSolver", "lower_cost", "cold_guesses", "cold_solve"]
 
 log = logging.getLogger(__name__)
 
@@ -153,13 +162,15 @@ class WindowSolver:
             self._values = new
         return self._values
 
-    def solve(self, windows: Windows, starts: list[Start | None] | None = None) -> WindowSolutions:
+    def solve(self, windows: Windows, starts: list[Start | None] | None = None,
+              guess: KKTPoint | None = None) -> WindowSolutions:
         """Solve, refine and verify the MHE of every window at the estimator's current ``alpha``.
 
         Args:
             windows: the M windows.
             starts: per window a warm start from a previous `WindowSolutions.starts`, or None
-                (start from `MovingHorizonEstimator.initial_point`).
+                (start from ``guess``).
+            guess: the cold start of the M windows (default `MovingHorizonEstimator.initial_point`).
 
         Returns:
             The `WindowSolutions`.
@@ -169,7 +180,7 @@ class WindowSolver:
         starts = [None] * m if starts is None else list(starts)
         if len(starts) != m:
             raise ValueError(f"starts must hold one entry per window ({m}); got {len(starts)}.")
-        guess = est.initial_point(windows)
+        guess = est.initial_point(windows) if guess is None else guess
         gv, gmu = guess.primal().numpy(), guess.dual().numpy()
         guesses = [(gv[i], gmu[i]) for i in range(m)]
         u, y = windows.u.numpy(), windows.y.numpy()
@@ -214,3 +225,83 @@ class WindowSolver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def lower_cost(estimator: MovingHorizonEstimator, windows: Windows, first: WindowSolutions,
+               second: WindowSolutions, rtol: float = 1e-9) -> tuple[WindowSolutions, Tensor]:
+    """Per window the solution with the lower MHE cost (4a); ``first`` unless ``second`` is clearly lower.
+
+    A window takes ``second`` where that solve succeeded and either ``first`` failed or
+    ``second``'s cost is below ``first``'s by more than ``rtol`` relative (ties keep ``first``,
+    e.g. the warm-started branch).
+
+    Args:
+        estimator: the MHE (its current ``alpha`` must be the one both solutions were solved at).
+        windows: the M windows.
+        first: solutions of the M windows (e.g. warm-started).
+        second: solutions of the same windows (e.g. cold-started).
+        rtol: relative cost difference below which ``first`` is kept.
+
+    Returns:
+        The combined `WindowSolutions` (point, status, starts, iterations and KKT residual of
+        the chosen solve per window; ``wall_s`` and ``ipopt_s`` summed) and the bool mask (M,)
+        of the windows that took ``second``.
+    """
+    z1, z2 = first.point.stages(), second.point.stages()
+    with torch.no_grad():
+        c1, c2 = estimator.objective(z1, windows), estimator.objective(z2, windows)
+    better = c2 < c1 - rtol * c1.abs()
+    take = second.ok & (~first.ok | better)
+    pick = take.tolist()
+    z = torch.where(take[:, None, None], z2, z1)
+    return WindowSolutions(
+        KKTPoint.from_stages(z, estimator.layout), first.ok | second.ok,
+        [b if t else a for a, b, t in zip(first.starts, second.starts, pick)],
+        [b if t else a for a, b, t in zip(first.status, second.status, pick)],
+        torch.where(take, second.iterations, first.iterations), torch.where(take, second.kkt_residual,
+                                                                             first.kkt_residual),
+        first.wall_s + second.wall_s, first.ipopt_s + second.ipopt_s), take
+
+
+def cold_guesses(estimator: MovingHorizonEstimator, windows: Windows, count: int) -> list[KKTPoint]:
+    """``count`` cold starts: `MovingHorizonEstimator.initial_point`, then with the unmeasured states moved.
+
+    Guess ``k = 1..count-1`` puts every unmeasured state, at all stages, at the fraction
+    ``(2k - 1) / (2 (count - 1))`` of its ``s_bar`` bound (e.g. 1/4 and 3/4 for ``count = 3``);
+    the measured states come from the data as in ``initial_point``.
+
+    Raises:
+        ValueError: if ``count < 1``, or ``count > 1`` while an unmeasured state's ``s_bar`` is
+            not bounded on both sides (see `mhe.arrival.arrival_bounds`).
+    """
+    first = estimator.initial_point(windows)
+    hidden = [j for j in range(estimator.model.n_x) if j not in estimator.model.measured]
+    bounds = estimator.arrival_mean_bounds
+    open_ = [j for j in hidden if bounds[j].lower is None or bounds[j].upper is None]
+    if count < 1 or (count > 1 and open_):
+        raise ValueError(f"count must be >= 1, and more than one cold start needs two-sided s_bar bounds of the "
+                         f"unmeasured states (mhe.arrival_bounds); got count={count}, unbounded states {open_}.")
+    out = [first]
+    for k in range(1, count):
+        x = first.x.clone()
+        for j in hidden:
+            b = bounds[j]
+            x[..., j] = b.lower + (b.upper - b.lower) * (2 * k - 1) / (2 * (count - 1))
+        out.append(KKTPoint(x, first.w, first.eta, first.mu_w, first.mu_eta))
+    return out
+
+
+def cold_solve(solver: WindowSolver, windows: Windows, count: int = 1) -> tuple[WindowSolutions, Tensor]:
+    """Solve the windows from the ``count`` `cold_guesses` and keep the lowest MHE cost per window.
+
+    Returns:
+        The combined `WindowSolutions` and the index (M,) of the guess each window kept.
+    """
+    est = solver.estimator
+    guesses = cold_guesses(est, windows, count)
+    best = solver.solve(windows, guess=guesses[0])
+    which = torch.zeros(len(windows), dtype=torch.long)
+    for k, guess in enumerate(guesses[1:], start=1):
+        best, took = lower_cost(est, windows, best, solver.solve(windows, guess=guess))
+        which[took] = k
+    return best, which

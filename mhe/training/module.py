@@ -12,8 +12,17 @@ With ``optimizer="gauss_newton"`` a step is one Levenberg-Marquardt iteration
 (`mhe.gauss_newton.levenberg_marquardt_step`): every process computes the residual
 Jacobian rows of its windows, the rows are **gathered** so that every process solves the
 same damped least-squares problem, and each trial step re-solves the local windows and
-gathers their ``J^(i)``. The dense step costs O(M n_y n_alpha^2), so this is for physics
+gathers their ``J^(i)``; with ``cold_check`` a trial that lowered ``J`` is re-solved from
+cold starts on every process and accepted only if ``J`` of the per-window lower-cost
+solutions is lower too. When a `mhe.gauss_newton.GaussNewtonStopping` test fires (the same
+decision on every process, from gathered numbers) and no window reaches a lower MHE cost
+from ``verify_starts`` cold starts (`mhe.solver.cold_solve`; otherwise those windows switch
+and the iterations go on), the module sets ``trainer.should_stop``; ``max_steps`` stays the
+cap. The dense step costs O(M n_y n_alpha^2), so this is for physics
 and small gray-box models.
+
+``arrival_box`` bounds ``s_bar`` and ``sigma`` (`mhe.arrival.arrival_bounds`): one entry per
+state, ``[lo, hi]`` or null for a measured state whose range comes from the data.
 """
 from __future__ import annotations
 
@@ -26,12 +35,14 @@ import torch
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from ..arrival import arrival_bounds
 from ..estimator import MHESettings, MovingHorizonEstimator
-from ..gauss_newton import LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step, residual_jacobian
+from ..gauss_newton import (GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step,
+                            residual_jacobian)
 from ..kkt import prediction_loss
 from ..model import NeuralResidual, PhysicsField, StateSpaceModel
 from ..pem import HYPERGRADIENTS, apply_hypergradient, hypergradient_step
-from ..solver import Start, WindowSolutions, WindowSolver
+from ..solver import Start, WindowSolutions, WindowSolver, cold_solve, lower_cost
 from ..windows import Windows
 from .outputs import write_pem_outputs
 
@@ -70,12 +81,25 @@ class PEMModule(L.LightningModule):
         measurement_std: MHE weight ``R = diag(r^2)``.
         arrival_mean: start of ``s_bar``.
         arrival_std: start of ``sigma`` (Sigma = diag(sigma^2)).
+        arrival_box: per state ``[lo, hi]`` of ``s_bar`` or None (a measured state: the range
+            of its output in the data); None for the whole list leaves ``s_bar`` unbounded and
+            ``sigma = softplus(rho)``.
+        arrival_margin: widening of each ``s_bar`` box on both sides (fraction of its width).
+        arrival_std_range: ``sigma`` within these multiples of the ``s_bar`` box width.
         lr: Adam's learning rate on the unconstrained parameters.
         lr_min: final learning rate of the cosine schedule over ``trainer.max_steps``.
         method: hypergradient, ``"adjoint"`` (Prop. 1) or ``"explicit"`` (Eq. 11), for Adam.
         optimizer: ``"adam"`` or ``"gauss_newton"`` (Levenberg-Marquardt; ``lr`` unused).
         damping: Gauss-Newton's first damping relative to ``max(diag(J^T J))``.
         max_trials: Gauss-Newton trial steps per iteration.
+        cold_check: Gauss-Newton: verify a trial that lowered ``J`` with cold-started solves.
+        ftol: Gauss-Newton stops when ``J`` fell by less than ``ftol * J`` over ``patience``
+            accepted steps (0: off).
+        patience: accepted steps of the ``ftol`` test.
+        xtol: Gauss-Newton stops after an accepted step with all components below ``xtol``.
+        max_damping: Gauss-Newton stops when ``mu > max_damping * max(diag(J^T J))``.
+        verify_starts: Gauss-Newton: cold starts per window of the final check before stopping
+            (0: none; more than 1 needs ``arrival_box``).
         workers: MHE solver processes per training process.
         build_dir: L4CasADi build folder (one subfolder per process).
         max_iter: IPOPT iteration limit.
@@ -87,16 +111,20 @@ class PEMModule(L.LightningModule):
                  residual_in_scale: list[float] | None = None, residual_out_scale: list[float] | None = None,
                  n_x: int | None = None, n_u: int | None = None, measured: list[int] = (0,), dt: float = 0.02,
                  process_std: list[float] = (1.0,), measurement_std: list[float] = (1.0,),
-                 arrival_mean: list[float] = (0.0,), arrival_std: list[float] = (1.0,), lr: float = 0.05,
+                 arrival_mean: list[float] = (0.0,), arrival_std: list[float] = (1.0,),
+                 arrival_box: list[list[float] | None] | None = None, arrival_margin: float = 0.1,
+                 arrival_std_range: list[float] = (0.05, 10.0), lr: float = 0.05,
                  lr_min: float = 5e-4, method: str = "adjoint", optimizer: str = "adam", damping: float = 1e-3,
-                 max_trials: int = 10, workers: int = 1, build_dir: str = "build/l4casadi/pem", max_iter: int = 200,
-                 refine_steps: int = 2, kkt_tol: float = 1e-8) -> None:
+                 max_trials: int = 10, cold_check: bool = True, ftol: float = 1e-4, patience: int = 3,
+                 xtol: float = 1e-6, max_damping: float = 1e8, verify_starts: int = 1, workers: int = 1,
+                 build_dir: str = "build/l4casadi/pem", max_iter: int = 200, refine_steps: int = 2,
+                 kkt_tol: float = 1e-8) -> None:
         super().__init__()
         if method not in HYPERGRADIENTS:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {method!r}.")
-        if optimizer not in ("adam", "gauss_newton") or max_trials < 1:
-            raise ValueError(f"optimizer must be 'adam' or 'gauss_newton' and max_trials >= 1; got {optimizer!r} "
-                             f"and {max_trials}.")
+        if optimizer not in ("adam", "gauss_newton") or max_trials < 1 or verify_starts < 0:
+            raise ValueError(f"optimizer must be 'adam' or 'gauss_newton', max_trials >= 1 and verify_starts >= 0; "
+                             f"got {optimizer!r}, {max_trials} and {verify_starts}.")
         self.save_hyperparameters(ignore=["physics"])
         self.automatic_optimization = False
         residual = None
@@ -110,6 +138,9 @@ class PEMModule(L.LightningModule):
         self.starts: dict[int, Start | None] = {}
         self.totals = {"failed": 0, "skipped": 0, "updates": 0}
         self.lm = LevenbergMarquardt(damping)
+        self.stopping = GaussNewtonStopping(ftol, patience, xtol, max_damping)
+        self.losses: list[float] = []
+        self.stop_reason = ""
         self._solved: tuple[Tensor, list[int], WindowSolutions] | None = None
         self._t0 = 0.0
         self.last_loss = float("nan")
@@ -122,7 +153,14 @@ class PEMModule(L.LightningModule):
         hp = self.hparams
         settings = MHESettings(dm.horizon, tuple(hp.process_std), tuple(hp.measurement_std), max_iter=hp.max_iter,
                                refine_steps=hp.refine_steps, kkt_tol=hp.kkt_tol)
-        self.estimator = MovingHorizonEstimator(self.model, settings, hp.arrival_mean, hp.arrival_std)
+        bounds: tuple = (None, None)
+        if hp.arrival_box is not None:
+            if len(hp.arrival_box) != self.model.n_x:
+                raise ValueError(f"arrival_box needs one entry ([lo, hi] or null) per state, {self.model.n_x}; got "
+                                 f"{hp.arrival_box}.")
+            hidden = {j: box for j, box in enumerate(hp.arrival_box) if box is not None}
+            bounds = arrival_bounds(dm.windows, self.model, hidden, hp.arrival_margin, hp.arrival_std_range)
+        self.estimator = MovingHorizonEstimator(self.model, settings, hp.arrival_mean, hp.arrival_std, *bounds)
 
     def configure_optimizers(self):
         if self.hparams.optimizer == "gauss_newton":
@@ -196,28 +234,48 @@ class PEMModule(L.LightningModule):
         rj, ok = ResidualJacobian(self._gather(res), self._gather(jac)), self._gather(ok) > 0.5
         hyper_s = time.perf_counter() - t0
         n_used, n_failed = int(ok.sum()), int(self._reduce(torch.tensor(float(sol.n_failed))))
-        applied = False
+        if n_used > 0 and not self.losses:
+            self.losses.append(float(rj.loss.sum()))
+        applied, step = False, None
         if not rj.is_finite():
             log.warning("Non-finite residual Jacobian; the Gauss-Newton step is skipped and alpha is left unchanged.")
         elif n_used > 0:
             trials: list[WindowSolutions] = []
 
+            def loss_of(s: WindowSolutions) -> Tensor:
+                after = alpha.new_full((rows,), float("nan"))
+                after[:len(idx)] = torch.where(s.ok, prediction_loss(est, s.point.stages(), windows)[0], torch.nan)
+                return self._gather(after)
+
             def evaluate(delta: Tensor) -> Tensor:
                 with torch.no_grad():
                     vector_to_parameters(alpha + delta, est.parameters())
                 trials.append(self.solver.solve(windows, [self.starts.get(i) for i in idx]))
-                after = alpha.new_full((rows,), float("nan"))
-                loss = prediction_loss(est, trials[-1].point.stages(), windows)[0]
-                after[:len(idx)] = torch.where(trials[-1].ok, loss, torch.nan)
-                return self._gather(after)
+                return loss_of(trials[-1])
 
-            applied = levenberg_marquardt_step(self.lm, rj, ok, evaluate, self.hparams.max_trials) is not None
+            def check() -> Tensor:
+                trials[-1] = lower_cost(est, windows, trials[-1], self.solver.solve(windows))[0]
+                return loss_of(trials[-1])
+
+            step = levenberg_marquardt_step(self.lm, rj, ok, evaluate, self.hparams.max_trials,
+                                            check if self.hparams.cold_check else None)
+            applied = step.delta is not None
             if applied:
                 self.starts.update(zip(idx, trials[-1].starts))
                 self._solved = (parameters_to_vector(est.parameters()).detach().clone(), idx, trials[-1])
+                after = loss_of(trials[-1])
+                self.losses.append(float(after[ok & torch.isfinite(after)].sum()))
             else:
                 with torch.no_grad():
                     vector_to_parameters(alpha, est.parameters())
+        if rj.is_finite() and n_used > 0:
+            self.stop_reason = self.stopping.reason(self.losses, step.delta if applied else None, self.lm)
+            if self.stop_reason and self.hparams.verify_starts > 0:
+                self._final_check(idx, windows, rows, self._solved[2] if applied else sol)
+            if self.stop_reason:
+                log.info("Gauss-Newton stops: the %s test fired after %d accepted steps.", self.stop_reason,
+                         len(self.losses) - 1)
+                self.trainer.should_stop = True
         self.optimizers().step()
         self.totals["failed"] += n_failed
         self.totals["skipped"] += int(not rj.is_finite())
@@ -226,13 +284,31 @@ class PEMModule(L.LightningModule):
         self.last_loss = float(loss)
         self._log_step(loss, rj.gradient, n_used, n_failed, sol, hyper_s)
 
+    def _final_check(self, idx: list[int], windows: Windows, rows: int, current: WindowSolutions) -> None:
+        """Compare the local ``current`` solutions with `cold_solve`; any switch on any process cancels the stop."""
+        est = self.estimator
+        cold, _ = cold_solve(self.solver, windows, self.hparams.verify_starts)
+        best, took = lower_cost(est, windows, current, cold)
+        switched = int(self._reduce(took.sum().to(torch.float64)))
+        if switched == 0:
+            return
+        log.info("Final check: %d windows reached a lower MHE cost from cold starts; Gauss-Newton goes on.", switched)
+        self.starts.update(zip(idx, best.starts))
+        self._solved = (parameters_to_vector(est.parameters()).detach().clone(), idx, best)
+        after = torch.zeros(rows, dtype=torch.float64)
+        after[:len(idx)] = torch.where(best.ok, prediction_loss(est, best.point.stages(), windows)[0], 0.0)
+        self.losses[-1] = float(self._gather(after).sum())
+        self.stop_reason = ""
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["levenberg_marquardt"] = {"mu": self.lm.mu, "nu": self.lm.nu}
+        checkpoint["levenberg_marquardt"] = {"mu": self.lm.mu, "nu": self.lm.nu, "scale": self.lm.scale,
+                                             "losses": list(self.losses)}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("levenberg_marquardt")
         if state is not None:
             self.lm.mu, self.lm.nu = state["mu"], state["nu"]
+            self.lm.scale, self.losses = state.get("scale"), list(state.get("losses", []))
 
     def _log_step(self, loss: Tensor, grad: Tensor, n_used: int, n_failed: int, sol, hyper_s: float) -> None:
         stats = {"train/J": float(loss), "train/grad_norm": float(grad.norm()), "train/n_used": float(n_used),
@@ -244,6 +320,7 @@ class PEMModule(L.LightningModule):
                      float(sol.kkt_residual[sol.ok].max()) if bool(sol.ok.any()) else float("nan")}
         if self.hparams.optimizer == "gauss_newton":
             stats["train/lm_mu"] = float("nan") if self.lm.mu is None else self.lm.mu
+            stats["train/stopped"] = float(bool(self.stop_reason))
         else:
             stats["train/lr"] = float(self.optimizers().param_groups[0]["lr"])
         stats.update({f"param/{k}": v for k, v in self.parameter_values().items()})
@@ -260,6 +337,7 @@ class PEMModule(L.LightningModule):
             values = self.model.physics.params()
             out.update({n: float(values[n].detach()) for n in self.model.physics.params.free_names})
         out.update({f"s_bar_{i}": float(v) for i, v in enumerate(self.estimator.arrival_mean.detach())})
+        out.update({f"sigma_{i}": float(v) for i, v in enumerate(self.estimator.arrival_std().detach())})
         return out
 
     def relative_errors(self, truth: dict[str, float] | None) -> dict[str, float]:

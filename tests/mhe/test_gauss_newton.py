@@ -1,8 +1,10 @@
-"""Residual Jacobian (n_y adjoints per window) against the hypergradient and central differences; LM damping."""
+"""Residual Jacobian (n_y adjoints per window) against the hypergradient and central differences; LM damping,
+cold-start check and stopping tests."""
 import pytest
 import torch
 
-from mhe import LevenbergMarquardt, ResidualJacobian, WindowSolver, hypergradient_adjoint, residual_jacobian
+from mhe import (GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, WindowSolver, hypergradient_adjoint,
+                 levenberg_marquardt_step, residual_jacobian)
 from tests.mhe.helpers import estimator, ipopt_kkt_point, torch_kkt_point, vehicle_windows
 
 
@@ -81,3 +83,44 @@ def test_damping_keeps_a_rank_deficient_step_finite_after_mu_underflows():
     delta, _ = lm.propose(ResidualJacobian(torch.ones(3, 2, dtype=torch.float64), jac))
     assert lm.mu == torch.finfo(torch.float64).eps * 55.0
     assert bool(torch.isfinite(delta).all()) and torch.equal(delta[1:], torch.zeros(3, dtype=torch.float64))
+
+
+def _scripted(evaluations, checks, max_trials=3):
+    """One LM iteration on a random 4-window problem whose re-solved J^(i) are given per trial."""
+    gen = torch.Generator().manual_seed(1)
+    rj = ResidualJacobian(torch.randn(4, 2, generator=gen, dtype=torch.float64),
+                          torch.randn(4, 2, 3, generator=gen, dtype=torch.float64))
+    lm, evaluations, checks = LevenbergMarquardt(tau=1e-3), list(evaluations), list(checks)
+    step = levenberg_marquardt_step(lm, rj, torch.ones(4, dtype=torch.bool), lambda d: rj.loss * evaluations.pop(0),
+                                    max_trials, (lambda: rj.loss * checks.pop(0)) if checks else None)
+    return step, lm
+
+
+def test_check_rejects_a_decrease_that_only_the_warm_started_branch_shows():
+    # trial 1: warm J halves, cold-checked J doubles (a branch jump) -> rejected, mu doubles;
+    # trial 2: both lower -> accepted.
+    step, lm = _scripted([0.5, 0.5], [2.0, 0.9])
+    assert step.delta is not None and step.trials == 2 and step.checked == 2 and step.check_rejected == 1
+    assert lm.nu == 2.0
+    step, _ = _scripted([0.5, 0.5, 0.5], [2.0, 2.0, 2.0])
+    assert step.delta is None and step.trials == 3 and step.check_rejected == 3
+    step, _ = _scripted([1.5, 0.5], [0.9])  # a trial that fails warm is never checked
+    assert step.delta is not None and step.trials == 2 and step.checked == 1 and step.check_rejected == 0
+    step, _ = _scripted([0.5], [])  # without a check the warm decrease decides
+    assert step.delta is not None and step.checked == 0
+
+
+def test_stopping_tests_fire_on_a_plateau_a_short_step_and_exploding_damping():
+    stop, lm = GaussNewtonStopping(ftol=1e-3, patience=2, xtol=1e-6, max_damping=1e6), LevenbergMarquardt()
+    lm.mu, lm.scale = 1.0, 1.0
+    big = torch.tensor([0.1, -0.2])
+    assert stop.reason([10.0, 5.0], big, lm) == ""                       # fewer than patience steps
+    assert stop.reason([10.0, 5.0, 4.0, 3.999], big, lm) == ""           # 25 % over the last 2
+    assert stop.reason([10.0, 4.001, 4.0005, 4.0], big, lm) == "ftol"    # 2.5e-4 over the last 2
+    assert stop.reason([10.0, 5.0, 4.0], torch.tensor([1e-7, 0.0]), lm) == "xtol"
+    assert stop.reason([10.0, 5.0, 4.0], None, lm) == ""
+    lm.mu = 2e6
+    assert stop.reason([10.0, 5.0, 4.0], None, lm) == "max_damping"
+    assert GaussNewtonStopping(0.0, 1, 0.0, 0.0).reason([1.0, 1.0], torch.zeros(2), lm) == ""
+    with pytest.raises(ValueError, match="patience >= 1"):
+        GaussNewtonStopping(patience=0)

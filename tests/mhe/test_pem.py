@@ -1,4 +1,5 @@
-"""Outer PEM loop: Adam and Gauss-Newton steps lower J; a non-finite step is never applied; failed windows."""
+"""Outer PEM loop: Adam and Gauss-Newton steps lower J; a non-finite step is never applied; failed windows;
+Gauss-Newton stopping."""
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mhe import (BoundedParameters, MHESettings, MovingHorizonEstimator, PEMIdentifier, PhysicsField,
-                 StateSpaceModel, WindowSolver, make_windows, prediction_loss)
+from mhe import (BoundedParameters, GaussNewtonStopping, MHESettings, MovingHorizonEstimator, PEMIdentifier,
+                 PhysicsField, StateSpaceModel, WindowSolver, make_windows, prediction_loss)
 from tests.mhe.helpers import estimator, vehicle_windows
 
 
@@ -99,3 +100,15 @@ def test_gauss_newton_rejects_trials_whose_windows_all_fail_and_keeps_alpha(tmp_
     assert not step.applied and step.evaluations == 3 and pem.skipped == 0 and step.n_failed == 0
     assert pem.lm.nu == 8.0  # two rejections: mu grew by 2, then by 4
     assert all(torch.equal(p.detach(), before[n]) for n, p in est.named_parameters())
+
+
+def test_gauss_newton_stops_when_a_test_fires_and_records_it(tmp_path):
+    est, windows = estimator("physics", 8, perturb=1.15), vehicle_windows(8, 6)
+    pem = PEMIdentifier(est, windows, WindowSolver(est, tmp_path), optimizer_name="gauss_newton",
+                        stopping=GaussNewtonStopping(ftol=0.5, patience=1, xtol=0.0, max_damping=0.0))
+    hist = pem.fit(30)
+    assert pem.stop_reason == "ftol" and hist[-1].stop == "ftol" and len(hist) < 30
+    assert all(h.applied and not h.stop for h in hist[:-1]) and hist[-1].applied
+    losses = [h.loss for h in hist] + [float(prediction_loss(est, pem._solved[1].point.stages(), windows)[0].sum())]
+    assert losses[-2] - losses[-1] <= 0.5 * losses[-1]
+    assert all(a - b > 0.5 * b for a, b in zip(losses[:-2], losses[1:-1]))

@@ -1,11 +1,15 @@
-"""Window solver: failed windows are dropped with a warning and a count; the pool equals in-process."""
+"""Window solver: failed windows are dropped with a warning and a count; the pool equals in-process;
+several cold starts find lower-cost solutions than one."""
+import dataclasses
 import logging
 
 import numpy as np
+import pytest
 import torch
 
-from mhe import WindowSolver
-from tests.mhe.helpers import estimator, vehicle_windows
+from mhe import MovingHorizonEstimator, WindowSolver, arrival_bounds, lower_cost
+from mhe.solver import cold_guesses, cold_solve
+from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 
 def test_a_failed_window_is_dropped_with_a_warning_and_counted(tmp_path, caplog):
@@ -36,3 +40,30 @@ def test_process_pool_gives_the_in_process_solutions(tmp_path):
         par = pool.solve(windows)
     assert bool(par.ok.all())
     assert torch.allclose(par.point.stages(), local.point.stages(), rtol=1e-9, atol=1e-11)
+
+
+def test_cold_solve_keeps_the_lowest_mhe_cost_of_several_starts(tmp_path):
+    est0, windows = estimator("physics", 8, perturb=1.0), vehicle_windows(8, 6)
+    mean_b, std_b = arrival_bounds(windows, est0.model, {1: (-1.0, 1.0)})
+    est = MovingHorizonEstimator(est0.model, est0.settings, ARRIVAL_MEAN, ARRIVAL_STD, mean_b, std_b)
+    solver = WindowSolver(est, tmp_path)
+    guesses = cold_guesses(est, windows, 5)
+    assert [float(g.x[0, 3, 1]) for g in guesses] == pytest.approx([0.0, -0.9, -0.3, 0.3, 0.9])
+    assert all(torch.equal(g.x[..., [0, 2]], guesses[0].x[..., [0, 2]]) for g in guesses)
+    sols = [solver.solve(windows, guess=g) for g in guesses]
+    assert all(bool(s.ok.all()) for s in sols)
+    costs = torch.stack([est.objective(s.point.stages(), windows) for s in sols])
+    multi, which = cold_solve(solver, windows, 5)
+    kept = costs.gather(0, which[None])[0]
+    assert torch.allclose(est.objective(multi.point.stages(), windows), kept, rtol=1e-12)
+    assert bool((kept <= costs.min(0).values * (1 + 1e-9)).all())
+    assert bool((which > 0).any())  # the start at s_bar ends in a worse local minimum in some window
+    best, took = lower_cost(est, windows, sols[0], multi)
+    assert torch.equal(took, which > 0)
+    assert all((best.starts[i] is multi.starts[i]) == t for i, t in enumerate(took.tolist()))
+    assert not bool(lower_cost(est, windows, multi, sols[0])[1].any())  # ties and higher costs keep the first
+    failed = dataclasses.replace(sols[0], ok=torch.tensor([False] + [True] * 5))
+    best, took = lower_cost(est, windows, failed, sols[0])
+    assert took.tolist() == [True] + [False] * 5 and bool(best.ok.all())
+    with pytest.raises(ValueError, match="two-sided s_bar bounds"):
+        cold_guesses(est0, windows, 2)
