@@ -61,3 +61,13 @@ def ipopt_kkt_point(est: MovingHorizonEstimator, windows: Windows, build_dir) ->
     sol = WindowSolver(est, build_dir).solve(windows)
     assert bool(sol.ok.all()), sol.status
     return sol.point.stages()
+
+
+def kkt_point(kind: str, tmp_path, gray_solver) -> tuple[MovingHorizonEstimator, Windows, torch.Tensor]:
+    """An estimator of ``kind`` (``physics``, ``neural``, ``gray``), its windows and their KKT points."""
+    if kind == "gray":
+        est, solver, windows = gray_solver
+        return est, windows, solver.solve(windows).point.stages()
+    est, windows = estimator(kind, 6), vehicle_windows(6, 3)
+    z = ipopt_kkt_point(est, windows, tmp_path) if kind == "physics" else torch_kkt_point(est, windows)
+    return est, windows, z

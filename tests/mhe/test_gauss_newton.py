@@ -5,21 +5,12 @@ import torch
 
 from mhe import (GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, WindowSolver, hypergradient_adjoint,
                  levenberg_marquardt_step, residual_jacobian)
-from tests.mhe.helpers import estimator, ipopt_kkt_point, torch_kkt_point, vehicle_windows
-
-
-def _point(kind, tmp_path, gray_solver):
-    if kind == "gray":
-        est, solver, windows = gray_solver
-        return est, windows, solver.solve(windows).point.stages()
-    est, windows = estimator(kind, 6), vehicle_windows(6, 3)
-    z = ipopt_kkt_point(est, windows, tmp_path) if kind == "physics" else torch_kkt_point(est, windows)
-    return est, windows, z
+from tests.mhe.helpers import estimator, kkt_point, vehicle_windows
 
 
 @pytest.mark.parametrize("kind", ["physics", "neural", "gray"])
 def test_jacobian_transpose_residual_is_the_hypergradient(kind, tmp_path, gray_solver):
-    est, windows, z = _point(kind, tmp_path, gray_solver)
+    est, windows, z = kkt_point(kind, tmp_path, gray_solver)
     rj, hg = residual_jacobian(est, z, windows), hypergradient_adjoint(est, z, windows)
     n_alpha = sum(p.numel() for p in est.parameters())
     assert rj.residual.shape == (3 if kind != "gray" else 2, 2) and rj.jacobian.shape == (*rj.residual.shape, n_alpha)
@@ -29,7 +20,7 @@ def test_jacobian_transpose_residual_is_the_hypergradient(kind, tmp_path, gray_s
 
 
 def test_jacobian_rows_belong_to_their_window(tmp_path):
-    est, windows, z = _point("physics", tmp_path, None)
+    est, windows, z = kkt_point("physics", tmp_path, None)
     full = residual_jacobian(est, z, windows).jacobian
     one = residual_jacobian(est, z[1:2], windows[1:2]).jacobian
     assert torch.allclose(one[0], full[1], rtol=1e-13, atol=1e-13 * float(full.abs().max()))

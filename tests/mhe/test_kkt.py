@@ -5,7 +5,7 @@ from torch.func import jacfwd
 
 from mhe import WindowSolver, block_tridiagonal_dense, hypergradient_adjoint, hypergradient_explicit, kkt_blocks
 from mhe import kkt_residual, prediction_loss
-from tests.mhe.helpers import estimator, ipopt_kkt_point, torch_kkt_point, vehicle_windows
+from tests.mhe.helpers import estimator, ipopt_kkt_point, kkt_point, torch_kkt_point, vehicle_windows
 
 
 def _flat(grads):
@@ -26,18 +26,9 @@ def test_kkt_blocks_are_the_jacobian_of_the_kkt_residual(kind, tmp_path):
         assert mask.sum() == est.layout.n_z
 
 
-def _point(kind, tmp_path, gray_solver):
-    if kind == "gray":
-        est, solver, windows = gray_solver
-        return est, windows, solver.solve(windows).point.stages()
-    est, windows = estimator(kind, 6), vehicle_windows(6, 3)
-    z = ipopt_kkt_point(est, windows, tmp_path) if kind == "physics" else torch_kkt_point(est, windows)
-    return est, windows, z
-
-
 @pytest.mark.parametrize("kind", ["physics", "neural", "gray"])
 def test_explicit_and_adjoint_hypergradients_agree(kind, tmp_path, gray_solver):
-    est, windows, z = _point(kind, tmp_path, gray_solver)
+    est, windows, z = kkt_point(kind, tmp_path, gray_solver)
     adj, exp = hypergradient_adjoint(est, z, windows), hypergradient_explicit(est, z, windows, chunk_size=16)
     assert torch.equal(adj.loss, exp.loss)
     ga, ge = _flat(adj.grads), _flat(exp.grads)
