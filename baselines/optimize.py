@@ -87,6 +87,10 @@ class ShootingAdam:
 
     Raises:
         ValueError: for settings outside the ranges above.
+
+    Attributes:
+        last_finite: copies of the trained tensors at the last iterate whose rollouts were
+            finite (where a rejected step returns to).
     """
 
     def __init__(self, objective: ShootingObjective, lr: float = 4e-2, iterations: int = 1200,
@@ -117,7 +121,7 @@ class ShootingAdam:
         adam = torch.optim.AdamW if weight_decay > 0 else torch.optim.Adam
         self.optimizer = adam(groups, lr=self.lr, betas=betas)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
-        self._last_finite = [p.detach().clone() for p in self.params]
+        self.last_finite = [p.detach().clone() for p in self.params]
 
     def lr_factor(self, iteration: int) -> float:
         """Learning-rate multiplier at ``iteration``: the schedule times ``backoff ** skipped``."""
@@ -145,14 +149,14 @@ class ShootingAdam:
         if not result.finite:
             self.skipped += 1
             with torch.no_grad():
-                for p, good in zip(self.params, self._last_finite):
+                for p, good in zip(self.params, self.last_finite):
                     p.copy_(good)
             factor = self.lr_factor(self.scheduler.last_epoch)  # the schedule counts accepted steps
             for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
                 group["lr"] = base * factor
             return StepResult(loss=loss, accepted=False, lr=lr)
         with torch.no_grad():
-            for p, good in zip(self.params, self._last_finite):
+            for p, good in zip(self.params, self.last_finite):
                 good.copy_(p)
         self.objective.field.write_grad(result.grads)
         if self.fit_states:

@@ -22,7 +22,7 @@ from torch_ude.systems.base import System
 from torch_ude.systems.pendulum import SinglePendulum
 from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
-from torch_ude.training.outputs import residual_figure, write_run_outputs
+from torch_ude.training.outputs import residual_figure, tensor_bytes, write_run_outputs
 
 from .initialization import initial_field
 from .optimize import ShootingAdam
@@ -210,6 +210,10 @@ class ShootingModule(L.LightningModule):
             "sigma_hat": None, "m": None, "lambda2": None, "reject_rate": None,
             "updates": int(self.trainer.global_step), "wall_s": self.wall_s,
             "skipped_steps": self.adam.skipped, "tape_bytes": self.objective.tape.nbytes,
+            # trained tensors twice: the weights and states, and their gradients (same sizes)
+            "state_bytes": tensor_bytes(self.objective.tape, self.objective.windows, self.adam.params,
+                                        self.adam.params, self.adam.optimizer.state_dict()["state"],
+                                        self.adam.last_finite),
             "steps": windows.steps, "n_windows": windows.batch, "rate": dm.rate,
             "window_candidates": windows.candidates, "window_positions_straddling": windows.straddling,
             "final_loss": float(self.objective.loss()),

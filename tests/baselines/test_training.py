@@ -32,6 +32,11 @@ def test_short_run_writes_the_shared_outputs_and_logs(tmp_path):
     assert metrics["updates"] == 20 and metrics["skipped_steps"] == 0 and metrics["wall_s"] > 0
     assert metrics["sigma_hat"] is None and metrics["m"] is None
     assert metrics["tape_bytes"] == 5 * 8 * (4 * 34 + 2) * 8
+    # state: tape, windows (6 observations and a start of 8 windows), weights and shooting states
+    # with their gradients, two Adam moments, the rollback copy, and 7 step counters (4 or 8 bytes each)
+    trained = (354 + 8 * 2) * 8
+    observed = (5 + 1) * 8 * 2 * 8 + 8 * 8
+    assert 0 < metrics["state_bytes"] - (metrics["tape_bytes"] + observed + 5 * trained) <= 7 * 8
     assert metrics["e_field_visited"] < 0.2
     module, meta = load_field(tmp_path)
     assert meta["case"] == "A" and meta["extra"]["trainer"] == "rk4_shooting"

@@ -15,7 +15,7 @@ from ..jet import JetLoss
 from ..calibration import noise_adaptive_weight_decay
 from ..metrics import evaluate_field
 from ..stream import StreamEstimator, StreamSettings
-from .outputs import residual_figure, write_run_outputs
+from .outputs import residual_figure, tensor_bytes, write_run_outputs
 
 __all__ = ["JetMatchingModule"]
 
@@ -270,6 +270,10 @@ class JetMatchingModule(L.LightningModule):
             "calibration": None if cal is None else cal.to_dict(),
             "counters": dict(st.counters),
             "buffer_fill": None if st.buffer is None else st.buffer.fill,
+            # the weights twice: themselves and their gradients (same sizes)
+            "state_bytes": tensor_bytes(st.state_dict(), self.field.parameters_list(), self.field.parameters_list(),
+                                        self.optimizers().optimizer.state_dict()["state"],
+                                        None if self.ema is None else self.ema.state_dict()),
         })
         return out
 

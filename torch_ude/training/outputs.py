@@ -14,7 +14,7 @@ from ..export import export_field
 from ..field import HybridField
 from ..systems.base import System
 
-__all__ = ["METRIC_KEYS", "write_run_outputs", "residual_figure", "to_jsonable"]
+__all__ = ["METRIC_KEYS", "write_run_outputs", "residual_figure", "to_jsonable", "tensor_bytes"]
 
 METRIC_KEYS = ("e_field", "e_field_visited", "c_hat", "sigma_hat", "m", "lambda2", "reject_rate", "updates",
                "wall_s")
@@ -37,6 +37,27 @@ def to_jsonable(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)
+
+
+def tensor_bytes(*objects: object) -> int:
+    """Bytes of every tensor in ``objects`` (nested dicts, lists, tuples and dataclasses).
+
+    Used for the ``state_bytes`` every trainer reports: the memory its training state
+    holds for the whole run (buffers, weights, gradients, optimizer moments, averages).
+    """
+    total = 0
+    for obj in objects:
+        if isinstance(obj, torch.Tensor):
+            total += obj.numel() * obj.element_size()
+        elif isinstance(obj, np.ndarray):
+            total += obj.nbytes
+        elif isinstance(obj, dict):
+            total += tensor_bytes(*obj.values())
+        elif isinstance(obj, (list, tuple)):
+            total += tensor_bytes(*obj)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            total += tensor_bytes(*(getattr(obj, f.name) for f in dataclasses.fields(obj)))
+    return total
 
 
 def write_run_outputs(directory: str | Path, field: HybridField, system: System, case: str, metrics: dict,

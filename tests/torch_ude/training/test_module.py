@@ -35,6 +35,9 @@ def test_short_run_writes_outputs_logs_and_learns(tmp_path):
     sigma_rel = metrics["calibration"]["sigma_rel"]
     assert metrics["weight_decay"] == pytest.approx(0.1 * min(1.0, (sigma_rel / 0.01) ** 2))
     assert metrics["weight_decay"] > 0.05
+    # the training state holds at least the reservoir (512 jets of 3 x 2 doubles) and the
+    # network with its gradient, two Adam moments and the EMA copy, and nothing that grows
+    assert 512 * 3 * 2 * 8 + 5 * 354 * 8 < metrics["state_bytes"] < 200_000
     module, meta = load_field(tmp_path)
     assert meta["case"] == "A" and meta["extra"]["trainer"] == "jet_matching"
     # 600 updates on 12 s of stream already beat the known model alone (e_field about 0.12)
