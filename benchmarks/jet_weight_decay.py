@@ -47,10 +47,11 @@ def main() -> None:
                 m = json.loads(done.read_text()) if done.is_file() else fit(CONFIGS[case], root, seed, extra)
                 runs.append(m)
                 rows.append({"case": case, "decay": decay, "seed": seed, "noise": args.noise, "rule": rule,
-                             **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "weight_decay")}})
+                             **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat")},
+                             "decay_used": m.get("weight_decay", decay)})  # runs older than the key: constant W
                 print(f"{case} W={decay:g} ({rule}) noise={args.noise:g} seed={seed}: "
                       f"e_field_visited={m['e_field_visited']:.5f} c_hat={m['c_hat']:.4f} "
-                      f"decay used={m['weight_decay']:.4g}", flush=True)
+                      f"decay used={rows[-1]['decay_used']:.4g}", flush=True)
             table[f"{case} W={decay:g}"] = {k: summarize([r[k] for r in runs])
                                             for k in ("e_field", "e_field_visited", "c_hat")}
     for key, row in table.items():
