@@ -6,7 +6,11 @@ from .accounting import (
     tape_breakdown as tape_breakdown,
 )
 from .adjoint import rk4_adjoint as rk4_adjoint
-from .initialization import CALIBRATION_SECONDS as CALIBRATION_SECONDS, initial_field as initial_field
+from .initialization import (
+    CALIBRATION_SECONDS as CALIBRATION_SECONDS,
+    initial_field as initial_field,
+    stream_calibration as stream_calibration,
+)
 from .optimize import FitHistory as FitHistory, ShootingAdam as ShootingAdam, StepResult as StepResult
 from .rk4 import RK4Tape as RK4Tape, rk4_forward as rk4_forward
 from .shooting import ShootingGradient as ShootingGradient, ShootingObjective as ShootingObjective
@@ -22,5 +26,5 @@ __all__ = [
     "Observations", "ShootingWindows", "observe", "shooting_windows",
     "ShootingObjective", "ShootingGradient", "ShootingAdam", "StepResult", "FitHistory",
     "IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown",
-    "CALIBRATION_SECONDS", "initial_field",
+    "CALIBRATION_SECONDS", "initial_field", "stream_calibration",
 ]

@@ -9,19 +9,32 @@ from collections.abc import Sequence
 
 import torch
 
-from torch_ude.calibration import calibrate
+from torch_ude.calibration import Calibration, calibrate
 from torch_ude.field import HybridField
 from torch_ude.systems.base import System
 from torch_ude.systems.simulate import Recording
 
-__all__ = ["CALIBRATION_SECONDS", "initial_field"]
+__all__ = ["CALIBRATION_SECONDS", "initial_field", "stream_calibration"]
 
 #: Length of the calibration phase jet matching measures its scales on.
 CALIBRATION_SECONDS = 3.0
 
 
+def stream_calibration(rec: Recording) -> Calibration:
+    """Jet matching's calibration of the stream's first `CALIBRATION_SECONDS` (x_rms, s1, sigma_hat, ...).
+
+    Args:
+        rec: the 1 kHz stream (float64 samples).
+
+    Returns:
+        The `torch_ude.calibration.Calibration` of its head.
+    """
+    head = round(CALIBRATION_SECONDS * rec.fs)
+    return calibrate(torch.as_tensor(rec.y[:head]), rec.fs, torch.as_tensor(rec.segment[:head]))
+
+
 def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: Sequence[int] = (16, 16),
-                  dtype: torch.dtype = torch.float64) -> HybridField:
+                  dtype: torch.dtype = torch.float64, cal: Calibration | None = None) -> HybridField:
     """The field jet matching starts from for ``seed``: seeded weights, calibrated scales.
 
     Args:
@@ -31,12 +44,12 @@ def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: 
         seed: the run's seed.
         hidden: hidden widths of the tanh MLP.
         dtype: parameter dtype.
+        cal: the stream's `stream_calibration`, if already computed.
 
     Returns:
         The field, with ``in_scale = x_rms`` and ``out_scale = s1`` of the calibration.
     """
     field = HybridField.from_seed(system.known_field(case), seed, hidden=hidden, dtype=dtype)
-    head = round(CALIBRATION_SECONDS * rec.fs)
-    cal = calibrate(torch.as_tensor(rec.y[:head]), rec.fs, torch.as_tensor(rec.segment[:head]))
+    cal = stream_calibration(rec) if cal is None else cal
     field.set_scales(cal.x_rms.to(dtype), cal.s1.to(dtype))
     return field

@@ -17,6 +17,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
+from torch_ude.calibration import noise_adaptive_weight_decay
 from torch_ude.metrics import evaluate_field, evaluation_states
 from torch_ude.systems.base import System
 from torch_ude.systems.pendulum import SinglePendulum
@@ -24,7 +25,7 @@ from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import residual_figure, tensor_bytes, write_run_outputs
 
-from .initialization import initial_field
+from .initialization import initial_field, stream_calibration
 from .optimize import ShootingAdam
 from .shooting import ShootingObjective
 from .windows import ShootingWindows, observe, shooting_windows
@@ -124,20 +125,28 @@ class ShootingModule(L.LightningModule):
             torch's 0.999 lets the step size recover as the gradients shrink by orders
             of magnitude during the run (see RESULTS.md).
         backoff: learning-rate factor after a rejected (diverging) step.
-        weight_decay: decoupled weight decay of the network weights (AdamW); 0 is Adam.
+        weight_decay: decoupled weight decay of the network weights (AdamW) per unit
+            learning rate; 0 is Adam.
+        weight_decay_full_at: relative noise from which the full ``weight_decay``
+            applies; below it the decay falls like the squared measured noise
+            (`torch_ude.calibration.noise_adaptive_weight_decay`, jet matching's rule,
+            with sigma_rel of the stream's calibration). None keeps ``weight_decay``
+            constant.
         num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
     """
 
     def __init__(self, hidden: tuple[int, ...] = (16, 16), lr: float = 4e-2, lr_final: float | None = 1e-3,
                  fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
                  betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5, weight_decay: float = 0.0,
-                 num_threads: int | None = 1) -> None:
+                 weight_decay_full_at: float | None = None, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.hidden, self.lr, self.lr_final = tuple(hidden), float(lr), lr_final
         self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
         self.betas, self.backoff, self.num_threads = (float(betas[0]), float(betas[1])), float(backoff), num_threads
-        self.weight_decay = float(weight_decay)
+        if weight_decay_full_at is not None and not weight_decay_full_at > 0:
+            raise ValueError(f"weight_decay_full_at must be positive or null; got {weight_decay_full_at}.")
+        self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.save_hyperparameters()
         self.field = None
         self.objective: ShootingObjective | None = None
@@ -153,7 +162,9 @@ class ShootingModule(L.LightningModule):
             return
         dm = self.trainer.datamodule
         dm.setup(stage)
-        field = initial_field(dm.system, dm.case, dm.recording, dm.seed, hidden=self.hidden)
+        cal = stream_calibration(dm.recording)
+        field = initial_field(dm.system, dm.case, dm.recording, dm.seed, hidden=self.hidden, cal=cal)
+        decay = noise_adaptive_weight_decay(cal.sigma_rel, self.weight_decay, self.weight_decay_full_at)
         self.field = field
         self.objective = ShootingObjective(field, dm.windows, field.in_scale.clone() if self.normalize else None)
         iterations = self.trainer.max_steps
@@ -161,7 +172,7 @@ class ShootingModule(L.LightningModule):
             raise ValueError("the baseline needs trainer.max_steps (the number of Adam iterations) >= 1.")
         self.adam = ShootingAdam(self.objective, lr=self.lr, iterations=iterations, lr_final=self.lr_final,
                                  fit_states=self.fit_states, states_lr=self.states_lr, backoff=self.backoff,
-                                 betas=self.betas, weight_decay=self.weight_decay)
+                                 betas=self.betas, weight_decay=decay)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Adam optimizer of `ShootingAdam` (its schedule is stepped by `ShootingAdam.step`)."""
@@ -210,6 +221,7 @@ class ShootingModule(L.LightningModule):
             "sigma_hat": None, "m": None, "lambda2": None, "reject_rate": None,
             "updates": int(self.trainer.global_step), "wall_s": self.wall_s,
             "skipped_steps": self.adam.skipped, "tape_bytes": self.objective.tape.nbytes,
+            "weight_decay": self.adam.optimizer.param_groups[0]["weight_decay"],
             # trained tensors twice: the weights and states, and their gradients (same sizes)
             "state_bytes": tensor_bytes(self.objective.tape, self.objective.windows, self.adam.params,
                                         self.adam.params, self.adam.optimizer.state_dict()["state"],

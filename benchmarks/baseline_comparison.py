@@ -14,7 +14,9 @@ the ratios (Section 5.1, Table 2 of the jet-matching paper).
 Every run whose ``metrics.json`` already exists is reused unless ``--fresh`` (so the
 grid can be filled by several processes with different ``--levels`` and summarized
 at the end); the jet-matching runs are the noise sweep's (``benchmarks.jet_noise_sweep``,
-same config, streams and seeds).
+same config, streams and seeds). ``baseline_K40_wd`` is the K = 40 baseline with jet
+matching's noise-adaptive weight decay (``benchmarks.baseline_runs.VARIANTS``), the fair
+partner of our v2.
 Writes ``results/baseline_comparison/baseline_comparison.json``.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from benchmarks.baseline_runs import baseline_run
 from benchmarks.jet_noise_sweep import VARIANTS
 from benchmarks.jet_runs import RESULTS, fit, save, summarize
 
-TRAINERS = ("jet_v2", "jet_v2_paper", "baseline_K40", "baseline_K80")
+TRAINERS = ("jet_v2", "jet_v2_paper", "baseline_K40", "baseline_K80", "baseline_K40_wd")
 KEYS = ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")
 NAME = "baseline_comparison"
 
@@ -52,7 +54,8 @@ def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
     if trainer.startswith("jet_"):
         out = jet_run(trainer.removeprefix("jet_"), level, seed, reuse)
     else:
-        out = baseline_run(int(trainer.removeprefix("baseline_K")), level, seed, reuse=reuse)
+        steps, _, variant = trainer.removeprefix("baseline_K").partition("_")
+        out = baseline_run(int(steps), level, seed, reuse=reuse, variant=variant)
     return out | {"trainer": trainer}
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from baselines.initialization import initial_field
+from baselines.initialization import initial_field, stream_calibration
 from baselines.training import ShootingDataModule, ShootingModule
 from tests.baselines.helpers import Explosive
 from torch_ude import HybridField, SinglePendulum, load_field, simulate
@@ -48,6 +48,17 @@ def test_short_run_writes_the_shared_outputs_and_logs(tmp_path):
     acc.Reload()
     assert {"train/loss", "train/lr", "train/skipped", "eval/e_field", "eval/c_hat"} <= set(acc.Tags()["scalars"])
     assert "eval/residual" in acc.Tags()["images"]
+
+
+def test_noise_adaptive_weight_decay_follows_the_stream_calibration(tmp_path):
+    metrics = _fit(tmp_path, "--trainer.max_steps", "2", "--model.weight_decay", "0.1",
+                   "--model.weight_decay_full_at", "0.02")
+    rec = simulate(SinglePendulum(), 6.0, noise=0.01, seed=0)
+    sigma_rel = stream_calibration(rec).sigma_rel
+    assert 0.008 < sigma_rel < 0.012
+    assert metrics["weight_decay"] == pytest.approx(0.1 * (sigma_rel / 0.02) ** 2, rel=1e-12)
+    with pytest.raises(ValueError, match="weight_decay_full_at must be positive"):
+        _fit(tmp_path, "--model.weight_decay_full_at", "0")
 
 
 def test_double_pendulum_config_runs(tmp_path):
