@@ -75,6 +75,9 @@ class PEMStep:
             check passed, or ``""``.
         verify_switched: Gauss-Newton: windows that took a lower-cost cold-started solution in
             the final check after a stopping test fired (the stop is then cancelled).
+        trial_failed: Gauss-Newton: window solves that failed in the trial steps, their
+            cold-start checks and the final check (such a window is left out of that one
+            comparison; ``n_failed`` counts the solve the step is taken from).
     """
 
     loss: float
@@ -90,6 +93,7 @@ class PEMStep:
     check_rejected: int = 0
     stop: str = ""
     verify_switched: int = 0
+    trial_failed: int = 0
 
 
 def hypergradient_step(estimator: MovingHorizonEstimator, solutions: WindowSolutions, windows: Windows,
@@ -277,7 +281,8 @@ class PEMIdentifier:
         rec = PEMStep(float("nan") if rj is None else float(rj.loss.sum()), int(ok.sum()), sol.n_failed, applied,
                       float("nan") if rj is None else float(rj.gradient.norm()), sum(t.wall_s for t in solves),
                       hyper_s, float(sol.iterations.double().mean()), len(solves) + extra, switched,
-                      0 if step is None else step.check_rejected, self.stop_reason, verify_switched)
+                      0 if step is None else step.check_rejected, self.stop_reason, verify_switched,
+                      sum(s.n_failed for s in solves if s is not sol))
         self.history.append(rec)
         return rec
 

@@ -136,7 +136,7 @@ class PEMModule(L.LightningModule):
         self.estimator: MovingHorizonEstimator | None = None
         self.solver: WindowSolver | None = None
         self.starts: dict[int, Start | None] = {}
-        self.totals = {"failed": 0, "skipped": 0, "updates": 0}
+        self.totals = {"failed": 0, "failed_trials": 0, "skipped": 0, "updates": 0}
         self.lm = LevenbergMarquardt(damping)
         self.stopping = GaussNewtonStopping(ftol, patience, xtol, max_damping)
         self.losses: list[float] = []
@@ -236,7 +236,7 @@ class PEMModule(L.LightningModule):
         n_used, n_failed = int(ok.sum()), int(self._reduce(torch.tensor(float(sol.n_failed))))
         if n_used > 0 and not self.losses:
             self.losses.append(float(rj.loss.sum()))
-        applied, step = False, None
+        applied, step, trial_failed = False, None, []
         if not rj.is_finite():
             log.warning("Non-finite residual Jacobian; the Gauss-Newton step is skipped and alpha is left unchanged.")
         elif n_used > 0:
@@ -251,10 +251,13 @@ class PEMModule(L.LightningModule):
                 with torch.no_grad():
                     vector_to_parameters(alpha + delta, est.parameters())
                 trials.append(self.solver.solve(windows, [self.starts.get(i) for i in idx]))
+                trial_failed.append(trials[-1].n_failed)
                 return loss_of(trials[-1])
 
             def check() -> Tensor:
-                trials[-1] = lower_cost(est, windows, trials[-1], self.solver.solve(windows))[0]
+                cold = self.solver.solve(windows)
+                trial_failed.append(cold.n_failed)
+                trials[-1] = lower_cost(est, windows, trials[-1], cold)[0]
                 return loss_of(trials[-1])
 
             step = levenberg_marquardt_step(self.lm, rj, ok, evaluate, self.hparams.max_trials,
@@ -271,27 +274,32 @@ class PEMModule(L.LightningModule):
         if rj.is_finite() and n_used > 0:
             self.stop_reason = self.stopping.reason(self.losses, step.delta if applied else None, self.lm)
             if self.stop_reason and self.hparams.verify_starts > 0:
-                self._final_check(idx, windows, rows, self._solved[2] if applied else sol)
+                trial_failed.append(self._final_check(idx, windows, rows, self._solved[2] if applied else sol))
             if self.stop_reason:
                 log.info("Gauss-Newton stops: the %s test fired after %d accepted steps.", self.stop_reason,
                          len(self.losses) - 1)
                 self.trainer.should_stop = True
         self.optimizers().step()
         self.totals["failed"] += n_failed
+        self.totals["failed_trials"] += int(self._reduce(torch.tensor(float(sum(trial_failed)))))
         self.totals["skipped"] += int(not rj.is_finite())
         self.totals["updates"] += int(applied)
         loss = rj.loss.sum()
         self.last_loss = float(loss)
         self._log_step(loss, rj.gradient, n_used, n_failed, sol, hyper_s)
 
-    def _final_check(self, idx: list[int], windows: Windows, rows: int, current: WindowSolutions) -> None:
-        """Compare the local ``current`` solutions with `cold_solve`; any switch on any process cancels the stop."""
+    def _final_check(self, idx: list[int], windows: Windows, rows: int, current: WindowSolutions) -> int:
+        """Compare the local ``current`` solutions with `cold_solve`; any switch on any process cancels the stop.
+
+        Returns:
+            The local windows whose cold-started solves all failed.
+        """
         est = self.estimator
         cold, _ = cold_solve(self.solver, windows, self.hparams.verify_starts)
         best, took = lower_cost(est, windows, current, cold)
         switched = int(self._reduce(took.sum().to(torch.float64)))
         if switched == 0:
-            return
+            return cold.n_failed
         log.info("Final check: %d windows reached a lower MHE cost from cold starts; Gauss-Newton goes on.", switched)
         self.starts.update(zip(idx, best.starts))
         self._solved = (parameters_to_vector(est.parameters()).detach().clone(), idx, best)
@@ -299,6 +307,7 @@ class PEMModule(L.LightningModule):
         after[:len(idx)] = torch.where(best.ok, prediction_loss(est, best.point.stages(), windows)[0], 0.0)
         self.losses[-1] = float(self._gather(after).sum())
         self.stop_reason = ""
+        return cold.n_failed
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["levenberg_marquardt"] = {"mu": self.lm.mu, "nu": self.lm.nu, "scale": self.lm.scale,
@@ -313,6 +322,7 @@ class PEMModule(L.LightningModule):
     def _log_step(self, loss: Tensor, grad: Tensor, n_used: int, n_failed: int, sol, hyper_s: float) -> None:
         stats = {"train/J": float(loss), "train/grad_norm": float(grad.norm()), "train/n_used": float(n_used),
                  "train/n_failed": float(n_failed), "train/failed_total": float(self.totals["failed"]),
+                 "train/failed_trials_total": float(self.totals["failed_trials"]),
                  "train/skipped_total": float(self.totals["skipped"]),
                  "solver/wall_s": sol.wall_s, "solver/hypergradient_s": hyper_s,
                  "solver/ipopt_iterations": float(sol.iterations.double().mean()),

@@ -67,7 +67,8 @@ def write_pem_outputs(directory: str | Path, module, wall_s: float, rel_errors: 
     metrics.update({"trainer": "PEMModule", "J_final": module.last_loss, "parameters": module.parameter_values(),
                     "rel_errors": rel_errors,
                     "mean_rel_error": sum(rel_errors.values()) / len(rel_errors) if rel_errors else None,
-                    "failed_windows_total": module.totals["failed"], "skipped_steps": module.totals["skipped"],
+                    "failed_windows_total": module.totals["failed"],
+                    "failed_trial_windows_total": module.totals["failed_trials"], "skipped_steps": module.totals["skipped"],
                     "stop_reason": getattr(module, "stop_reason", "")})
     (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=2) + "\n")
     return {"field": out / "field.pt", "sidecar": out / "field.json", "metrics": out / "metrics.json"}

@@ -55,7 +55,7 @@ def test_gauss_newton_steps_lower_the_prediction_error_and_reuse_the_accepted_so
     solver = _CountingSolver(est, tmp_path)
     pem = PEMIdentifier(est, windows, solver, optimizer_name="gauss_newton")
     hist = pem.fit(4)
-    assert all(h.applied and h.n_failed == 0 for h in hist)
+    assert all(h.applied and h.n_failed == 0 and h.trial_failed == 0 for h in hist)
     assert all(b.loss < a.loss for a, b in zip(hist, hist[1:]))
     assert hist[-1].loss < 0.1 * hist[0].loss
     assert hist[0].evaluations >= 2 and solver.calls == sum(h.evaluations for h in hist)
@@ -98,6 +98,7 @@ def test_gauss_newton_rejects_trials_whose_windows_all_fail_and_keeps_alpha(tmp_
                         max_trials=2)
     step = pem.step()
     assert not step.applied and step.evaluations == 3 and pem.skipped == 0 and step.n_failed == 0
+    assert step.trial_failed == 2 * 3  # both trials, all 3 windows
     assert pem.lm.nu == 8.0  # two rejections: mu grew by 2, then by 4
     assert all(torch.equal(p.detach(), before[n]) for n, p in est.named_parameters())
 

@@ -35,6 +35,7 @@ def _fit(tmp_path, name, options=None, **trainer):
 def test_one_process_run_logs_to_tensorboard_and_writes_run_files(tmp_path):
     root, metrics = _fit(tmp_path, "one", devices=1)
     assert metrics["updates"] == 3 and metrics["failed_windows_total"] == 0 and metrics["e_field"] is None
+    assert metrics["failed_trial_windows_total"] == 0
     assert set(metrics["rel_errors"]) == set(SingleTrackVehicle().params.free_names)
     events = next(root.glob("tb/version_0/events.*"))
     acc = EventAccumulator(str(events))
@@ -52,6 +53,7 @@ def test_two_process_ddp_equals_one_process(optimizer, tmp_path):
     _, one = _fit(tmp_path, "one", {"optimizer": optimizer}, devices=1)
     _, two = _fit(tmp_path, "two", {"optimizer": optimizer}, devices=2, strategy="ddp_spawn")
     assert two["updates"] == one["updates"] == 3
+    assert two["failed_trial_windows_total"] == one["failed_trial_windows_total"]
     assert abs(two["J_final"] - one["J_final"]) <= 1e-9 * abs(one["J_final"])
     for name, value in one["parameters"].items():
         assert abs(two["parameters"][name] - value) <= 1e-9 * max(abs(value), 1e-12), name
