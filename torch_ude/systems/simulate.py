@@ -46,6 +46,11 @@ class Recording:
         return int(self.t.shape[0])
 
 
+def _numpy(value, dtype: type) -> np.ndarray:
+    """A copy of a tensor or array of a saved state as a numpy array of ``dtype``."""
+    return torch.as_tensor(value).numpy().astype(dtype, copy=True)
+
+
 class Simulator:
     """Stream a plant sampled at ``fs`` with Gaussian sensor noise, reproducible from a seed.
 
@@ -148,10 +153,10 @@ class Simulator:
         self._excite_rng.bit_generator.state = state["excite_rng"]
         self._noise_rng.bit_generator.state = state["noise_rng"]
         self._tick, self._segment_id = int(state["tick"]), int(state["segment_id"])
-        self._open = (np.array(state["open_state"], dtype=np.float64), int(state["open_left"]))
-        self._buffer_x = np.array(state["buffer_x"], dtype=np.float64)
-        self._buffer_seg = np.array(state["buffer_seg"], dtype=np.int64)
-        self.sigma = np.array(state["sigma"], dtype=np.float64)
+        self._open = (_numpy(state["open_state"], np.float64), int(state["open_left"]))
+        self._buffer_x = _numpy(state["buffer_x"], np.float64)
+        self._buffer_seg = _numpy(state["buffer_seg"], np.int64)
+        self.sigma = _numpy(state["sigma"], np.float64)
 
     def read(self, n_ticks: int) -> Recording:
         """Return the next ``n_ticks`` samples of the stream.
