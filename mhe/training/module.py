@@ -310,14 +310,18 @@ class PEMModule(L.LightningModule):
         return cold.n_failed
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Add the Levenberg-Marquardt state and the run's counters (failed windows, skipped steps)."""
         checkpoint["levenberg_marquardt"] = {"mu": self.lm.mu, "nu": self.lm.nu, "scale": self.lm.scale,
                                              "losses": list(self.losses)}
+        checkpoint["pem_totals"] = dict(self.totals)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Restore what `on_save_checkpoint` added, so a resumed run keeps counting where it stopped."""
         state = checkpoint.get("levenberg_marquardt")
         if state is not None:
             self.lm.mu, self.lm.nu = state["mu"], state["nu"]
             self.lm.scale, self.losses = state.get("scale"), list(state.get("losses", []))
+        self.totals.update(checkpoint.get("pem_totals", {}))
 
     def _log_step(self, loss: Tensor, grad: Tensor, n_used: int, n_failed: int, sol, hyper_s: float) -> None:
         stats = {"train/J": float(loss), "train/grad_norm": float(grad.norm()), "train/n_used": float(n_used),

@@ -57,3 +57,15 @@ def test_two_process_ddp_equals_one_process(optimizer, tmp_path):
     assert abs(two["J_final"] - one["J_final"]) <= 1e-9 * abs(one["J_final"])
     for name, value in one["parameters"].items():
         assert abs(two["parameters"][name] - value) <= 1e-9 * max(abs(value), 1e-12), name
+
+
+def test_checkpoint_keeps_the_solver_state_and_the_counters(tmp_path):
+    saved = _module(tmp_path, optimizer="gauss_newton")
+    saved.totals.update(failed=3, failed_trials=5, skipped=1, updates=7)
+    saved.lm.mu, saved.losses = 0.25, [2.0, 1.5]
+    checkpoint: dict = {}
+    saved.on_save_checkpoint(checkpoint)
+    resumed = _module(tmp_path, optimizer="gauss_newton")
+    resumed.on_load_checkpoint(checkpoint)
+    assert resumed.totals == {"failed": 3, "failed_trials": 5, "skipped": 1, "updates": 7}
+    assert resumed.lm.mu == 0.25 and resumed.losses == [2.0, 1.5]
