@@ -22,7 +22,6 @@ Writes ``results/baseline_comparison/baseline_comparison.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 
@@ -37,13 +36,9 @@ NAME = "baseline_comparison"
 
 def jet_run(variant: str, level: float, seed: int, reuse: bool) -> dict:
     """One jet-matching run's metrics: the noise sweep's run of ``variant`` (trained here if missing)."""
-    root = RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}"
-    done = root / "metrics.json"
-    if reuse and done.is_file():
-        m = json.loads(done.read_text())
-    else:
-        config, extra = VARIANTS[variant]
-        m = fit(config, root, seed, ["--data.noise", str(level), *extra])
+    config, extra = VARIANTS[variant]
+    m = fit(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed, ["--data.noise", str(level), *extra],
+            reuse=reuse)
     print(f"jet {variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
           f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)
     return {k: m[k] for k in KEYS} | {"noise": level, "seed": seed}

@@ -5,8 +5,6 @@ comparison and the K sweep share the runs they have in common.
 """
 from __future__ import annotations
 
-import json
-
 from benchmarks.jet_runs import RESULTS, fit
 
 __all__ = ["CONFIGS", "VARIANTS", "baseline_run"]
@@ -33,12 +31,8 @@ def baseline_run(steps: int, noise: float, seed: int, rate: float = 50.0, plant:
     """
     suffix = f"_{variant}" if variant else ""
     root = RESULTS / "baseline_runs" / f"{plant}_r{rate:g}_K{steps}_{noise}_{seed}{suffix}"
-    done = root / "metrics.json"
-    if reuse and done.is_file():
-        m = json.loads(done.read_text())
-    else:
-        m = fit(CONFIGS[plant], root, seed, ["--data.noise", str(noise), "--data.steps", str(steps),
-                                             "--data.rate", str(rate), *VARIANTS[variant]])
+    m = fit(CONFIGS[plant], root, seed, ["--data.noise", str(noise), "--data.steps", str(steps),
+                                         "--data.rate", str(rate), *VARIANTS[variant]], reuse=reuse)
     print(f"baseline{suffix} {plant} rate={rate:g} K={steps} noise={noise:.3f} seed={seed}: "
           f"e_field_visited={m['e_field_visited']:.5f} e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} "
           f"tape={m['tape_bytes'] / 1e6:.2f} MB wall={m['wall_s']:.0f}s", flush=True)

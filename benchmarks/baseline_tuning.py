@@ -14,7 +14,6 @@ Writes ``results/baseline_tuning/baseline_tuning.json``.
 from __future__ import annotations
 
 import argparse
-import json
 
 from benchmarks.baseline_runs import CONFIGS, baseline_run
 from benchmarks.jet_runs import RESULTS, fit, save, summarize
@@ -50,12 +49,10 @@ def main() -> None:
             continue
         runs = []
         for seed in args.seeds:
-            root = RESULTS / NAME / f"step{i}_{args.noise}_{seed}"
-            done = root / "metrics.json"
             if i == CONFIG_ROW:
                 m = baseline_run(40, args.noise, seed)
             else:
-                m = json.loads(done.read_text()) if done.is_file() else fit(CONFIGS["single"], root, seed, overrides)
+                m = fit(CONFIGS["single"], RESULTS / NAME / f"step{i}_{args.noise}_{seed}", seed, overrides, reuse=True)
             runs.append(m)
             print(f"[{i}] {name} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
                   f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f}", flush=True)

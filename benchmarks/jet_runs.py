@@ -13,7 +13,7 @@ __all__ = ["fit", "summarize", "save", "RESULTS"]
 RESULTS = Path("results")
 
 
-def fit(config: str, root: Path, seed: int, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+def fit(config: str, root: Path, seed: int, overrides: list[str] | tuple[str, ...] = (), reuse: bool = False) -> dict:
     """Run ``torch-ude fit`` in-process and return its ``metrics.json``.
 
     Args:
@@ -21,8 +21,11 @@ def fit(config: str, root: Path, seed: int, overrides: list[str] | tuple[str, ..
         root: run folder (outputs and TensorBoard logs).
         seed: ``seed_everything`` value.
         overrides: further CLI arguments, e.g. ``["--data.noise", "0.02"]``.
+        reuse: return the ``metrics.json`` of a finished run in ``root`` instead of training again.
     """
     root = Path(root)
+    if reuse and (root / "metrics.json").is_file():
+        return json.loads((root / "metrics.json").read_text())
     args = ["fit", "--config", config, "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false",
             "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root), *overrides]
     main(args)

@@ -14,7 +14,6 @@ Finished runs under ``results/jet_weight_decay/`` are reused. Writes
 from __future__ import annotations
 
 import argparse
-import json
 
 from benchmarks.jet_cases import CONFIGS
 from benchmarks.jet_runs import RESULTS, fit, save, summarize
@@ -40,11 +39,10 @@ def main() -> None:
             runs = []
             for seed in seeds:
                 root = RESULTS / NAME / f"{case}_wd{decay:g}_{rule}_n{args.noise:g}_{seed}"
-                done = root / "metrics.json"
                 extra = ["--data.noise", str(args.noise), "--model.weight_decay", str(decay)]
                 if args.constant:
                     extra += ["--model.weight_decay_full_at", "null"]
-                m = json.loads(done.read_text()) if done.is_file() else fit(CONFIGS[case], root, seed, extra)
+                m = fit(CONFIGS[case], root, seed, extra, reuse=True)
                 runs.append(m)
                 rows.append({"case": case, "decay": decay, "seed": seed, "noise": args.noise, "rule": rule,
                              **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat")},

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from mhe import GaussNewtonStopping, PEMIdentifier, WindowSolver, prediction_loss
+from mhe import GaussNewtonStopping, PEMIdentifier, WindowSolver, lower_cost, prediction_loss
 from mhe.racing import RacingData, perturbed_values, relative_errors
-from mhe_vehicle_recovery import make_estimator
+from mhe_vehicle_recovery import ARRIVAL_BOUNDS, make_estimator
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     data = RacingData()
     windows = data.windows()
-    bounds = None if args.old else {"hidden": {1: (-1.0, 1.0)}, "margin": 0.1, "std_range": (0.05, 10.0)}
+    bounds = None if args.old else ARRIVAL_BOUNDS
     est = make_estimator(perturbed_values(0.5, args.seed, fixed={"Er": 0.0}), data, bounds=bounds)
     stopping = GaussNewtonStopping(0.0, 1, 0.0, 0.0) if args.old else GaussNewtonStopping()
     rows = []
@@ -54,12 +54,10 @@ def main() -> None:
                    "wall_s": time.perf_counter() - t0}
             if (i + 1) % args.every == 0 or rec.stop:
                 warm, cold = solver.solve(windows, pem.starts), solver.solve(windows)
-                both = warm.ok & cold.ok
-                cw, cc = (est.objective(s.point.stages(), windows).detach() for s in (warm, cold))
                 lw, lc = (prediction_loss(est, s.point.stages(), windows)[0].detach() for s in (warm, cold))
                 row.update(J_warm=float(lw[warm.ok].sum()), J_cold=float(lc[cold.ok].sum()),
-                           windows_cold_lower_cost=int((both & (cc < cw - 1e-9 * cw.abs())).sum()),
-                           windows_warm_lower_cost=int((both & (cw < cc - 1e-9 * cc.abs())).sum()),
+                           windows_cold_lower_cost=int((lower_cost(est, windows, warm, cold)[1] & warm.ok).sum()),
+                           windows_warm_lower_cost=int((lower_cost(est, windows, cold, warm)[1] & cold.ok).sum()),
                            failed_warm=warm.n_failed, failed_cold=cold.n_failed)
                 print(json.dumps({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}),
                       flush=True)

@@ -37,6 +37,9 @@ from mhe.pem import OPTIMIZERS
 from mhe.racing import MEASURED, RacingData, perturbed_values, relative_errors
 
 ARRIVAL_MEAN = (1.5, 0.0, 0.0)
+#: `mhe.arrival_bounds` keywords of ``--arrival-bounds`` by default: s_bar_vy in +-1 m/s, 10 % margin,
+#: sigma within 0.05-10 times the box width.
+ARRIVAL_BOUNDS = {"hidden": {1: (-1.0, 1.0)}, "margin": 0.1, "std_range": (0.05, 10.0)}
 
 
 def make_estimator(values: dict[str, float], data: RacingData, identify=IDENTIFIED,
@@ -96,9 +99,10 @@ def main() -> None:
     ap.add_argument("--arrival-bounds", action="store_true",
                     help="bound s_bar to the data's range of vx, omega and --hidden-box for vy, sigma to "
                          "--arrival-std-range times that width (mhe.arrival_bounds)")
-    ap.add_argument("--hidden-box", type=float, nargs=2, default=(-1.0, 1.0), help="box of s_bar_vy in m/s")
-    ap.add_argument("--arrival-margin", type=float, default=0.1)
-    ap.add_argument("--arrival-std-range", type=float, nargs=2, default=(0.05, 10.0))
+    ap.add_argument("--hidden-box", type=float, nargs=2, default=ARRIVAL_BOUNDS["hidden"][1],
+                    help="box of s_bar_vy in m/s")
+    ap.add_argument("--arrival-margin", type=float, default=ARRIVAL_BOUNDS["margin"])
+    ap.add_argument("--arrival-std-range", type=float, nargs=2, default=ARRIVAL_BOUNDS["std_range"])
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--factor", type=float, default=0.5, help="relative offset of the start values")
     ap.add_argument("--seed", type=int, default=0, help="seed of the signs of the start offsets")
