@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
 from torch import Tensor
 
 __all__ = ["rk4_step", "rk4_rollout"]
