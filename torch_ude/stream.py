@@ -9,28 +9,42 @@ at rate ``fs``). The pipeline
    ``s``, forms the window of 11 taps ``m`` apart that ends at that tick (full-rate
    phase sampling; the v1 mode uses ``s = m``, decimated windows);
 3. rejects and counts windows with a non-finite tap (``nonfinite``), windows that
-   straddle a gap or a segment boundary (``boundary``), and windows failing the
+   straddle a long gap or a segment boundary (``boundary``), and windows failing the
    misfit gate of Eq. (27) (``misfit``);
 4. offers accepted SG jets to a fixed-capacity `SampleBuffer`.
 
-Ticks that do not increase are dropped and counted (``out_of_order``); a tick that
-skips ahead is a gap (``gaps``). Everything is float64 on the host.
+Stream semantics (the C port in ``microcontroller/`` mirrors them sample by sample):
+
+* Ticks that do not increase are dropped and counted (``out_of_order``).
+* A tick that skips ahead is a gap (``gaps`` counts every one). A gap of at most
+  ``max_bridge`` missing ticks inside one segment is *bridged*: the missing samples
+  are filled by linear interpolation between the samples on either side (``bridged``
+  counts the filled samples; a channel whose neighbour is NaN/Inf is filled with NaN,
+  so windows tapping it are rejected as ``nonfinite``). At 1 kHz a 5-tick bridge is
+  off the true signal by at most ``(6 ms)^2 / 8 * |x''|``, far below the sensor noise of
+  the plants here, so an isolated dropped sample costs no window. A longer gap
+  (``long_gaps``) starts a new segment: no window straddles it.
+* Bridged samples are never used for the noise estimate (they are smoother than
+  real ones).
+
+Everything is float64 on the host.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
 
-from .calibration import Calibration, calibrate, valid_windows
+from .calibration import CALIBRATION_M0, Calibration, calibrate, valid_windows
 from .gate import QualityGate
 from .reservoir import SampleBuffer
 from .savgol import SavitzkyGolay
 
 __all__ = ["StreamSettings", "StreamEstimator"]
 
-_COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "windows",
+_COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows",
              "nonfinite", "boundary", "misfit", "accepted")
 
 
@@ -40,19 +54,25 @@ class StreamSettings:
 
     Attributes:
         half_width: SG half width M (window of 2M + 1 taps).
-        order: SG polynomial order P.
+        order: SG polynomial order P (>= 2 for the second derivative; 2M + 1 >= P + 2
+            so that the misfit projection R of Eq. (27) is not zero).
         stride: window stride s in ticks; None means s = m (v1 decimated windows).
         calibration_s: length of the calibration phase in s.
         m: fixed tap spacing, or None for the adaptive time scale of Eq. (24).
         m_max: largest adaptive tap spacing.
-        dt_scale: constant of Eq. (24).
-        lambda2: second-order weight lambda2^0.
+        dt_scale: constant of Eq. (24) (> 0).
+        lambda2: second-order weight lambda2^0 (>= 0).
         snr_gate: gate lambda2 by the SNR of Eq. (25)-(26).
-        snr_threshold: tau_SNR.
+        snr_threshold: tau_SNR (>= 0).
         quality_gate: apply the misfit gate of Eq. (27).
         gate_factor, gate_floor, gate_history: the gate's constants and median length.
         buffer: ``"reservoir"`` or ``"fifo"`` (v1).
         capacity: buffer capacity B.
+        max_bridge: the longest gap, in missing ticks, bridged by linear interpolation
+            (0: every gap starts a new segment).
+        outlier_threshold: the calibration's outlier screen for the noise estimate, in
+            robust standard deviations (`torch_ude.calibration.screen_outliers`); None
+            turns the screen off (the paper's plain Eq. (23)).
     """
 
     half_width: int = 5
@@ -71,23 +91,71 @@ class StreamSettings:
     gate_history: int = 101
     buffer: str = "reservoir"
     capacity: int = 4096
+    max_bridge: int = 5
+    outlier_threshold: float | None = 5.0
 
     def validate(self) -> None:
-        """Raise ValueError for impossible settings."""
-        if self.stride is not None and self.stride < 1:
-            raise ValueError(f"stride must be >= 1 (or null for s = m); got {self.stride}.")
-        if self.m is not None and not 1 <= self.m <= self.m_max:
-            raise ValueError(f"m must be an integer in [1, m_max = {self.m_max}]; got {self.m}.")
-        if self.m_max < 1:
-            raise ValueError(f"m_max must be >= 1; got {self.m_max}.")
-        if self.capacity < 1:
-            raise ValueError(f"capacity (B) must be >= 1; got {self.capacity}.")
-        if not self.calibration_s > 0:
-            raise ValueError(f"calibration_s must be positive (seconds); got {self.calibration_s}.")
+        """Check every setting before any work.
+
+        Raises:
+            TypeError: for a setting of the wrong type.
+            ValueError: for an impossible value; the message names the setting, what it
+                must be, what was given and the fix.
+        """
+        def integer(name: str, low: int, optional: bool = False) -> None:
+            value = getattr(self, name)
+            if optional and value is None:
+                return
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"stream.{name} must be an integer; got {value!r}.")
+            if value < low:
+                raise ValueError(f"stream.{name} must be >= {low}; got {value}.")
+
+        def number(name: str, positive: bool, optional: bool = False) -> None:
+            value = getattr(self, name)
+            if optional and value is None:
+                return
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"stream.{name} must be a number; got {value!r}.")
+            if not math.isfinite(value) or value < 0 or (positive and value == 0):
+                raise ValueError(f"stream.{name} must be a finite number {'> 0' if positive else '>= 0'}; "
+                                 f"got {value}.")
+
+        for name, low in (("half_width", 1), ("order", 2), ("m_max", 1), ("gate_history", 1),
+                          ("capacity", 1), ("max_bridge", 0)):
+            integer(name, low)
+        integer("stride", 1, optional=True)
+        for name, positive in (("calibration_s", True), ("dt_scale", True), ("lambda2", False),
+                               ("snr_threshold", False), ("gate_factor", True), ("gate_floor", False)):
+            number(name, positive)
+        number("outlier_threshold", True, optional=True)
+        if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int)
+                                   or not 1 <= self.m <= self.m_max):
+            raise ValueError(f"stream.m must be an integer in [1, m_max = {self.m_max}]; got {self.m}.")
         if self.buffer not in ("reservoir", "fifo"):
-            raise ValueError(f"buffer must be 'reservoir' or 'fifo'; got {self.buffer!r}.")
-        if 2 * self.half_width + 1 <= self.order:
-            raise ValueError(f"an SG window of {2 * self.half_width + 1} taps cannot fit order {self.order}.")
+            raise ValueError(f"stream.buffer must be 'reservoir' or 'fifo'; got {self.buffer!r}.")
+        if 2 * self.half_width + 1 < self.order + 2:
+            raise ValueError(
+                f"an SG window of 2M+1 = {2 * self.half_width + 1} taps (half_width {self.half_width}) cannot fit "
+                f"order {self.order} and still measure a misfit (Eq. 27 needs 2M+1 >= P+2); raise "
+                f"stream.half_width to at least {math.ceil((self.order + 1) / 2)} or lower stream.order.")
+
+    def calibration_ticks(self, fs: float) -> int:
+        """Samples in the calibration phase at rate ``fs``, after checking they hold a window.
+
+        Raises:
+            ValueError: if the phase is shorter than one SG window at the first tap spacing
+                the calibration uses (``m``, or ``min(40, m_max)`` when adaptive).
+        """
+        ticks = round(self.calibration_s * fs)
+        first_m = self.m if self.m is not None else min(CALIBRATION_M0, self.m_max)
+        need = 2 * self.half_width * first_m + 1
+        if ticks < need:
+            raise ValueError(
+                f"stream.calibration_s = {self.calibration_s} s holds {ticks} samples at {fs:g} Hz, fewer than the "
+                f"{need} samples of one SG window at tap spacing m = {first_m}; lengthen stream.calibration_s to at "
+                f"least {need / fs:.3f} s.")
+        return ticks
 
 
 torch.serialization.add_safe_globals([StreamSettings])  # checkpoints store it in the module's hyperparameters
@@ -105,18 +173,24 @@ class StreamEstimator:
     Attributes:
         calibration: the `Calibration` once the calibration phase is over, else None.
         counters: event counts (see module doc).
+
+    Raises:
+        ValueError, TypeError: for impossible settings (checked before any sample).
     """
 
     def __init__(self, n_states: int, fs: float, settings: StreamSettings | None = None, seed: int = 0) -> None:
-        if not fs > 0:
+        if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
             raise ValueError(f"fs (the sample rate in Hz) must be positive; got {fs!r}.")
+        if isinstance(n_states, bool) or not isinstance(n_states, int) or n_states < 1:
+            raise ValueError(f"n_states must be a positive integer; got {n_states!r}.")
         self.settings = settings or StreamSettings()
         self.settings.validate()
         self.n, self.fs, self.seed = int(n_states), float(fs), int(seed)
         self.sg = SavitzkyGolay(self.settings.half_width, self.settings.order)
-        self._cal_len = max(round(self.settings.calibration_s * self.fs), self.sg.taps)
+        self._cal_len = self.settings.calibration_ticks(self.fs)
         self._cal_y = torch.empty(self._cal_len, self.n, dtype=torch.float64)
         self._cal_seg = torch.empty(self._cal_len, dtype=torch.int64)
+        self._cal_bridged = torch.zeros(self._cal_len, dtype=torch.bool)
         self._cal_fill = 0
         self.calibration: Calibration | None = None
         self.buffer: SampleBuffer | None = None
@@ -124,6 +198,7 @@ class StreamEstimator:
         self._hist_y = torch.empty(0, self.n, dtype=torch.float64)
         self._hist_seg = torch.empty(0, dtype=torch.int64)
         self._last_tick: int | None = None
+        self._last_y: Tensor | None = None  # the newest arrived sample, (n,)
         self._last_key: tuple[int, int] | None = None  # (segment id given, break count)
         self._breaks = 0
         self.counters = dict.fromkeys(_COUNTERS, 0)
@@ -152,7 +227,14 @@ class StreamEstimator:
         return self.buffer is not None and self.buffer.full
 
     def reject_rate(self) -> float:
-        """Fraction of windows that reached the misfit gate and were rejected by it."""
+        """Fraction of all windows formed after calibration that were rejected, for any reason
+
+        (a non-finite tap, a long gap or segment boundary, or the misfit gate); 0 before any window."""
+        c = self.counters
+        return (c["windows"] - c["accepted"]) / c["windows"] if c["windows"] else 0.0
+
+    def misfit_rate(self) -> float:
+        """Fraction of the windows that reached the misfit gate (Eq. 27) and failed it."""
         reached = self.counters["misfit"] + self.counters["accepted"]
         return self.counters["misfit"] / reached if reached else 0.0
 
@@ -164,9 +246,10 @@ class StreamEstimator:
             y: samples, shape (k, n) or (n,) for one sample, floating point; NaN/Inf
                 samples are allowed and counted (windows touching them are rejected).
             ticks: integer sample indices, shape (k,); default: consecutive after the
-                last tick (starting at 0).
+                last tick (starting at 0). Ticks that do not increase are dropped; short
+                gaps are bridged, long ones start a new segment (module doc).
             segment: optional segment ids, shape (k,); a change starts a new segment
-                (e.g. a re-excitation), like a gap.
+                (e.g. a re-excitation), like a long gap.
 
         Returns:
             Number of jet samples accepted into the buffer.
@@ -177,20 +260,20 @@ class StreamEstimator:
         y, ticks, segment = self._check_chunk(y, ticks, segment)
         if y.shape[0] == 0:
             return 0
-        seg_eff = self._segment_keys(ticks, segment)
         self.counters["nonfinite_samples"] += int((~torch.isfinite(y)).any(dim=1).sum())
         self.counters["samples"] += int(y.shape[0])
+        y, ticks, keys, bridged = self._bridge(y, ticks, segment)
         accepted = 0
         if self.calibration is None:
             take = min(self._cal_len - self._cal_fill, y.shape[0])
-            self._cal_y[self._cal_fill : self._cal_fill + take] = y[:take]
-            self._cal_seg[self._cal_fill : self._cal_fill + take] = seg_eff[:take]
+            window = slice(self._cal_fill, self._cal_fill + take)
+            self._cal_y[window], self._cal_seg[window], self._cal_bridged[window] = y[:take], keys[:take], bridged[:take]
             self._cal_fill += take
             if self._cal_fill == self._cal_len:
                 self._finish_calibration()
-            y, ticks, seg_eff = y[take:], ticks[take:], seg_eff[take:]
+            y, ticks, keys = y[take:], ticks[take:], keys[take:]
         if self.calibration is not None and y.shape[0]:
-            accepted = self._stream(y, ticks, seg_eff)
+            accepted = self._stream(y, ticks, keys)
         return accepted
 
     def _check_chunk(self, y: Tensor, ticks: Tensor | None, segment: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -221,26 +304,54 @@ class StreamEstimator:
             y, ticks, segment = y[ok], ticks[ok], segment[ok]
         return y.to(torch.float64), ticks, segment
 
-    def _segment_keys(self, ticks: Tensor, segment: Tensor) -> Tensor:
-        """Monotone segment keys: a new key at every gap or change of the given segment id."""
-        prev_tick = torch.cat((torch.tensor([ticks[0] - 1 if self._last_tick is None else self._last_tick]),
-                               ticks[:-1]))
-        first_seg = segment[0] if self._last_key is None else torch.tensor(self._last_key[0])
-        prev_seg = torch.cat((first_seg.reshape(1), segment[:-1]))
-        gap = ticks - prev_tick != 1
-        change = (segment != prev_seg) | gap
+    def _bridge(self, y: Tensor, ticks: Tensor, segment: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Fill short gaps and key the segments (module doc).
+
+        Args:
+            y, ticks, segment: the arrived samples (k, n), (k,), (k,), ticks increasing.
+
+        Returns:
+            ``(y, ticks, keys, bridged)`` with the filled samples inserted: shapes (k', n),
+            (k',), (k',) monotone segment keys, (k',) True where a sample was filled.
+        """
+        first = self._last_tick is None
+        prev_tick = torch.cat((ticks[:1] - 1 if first else torch.tensor([self._last_tick]), ticks[:-1]))
+        prev_seg = torch.cat((segment[:1] if first else torch.tensor([self._last_key[0]]), segment[:-1]))
+        prev_y = torch.cat((y[:1] if first else self._last_y.unsqueeze(0), y[:-1]))
+        step = ticks - prev_tick
+        same = segment == prev_seg
+        gap = step > 1
+        long = gap & same & (step - 1 > self.settings.max_bridge)
+        bridge = gap & same & ~long  # a gap at a segment change is not filled: a new segment starts anyway
+        breaks = ~same | long
         self.counters["gaps"] += int(gap.sum())
-        keys = self._breaks + torch.cumsum(change.to(torch.int64), 0)
+        self.counters["long_gaps"] += int(long.sum())
+        self._last_tick, self._last_y = int(ticks[-1]), y[-1].clone()
+        if bool(bridge.any()):
+            reps = torch.where(bridge, step, torch.ones_like(step))
+            self.counters["bridged"] += int((reps - 1).sum())
+            src = torch.repeat_interleave(torch.arange(ticks.shape[0]), reps)
+            ends = torch.cumsum(reps, 0)
+            j = torch.arange(int(ends[-1])) - (ends - reps)[src] + 1  # 1..reps within each group
+            filled = j < reps[src]
+            frac = (j.to(torch.float64) / reps[src].to(torch.float64)).unsqueeze(1)
+            lo, hi = prev_y[src], y[src]
+            y = torch.where(filled.unsqueeze(1), lo + (hi - lo) * frac, hi)
+            ticks = ticks[src] - (reps[src] - j)
+            breaks = breaks[src] & (j == 1)
+        else:
+            filled = torch.zeros(ticks.shape[0], dtype=torch.bool)
+        keys = self._breaks + torch.cumsum(breaks.to(torch.int64), 0)
         self._breaks = int(keys[-1])
-        self._last_tick = int(ticks[-1])
         self._last_key = (int(segment[-1]), self._breaks)
-        return keys
+        return y, ticks, keys, filled
 
     def _finish_calibration(self) -> None:
         st = self.settings
         self.calibration = calibrate(
             self._cal_y, self.fs, self._cal_seg, self.sg, m=st.m, m_max=st.m_max, dt_scale=st.dt_scale,
-            lambda2_0=st.lambda2, snr_threshold=st.snr_threshold, gate_lambda2=st.snr_gate)
+            lambda2_0=st.lambda2, snr_threshold=st.snr_threshold, gate_lambda2=st.snr_gate,
+            bridged=self._cal_bridged, outlier_threshold=st.outlier_threshold)
         self.buffer = SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed)
         self.gate = QualityGate(self.n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate)
         # warm the gate's running median on the calibration record
@@ -289,6 +400,8 @@ class StreamEstimator:
         return {
             "settings": asdict(self.settings), "n": self.n, "fs": self.fs, "seed": self.seed,
             "cal_y": self._cal_y.clone(), "cal_seg": self._cal_seg.clone(), "cal_fill": self._cal_fill,
+            "cal_bridged": self._cal_bridged.clone(),
+            "last_y": None if self._last_y is None else self._last_y.clone(),
             "calibration": None if self.calibration is None else asdict(self.calibration),
             "buffer": None if self.buffer is None else self.buffer.state_dict(),
             "gate": None if self.gate is None else self.gate.state_dict(),
@@ -303,7 +416,9 @@ class StreamEstimator:
         est = cls(state["n"], state["fs"], StreamSettings(**state["settings"]), state["seed"])
         est._cal_y.copy_(state["cal_y"])
         est._cal_seg.copy_(state["cal_seg"])
+        est._cal_bridged.copy_(state["cal_bridged"])
         est._cal_fill = state["cal_fill"]
+        est._last_y = None if state["last_y"] is None else state["last_y"].clone()
         if state["calibration"] is not None:
             est.calibration = Calibration(**state["calibration"])
             st = est.settings

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from torch_ude import HybridField, SinglePendulum, simulate
-from torch_ude.calibration import calibrate, noise_adaptive_weight_decay
+from torch_ude.calibration import calibrate, noise_adaptive_weight_decay, screen_outliers
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +90,63 @@ def test_weight_decay_falls_with_the_squared_noise_below_full_and_is_constant_ab
     for bad in ((float("nan"), 1.0, 0.01), (0.01, -1.0, 0.01), (0.01, 1.0, 0.0), (-0.1, 1.0, 0.01)):
         with pytest.raises(ValueError):
             noise_adaptive_weight_decay(*bad)
+
+
+def _spiky(plant, noise, seed, spike_rate):
+    from torch_ude.systems import SensorFaults
+
+    rec = simulate(plant, 3.0, noise=noise, seed=seed)
+    faults = SensorFaults(spike_rate=spike_rate, spike_scale=100.0, seed=seed)
+    y, _, seg = faults.apply(rec, np.arange(len(rec)))
+    return torch.as_tensor(y), torch.as_tensor(seg), rec.sigma
+
+
+@pytest.mark.parametrize("plant", ["single", "double"])
+def test_noise_estimate_is_unbiased_with_and_without_spikes(plant):
+    from torch_ude import DoublePendulum
+
+    system = SinglePendulum() if plant == "single" else DoublePendulum()
+    for spike_rate in (0.0, 0.05):
+        ratios, plain = [], []
+        for seed in range(3):
+            y, seg, sigma = _spiky(system, 0.01, seed, spike_rate)
+            ratios.append(calibrate(y, 1000.0, seg).sigma.numpy() / sigma)
+            plain.append(calibrate(y, 1000.0, seg, outlier_threshold=None).sigma.numpy() / sigma)
+        bias = np.mean(ratios, axis=0) - 1.0
+        assert np.all(np.abs(bias) < 0.04), (spike_rate, bias)
+        if spike_rate:  # the paper's plain Eq. (23), a mean of squares, is ruined by the spikes
+            assert np.all(np.mean(plain, axis=0) > 5.0)
+        else:  # and without spikes the screen changes nothing
+            assert np.allclose(ratios, plain)
+
+
+def test_spikes_do_not_inflate_the_scales_or_shorten_m(record):
+    y, seg, _ = record
+    spiky, seg2, _ = _spiky(SinglePendulum(), 0.01, 0, 0.05)
+    clean, dirty = calibrate(y, 1000.0, seg), calibrate(spiky, 1000.0, seg2)
+    assert torch.allclose(dirty.s2, clean.s2, rtol=0.05) and abs(dirty.m - clean.m) <= 2
+
+
+def test_outlier_screen_flags_spikes_and_not_gaussian_noise():
+    gen = torch.Generator().manual_seed(1)
+    y = torch.randn(200_000, 2, generator=gen)
+    seg = torch.zeros(200_000, dtype=torch.int64)
+    assert int(screen_outliers(y, seg).sum()) <= 2  # a 5-sigma screen: about 1 false flag in 10^6 samples
+    y = y[:20_000]
+    y[[100, 200, 5000], [0, 0, 1]] += 40.0
+    flagged = screen_outliers(y, seg[:20_000])
+    assert flagged[[100, 200, 5000]].all() and int(flagged.sum()) == 3
+    y[[7000, 7001], 1] += 40.0  # two spikes side by side also flag (harmlessly) their next neighbours
+    assert screen_outliers(y, seg[:20_000])[6999:7003].all()
+    assert not screen_outliers(torch.zeros(100, 2), seg[:100]).any()  # a constant signal: nothing to flag
+
+
+def test_bridged_samples_are_left_out_of_the_noise_estimate(record):
+    y, seg, rec = record
+    bridged = (torch.arange(y.shape[0]) // 40) % 2 == 1  # every other block of 40 samples
+    smooth = y.clone()
+    smooth[bridged] = ((y.roll(1, 0) + y + y.roll(-1, 0)) / 3.0)[bridged]  # filled samples are smoother
+    # the filled samples do not enter the estimate at all, and would have lowered it
+    assert torch.equal(calibrate(smooth, 1000.0, seg, bridged=bridged).sigma,
+                       calibrate(y, 1000.0, seg, bridged=bridged).sigma)
+    assert torch.all(calibrate(smooth, 1000.0, seg).sigma < 0.9 * calibrate(y, 1000.0, seg).sigma)

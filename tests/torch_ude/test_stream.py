@@ -133,3 +133,115 @@ def test_bad_chunks_and_settings_are_errors():
         StreamSettings(capacity=0).validate()
     with pytest.raises(ValueError, match="fs"):
         StreamEstimator(2, 0.0)
+
+
+def _drop(rng, n, rate):
+    keep = rng.random(n) >= rate
+    keep[:1] = True
+    return keep
+
+
+def test_short_gaps_are_bridged_by_linear_interpolation():
+    est = StreamEstimator(1, FS, _settings(calibration_s=0.2, m=2, max_bridge=3))
+    y = torch.tensor([[0.0], [1.0], [5.0], [6.0], [float("nan")], [20.0]])
+    est.push(y, torch.tensor([0, 1, 5, 6, 8, 20]))
+    c = est.counters
+    # 1 -> 5 misses ticks 2, 3, 4 (bridged); 6 -> 8 misses 7 (bridged with NaN); 8 -> 20 is a long gap
+    assert c["gaps"] == 3 and c["long_gaps"] == 1 and c["bridged"] == 4
+    got = est._cal_y[: est._cal_fill, 0]
+    expect = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, float("nan"), float("nan"), 20.0])
+    assert torch.equal(torch.isnan(got), torch.isnan(expect))
+    assert torch.allclose(got[~torch.isnan(got)], expect[~torch.isnan(expect)])
+    assert est._cal_bridged[: est._cal_fill].tolist() == [False, False, True, True, True, False, False, True,
+                                                          False, False]
+    assert est._cal_seg[: est._cal_fill].tolist() == [0] * 9 + [1]
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.05])
+def test_independent_drops_cost_almost_no_windows(rec, rate):
+    keep = _drop(np.random.default_rng(1), 8000, rate)
+    y, ticks = torch.as_tensor(rec.y[keep]), torch.as_tensor(np.flatnonzero(keep))
+    est = StreamEstimator(2, FS, _settings(capacity=10_000))
+    _feed(est, y, ticks)
+    c = est.counters
+    assert c["gaps"] > 0 and c["long_gaps"] == 0 and c["bridged"] == 8000 - int(keep.sum())
+    # every window ending at a tick divisible by 5 is formed and accepted, as on the clean stream
+    assert c["windows"] == (8000 - 1000) // 5 and c["accepted"] == c["windows"]
+    assert _target_error(est) < 2e-5
+    # without bridging (the old behaviour) most windows straddle a gap and are lost, and at
+    # 5 % drops no segment of the calibration record is long enough for one window
+    old = StreamEstimator(2, FS, _settings(capacity=10_000, max_bridge=0))
+    if rate == 0.05:
+        with pytest.raises(ValueError, match="no complete SG window"):
+            _feed(old, y, ticks)
+    else:
+        _feed(old, y, ticks)
+        assert old.counters["accepted"] < 0.5 * c["accepted"]
+
+
+def test_long_dropouts_start_new_segments(rec):
+    keep = np.ones(8000, dtype=bool)
+    keep[4000:4200] = False  # 200 ms dropout
+    keep[6000:6006] = False  # 6 missing ticks: one more than max_bridge = 5
+    y, ticks = torch.as_tensor(rec.y[keep]), torch.as_tensor(np.flatnonzero(keep))
+    est = StreamEstimator(2, FS, _settings(capacity=10_000))
+    _feed(est, y, ticks)
+    c = est.counters
+    assert c["gaps"] == c["long_gaps"] == 2 and c["bridged"] == 0 and c["boundary"] > 0
+    assert _target_error(est) < 1e-5  # no window straddles a long gap
+
+
+def test_drops_one_sample_at_a_time_equal_chunks(rec):
+    keep = _drop(np.random.default_rng(2), 3000, 0.03)
+    y, ticks = torch.as_tensor(rec.y[:3000][keep]), torch.as_tensor(np.flatnonzero(keep))
+    a, b = StreamEstimator(2, FS, _settings()), StreamEstimator(2, FS, _settings())
+    _feed(a, y, ticks, chunk=37)
+    for i in range(y.shape[0]):
+        b.push(y[i], ticks[i : i + 1])
+    assert a.counters == b.counters and torch.equal(a.buffer.data, b.buffer.data)
+
+
+def test_reject_rate_counts_every_rejection(rec):
+    y = torch.as_tensor(rec.y).clone()
+    y[2000::7, 0] = float("nan")  # a NaN every 7 ticks: most windows tap one
+    est = StreamEstimator(2, FS, _settings(capacity=10_000))
+    _feed(est, y)
+    c = est.counters
+    assert c["nonfinite"] > 0.4 * c["windows"]
+    assert est.reject_rate() == pytest.approx((c["windows"] - c["accepted"]) / c["windows"])
+    assert est.reject_rate() > 0.4 and est.misfit_rate() < 0.01
+
+
+def test_state_dict_round_trip_inside_a_bridged_gap(rec):
+    keep = _drop(np.random.default_rng(3), 8000, 0.02)
+    y, ticks = torch.as_tensor(rec.y[keep]), torch.as_tensor(np.flatnonzero(keep))
+    a = StreamEstimator(2, FS, _settings(capacity=300))
+    _feed(a, y[:4000], ticks[:4000])
+    b = StreamEstimator.from_state_dict(a.state_dict())
+    _feed(a, y[4000:], ticks[4000:])
+    _feed(b, y[4000:], ticks[4000:])
+    assert a.counters == b.counters and torch.equal(a.buffer.data, b.buffer.data)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(half_width=2, order=4), ValueError, "2M\\+1 >= P\\+2.*half_width to at least 3"),
+    (dict(order=1), ValueError, "stream.order must be >= 2"),
+    (dict(gate_history=0), ValueError, "stream.gate_history must be >= 1"),
+    (dict(dt_scale=-1.0), ValueError, "stream.dt_scale must be a finite number > 0"),
+    (dict(gate_factor=0.0), ValueError, "stream.gate_factor"),
+    (dict(lambda2=float("nan")), ValueError, "stream.lambda2"),
+    (dict(max_bridge=-1), ValueError, "stream.max_bridge must be >= 0"),
+    (dict(outlier_threshold=0.0), ValueError, "stream.outlier_threshold"),
+    (dict(capacity=2.5), TypeError, "stream.capacity must be an integer"),
+    (dict(stride=0), ValueError, "stream.stride must be >= 1"),
+    (dict(buffer="ring"), ValueError, "reservoir"),
+])
+def test_every_setting_is_validated_before_any_sample(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        StreamEstimator(2, FS, StreamSettings(**kwargs))
+
+
+def test_a_calibration_phase_shorter_than_one_window_is_refused():
+    with pytest.raises(ValueError, match="holds 300 samples.*lengthen stream.calibration_s to at least 0.401 s"):
+        StreamEstimator(2, FS, StreamSettings(calibration_s=0.3))
+    StreamEstimator(2, FS, StreamSettings(calibration_s=0.3, m=20))  # a fixed m = 20 needs 201 samples
