@@ -1,11 +1,15 @@
 """Export a trained field as TorchScript plus a JSON sidecar; every trainer writes these.
 
-``field.pt`` maps a ``(N, n)`` float tensor of states to ``(N, n)`` values of
-``F(x)``; ``field.json`` records the plant, the case, the calibration scales, the
-layer sizes and the library version, from which the C port is generated.
+``field.pt`` maps a ``(N, n)`` tensor of states, in the dtype the field was trained
+in, to ``(N, n)`` values of ``F(x)``; any other shape or dtype raises a one-line
+``ValueError``/``TypeError`` message (from Python it arrives as a ``torch.jit.Error``
+whose last line is that message). ``field.json`` records the plant, the case, the
+calibration scales, the layer sizes and the library and torch versions, from which the
+C port is generated. Both files are written atomically (a temporary file moved into
+place), so a reader never sees a half-written one.
 TorchScript is deprecated upstream in favour of ``torch.export``; it is kept here
-because a traced file loads in any libtorch without Python, and its deprecation
-warnings are silenced around the two calls that trigger them.
+because a TorchScript file loads in any libtorch without Python, and its deprecation
+warnings are silenced around the calls that trigger them.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from . import __version__
+from .atomic import atomic_path, write_text_atomic
 from .field import HybridField
 from .systems.base import System
 
@@ -27,14 +32,46 @@ SIDECAR_FILE = "field.json"
 
 
 class _FieldProgram(nn.Module):
-    """The traced program: ``F(x)`` with no validation branches baked in."""
+    """The traced program: ``F(x)`` with no validation branches (tracing would freeze them)."""
 
     def __init__(self, field: HybridField) -> None:
         super().__init__()
         self.field = field
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.field.evaluate(x)
+        return self.field.evaluate_unchecked(x)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    """The name of a dtype in TorchScript, where ``str(dtype)`` is a number."""
+    names = [(torch.float64, "torch.float64"), (torch.float32, "torch.float32"), (torch.float16, "torch.float16"),
+             (torch.bfloat16, "torch.bfloat16"), (torch.int64, "torch.int64"), (torch.int32, "torch.int32"),
+             (torch.bool, "torch.bool"), (torch.complex128, "torch.complex128")]
+    for d, name in names:
+        if dtype == d:
+            return name
+    return "a non-float dtype"
+
+
+class _CheckedProgram(nn.Module):
+    """The saved program: the shape and dtype check, scripted, around the traced field."""
+
+    def __init__(self, program: torch.jit.ScriptModule, n_states: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.program = program
+        self.n_states = n_states
+        self.dtype = dtype
+        self.dtype_name = str(dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 2 or x.size(1) != self.n_states:
+            raise ValueError("field.pt: the states must have shape (N, " + str(self.n_states) + "); got shape "
+                             + str(x.shape) + ". A single state reshapes with x.reshape(1, -1).")
+        if x.dtype != self.dtype:
+            raise TypeError("field.pt: the states must be " + self.dtype_name + " (the dtype the field was "
+                            "exported in); got " + _dtype_name(x.dtype) + ". Convert them with x.to("
+                            + self.dtype_name + ").")
+        return self.program(x)
 
 
 def export_field(field: HybridField, directory: str | Path, system: System, case: str,
@@ -60,12 +97,14 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
         traced = torch.jit.trace(_FieldProgram(field).eval(), example, check_trace=False)
-        traced.save(str(pt_path))
+        program = torch.jit.script(_CheckedProgram(traced, field.n_states, dtype))
+        with atomic_path(pt_path) as tmp:
+            program.save(str(tmp))
     sidecar = {
         "format": "torch-ude-field",
         "library_version": __version__,
-        "plant": {"class_path": f"{type(system).__module__}.{type(system).__qualname__}",
-                  "init_args": system.init_args()},
+        "torch_version": torch.__version__,
+        "plant": system.spec(),
         "case": case,
         "state_names": list(system.state_names),
         "layer_sizes": list(field.mlp.sizes),
@@ -79,7 +118,7 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
     }
     if extra:
         sidecar["extra"] = extra
-    json_path.write_text(json.dumps(sidecar, indent=2) + "\n")
+    write_text_atomic(json_path, json.dumps(sidecar, indent=2) + "\n")
     return pt_path, json_path
 
 
@@ -90,8 +129,9 @@ def load_field(directory: str | Path) -> tuple[torch.jit.ScriptModule, dict]:
         directory: the folder holding ``field.pt`` and ``field.json``.
 
     Returns:
-        ``(module, sidecar)``: the TorchScript module, ``(N, n) -> (N, n)``, and the
-        sidecar dictionary.
+        ``(module, sidecar)``: the TorchScript module, ``(N, n) -> (N, n)`` in the
+        sidecar's ``dtype`` (it rejects other shapes and dtypes, see the module doc), and
+        the sidecar dictionary.
 
     Raises:
         FileNotFoundError: if either file is missing.

@@ -101,22 +101,45 @@ class HybridField(nn.Module):
         return sum(p.numel() for p in self.parameters_list())
 
     # ----- values ---------------------------------------------------------------------------
-    def forward(self, x: Tensor) -> Tensor:
-        """``F(x)``, validated: (N, n) states -> (N, n) time derivatives.
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the parameters; inputs of `forward`, `evaluate` and `residual` must have it."""
+        return self.in_scale.dtype
+
+    def check_input(self, x: object, name: str = "x") -> None:
+        """Validate states at the public boundary (see `torch_ude.systems.check_states`).
 
         Raises:
-            TypeError, ValueError: for a non-tensor, wrong shape, or NaN/Inf states.
+            TypeError: for a non-tensor, a dtype other than float32/float64, or a dtype
+                that differs from the parameters' (`dtype`).
+            ValueError: for a shape other than (N, n), or NaN/Inf states.
         """
-        check_states(x, self.n_states)
-        return self.evaluate(x)
+        check_states(x, self.n_states, name, dtype=self.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``F(x)``, validated: (N, n) states -> (N, n) time derivatives, in `dtype`.
+
+        Raises:
+            TypeError, ValueError: see `check_input`.
+        """
+        self.check_input(x)
+        return self.evaluate_unchecked(x)
 
     def evaluate(self, x: Tensor) -> Tensor:
-        """``F(x)`` without input validation (hot paths), (N, n) -> (N, n)."""
+        """``F(x)``, validated; the same as calling the field (`forward`)."""
+        return self.forward(x)
+
+    def evaluate_unchecked(self, x: Tensor) -> Tensor:
+        """``F(x)`` without input validation, (N, n) -> (N, n), for the library's hot loops.
+
+        The caller guarantees a finite (N, n) tensor in `dtype` (or complex128 for
+        complex-step checks); anything else gives wrong values or a low-level error.
+        """
         return self.known(x) + self.out_scale * self.mlp(x / self.in_scale)
 
     def residual(self, x: Tensor) -> Tensor:
-        """The neural residual ``N_theta(x)``, (N, n) -> (N, n), validated."""
-        check_states(x, self.n_states)
+        """The neural residual ``N_theta(x)``, (N, n) -> (N, n), validated (see `check_input`)."""
+        self.check_input(x)
         return self.out_scale * self.mlp(x / self.in_scale)
 
     def jet(self, x: Tensor, lie: bool = True) -> FieldJet:

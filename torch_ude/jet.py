@@ -63,12 +63,20 @@ class JetLoss(nn.Module):
         n = field.n_states
         if self.s1.shape != (n,):
             raise ValueError(f"the loss scales have {self.s1.shape[0]} channels but the field has {n}.")
+        if self.s1.dtype != field.dtype:
+            raise TypeError(f"the loss scales are {self.s1.dtype} but the field's parameters are {field.dtype}; "
+                            f"convert the loss with loss.to({field.dtype}).")
         for name, t in (("x", x), ("xdot", xdot), ("xddot", xddot)):
-            check_states(t, n, name)
+            check_states(t, n, name, dtype=field.dtype)
         if not (x.shape == xdot.shape == xddot.shape):
             raise ValueError(
                 f"x, xdot and xddot must have the same shape; got {tuple(x.shape)}, "
                 f"{tuple(xdot.shape)}, {tuple(xddot.shape)}."
+            )
+        if x.shape[0] == 0:
+            raise ValueError(
+                "x, xdot and xddot hold no samples (batch size 0); the loss is a mean over the batch, "
+                "so pass at least one sample."
             )
 
     def residuals(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor) -> tuple[Tensor, Tensor]:
@@ -92,12 +100,17 @@ class JetLoss(nn.Module):
         Args:
             field: the hybrid field.
             x, xdot, xddot: SG estimates of state, first and second derivative, (B, n).
-            validate: check shapes and finiteness (the public boundary).
+            validate: check shapes, dtypes, batch size and finiteness (the public boundary);
+                the training loop passes False for samples it has already checked.
             report_r2: compute ``||r2||^2`` even when ``lambda2 = 0`` (it then needs a JVP
                 that the gradient does not); if False, ``loss_r2`` is NaN in that case.
 
         Returns:
             A `JetResult` with gradients in the order of ``field.parameters_list()``.
+
+        Raises:
+            TypeError: if an input is not a tensor in the field's dtype (``field.dtype``).
+            ValueError: for shapes other than (B, n) with B >= 1, unequal shapes, or NaN/Inf.
         """
         if validate:
             self._check(field, x, xdot, xddot)

@@ -1,5 +1,6 @@
 """Export: TorchScript + JSON sidecar round trip."""
 import json
+import re
 
 import pytest
 import torch
@@ -27,3 +28,40 @@ def test_round_trip_equals_the_field_on_any_batch(tmp_path, dtype):
 def test_loading_a_missing_export_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="export_field"):
         load_field(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_exported_program_rejects_a_wrong_shape_or_dtype_in_one_line(tmp_path, dtype):
+    field = random_field("single", "A", 1).to(dtype)
+    export_field(field, tmp_path, SinglePendulum(), "A")
+    module, meta = load_field(tmp_path)
+    other = torch.float32 if dtype == torch.float64 else torch.float64
+    cases = [(torch.zeros(3, dtype=dtype), r"builtins\.ValueError: field\.pt: the states must have shape \(N, 2\); "
+                                           r"got shape \[3\]\. A single state reshapes with x\.reshape\(1, -1\)\.$"),
+             (torch.zeros(4, 3, dtype=dtype), r"ValueError: field\.pt: .* got shape \[4, 3\]"),
+             (torch.zeros(4, 2, dtype=other), rf"builtins\.TypeError: field\.pt: the states must be {dtype} .*got "
+                                              rf"{other}\. Convert them with x\.to\({dtype}\)\.$"),
+             (torch.zeros(4, 2, dtype=torch.float16), r"TypeError: .*got torch\.float16\."),
+             (torch.zeros(4, 2, dtype=torch.int64), r"TypeError: .*got torch\.int64\.")]
+    for x, message in cases:
+        with pytest.raises(torch.jit.Error) as err:
+            module(x)
+        assert re.search(message, str(err.value).strip().splitlines()[-1]), str(err.value)
+    assert meta["dtype"] == str(dtype)[6:] and meta["torch_version"] == torch.__version__
+
+
+def test_export_replaces_files_atomically(tmp_path, monkeypatch):
+    field = random_field("single", "A", 1)
+    export_field(field, tmp_path, SinglePendulum(), "A", extra={"run": 1})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def broken(self, path):
+        with open(path, "wb") as f:
+            f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch.jit.RecursiveScriptModule, "save", broken)
+    with pytest.raises(OSError, match="disk full"):
+        export_field(field, tmp_path, SinglePendulum(), "A", extra={"run": 2})
+    # the earlier export is intact and no temporary file is left behind
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

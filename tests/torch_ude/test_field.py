@@ -55,8 +55,34 @@ def test_forward_rejects_bad_states():
         field(torch.tensor([[0.0, float("inf")]]))
     with pytest.raises(TypeError, match="torch.Tensor"):
         field([[0.0, 1.0]])
-    with pytest.raises(TypeError, match="floating-point"):
+    with pytest.raises(TypeError, match="float32 or float64"):
         field(torch.zeros(3, 2, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("method", ["evaluate", "forward", "residual"])
+def test_every_public_entry_validates_its_states(method):
+    field = random_field("single", "A", 0)
+    call = getattr(field, method)
+    with pytest.raises(ValueError, match=r"shape \(N, 2\).*got shape \(2,\).*reshape\(1, -1\)"):
+        call(torch.zeros(2))
+    with pytest.raises(ValueError, match=r"shape \(N, 2\).*got shape \(5, 3\)"):
+        call(torch.zeros(5, 3))
+    for dtype in (torch.float16, torch.bfloat16, torch.int64):
+        with pytest.raises(TypeError, match=rf"float32 or float64 tensor; got dtype {dtype}.*x\.to\(torch\.float64\)"):
+            call(torch.zeros(5, 2, dtype=dtype))
+    with pytest.raises(TypeError, match=r"dtype torch.float32 but the field's parameters are torch.float64.*"
+                                        r"x\.to\(torch\.float64\)"):
+        call(torch.zeros(5, 2, dtype=torch.float32))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        call(torch.tensor([[0.0, float("nan")]]))
+    assert call(torch.zeros(5, 2)).shape == (5, 2)
+
+
+def test_the_unchecked_path_is_the_checked_value():
+    field = random_field("double", "B", 2)
+    x = random_batch(4, 7, 2)[0]
+    assert torch.equal(field.evaluate(x), field.evaluate_unchecked(x))
+    assert torch.equal(field.jet(x, lie=False).value, field.evaluate_unchecked(x))
 
 
 def test_set_scales_rejects_bad_scales():

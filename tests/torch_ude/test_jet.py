@@ -131,3 +131,25 @@ def test_loss_rejects_bad_batches():
         JetLoss(torch.tensor([1.0, 0.0]), torch.ones(2))
     with pytest.raises(ValueError, match=">= 0"):
         JetLoss(torch.ones(2), torch.ones(2), lambda2=-1.0)
+
+
+def test_an_empty_batch_is_a_clear_error():
+    field = random_field("single", "A", 0)
+    empty = torch.empty(0, 2)
+    with pytest.raises(ValueError, match=r"no samples \(batch size 0\).*at least one sample"):
+        JetLoss(torch.ones(2), torch.ones(2)).value_and_grad(field, empty, empty, empty)
+
+
+def test_inputs_in_another_dtype_than_the_field_are_a_clear_error():
+    field = random_field("single", "A", 0)
+    loss = JetLoss(torch.ones(2), torch.ones(2))
+    x, xd, xdd = (t.float() for t in random_batch(2, 8, 0))
+    with pytest.raises(TypeError, match=r"x has dtype torch.float32 but the field's parameters are torch.float64; "
+                                        r"convert the states with x\.to\(torch\.float64\)"):
+        loss.value_and_grad(field, x, xd, xdd)
+    # a float32 field trains on float32 inputs once the loss is converted too
+    field32, loss32 = copy.deepcopy(field).float(), copy.deepcopy(loss).float()
+    res = loss32.value_and_grad(field32, x, xd, xdd)
+    assert res.loss.dtype == torch.float32 and all(g.dtype == torch.float32 for g in res.grads)
+    with pytest.raises(TypeError, match=r"loss scales are torch.float64.*loss\.to\(torch\.float32\)"):
+        loss.value_and_grad(field32, x, xd, xdd)

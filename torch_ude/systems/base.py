@@ -17,30 +17,38 @@ from torch import Tensor, nn
 __all__ = ["VectorField", "ZeroField", "System", "check_states"]
 
 
-def check_states(x: object, n: int, name: str = "x") -> None:
+def check_states(x: object, n: int, name: str = "x", dtype: torch.dtype | None = None) -> None:
     """Validate a batch of states at a public boundary.
 
     Args:
-        x: the value to check; must be a real or complex floating ``torch.Tensor`` of
-            shape ``(N, n)``.
+        x: the value to check; must be a float32 or float64 ``torch.Tensor`` of shape
+            ``(N, n)`` (complex tensors pass too, for complex-step checks).
         n: the expected state dimension.
         name: the argument name used in the error message.
+        dtype: the dtype ``x`` must have (the parameter dtype of the field it is fed
+            to), or None for any of the above.
 
     Raises:
-        TypeError: if ``x`` is not a floating tensor.
+        TypeError: if ``x`` is not a tensor, is not float32/float64 (integer and half
+            precision tensors included), or differs from ``dtype``.
         ValueError: if ``x`` is not of shape ``(N, n)`` or holds NaN or Inf.
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape (N, {n}); got {type(x).__name__}.")
-    if not (x.is_floating_point() or x.is_complex()):
+    if x.dtype not in (torch.float32, torch.float64) and not x.is_complex():
         raise TypeError(
-            f"{name} must be a floating-point tensor (float32 or float64); got dtype {x.dtype}. "
-            f"Convert it with {name}.double()."
+            f"{name} must be a float32 or float64 tensor; got dtype {x.dtype}, which the library does not "
+            f"compute in. Convert it with {name}.to({dtype or torch.float64})."
         )
     if x.ndim != 2 or x.shape[1] != n:
         raise ValueError(
             f"{name} must have shape (N, {n}), a batch of {n}-dimensional states; got shape "
             f"{tuple(x.shape)}. A single state reshapes with {name}.reshape(1, -1)."
+        )
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the field's parameters are {dtype}; convert the states with "
+            f"{name}.to({dtype}) (or the field with field.to({x.dtype}))."
         )
     if not bool(torch.isfinite(x).all()):
         bad = int((~torch.isfinite(x)).any(dim=1).sum())
@@ -170,6 +178,10 @@ class System(abc.ABC):
     @abc.abstractmethod
     def init_args(self) -> dict:
         """The constructor arguments that rebuild this plant (for run sidecars)."""
+
+    def spec(self) -> dict:
+        """``{"class_path": ..., "init_args": ...}``: the plant as a config file names it."""
+        return {"class_path": f"{type(self).__module__}.{type(self).__qualname__}", "init_args": self.init_args()}
 
     def known_field(self, case: str) -> VectorField:
         """The known model ``f_known`` for ``case`` (Eq. 2).
