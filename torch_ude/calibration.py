@@ -83,13 +83,12 @@ def valid_windows(sg: SavitzkyGolay, y: Tensor, segment: Tensor, spacing: int, s
 def screen_outliers(y: Tensor, segment: Tensor, threshold: float = 5.0) -> Tensor:
     """Flag outlier samples (spikes) of a record before its noise is estimated.
 
-    Each sample is compared with the median of its four neighbours at offsets
-    -2, -1, +1, +2 (for an even count, the mean of the middle two), which a single
-    spike among them barely moves:
+    Each sample with four finite neighbours in its segment is compared with their
+    median (offsets -2, -1, +1, +2; for an even count, the mean of the middle two), which
+    a single spike among them barely moves:
     ``r_k = y_k - median(y_{k-2}, y_{k-1}, y_{k+1}, y_{k+2})``. Per channel, a sample
     is an outlier when ``|r_k| > threshold * 1.4826 * median(|r|)`` (the median over
-    all samples with four finite neighbours in their segment; the lower median for an
-    even count). A channel whose ``median(|r|)`` is 0 (a clean or coarsely quantized
+    those samples; the lower median for an even count). A channel whose ``median(|r|)`` is 0 (a clean or coarsely quantized
     signal) flags nothing. Samples without four neighbours are never flagged.
 
     Args:
@@ -104,9 +103,10 @@ def screen_outliers(y: Tensor, segment: Tensor, threshold: float = 5.0) -> Tenso
     flagged = torch.zeros(t, dtype=torch.bool)
     if t < 5:
         return flagged
-    neighbours = torch.stack((y[:-4], y[1:-3], y[3:-1], y[4:]), dim=2).sort(dim=2).values  # (T-4, n, 4)
+    five = torch.stack((y[:-4], y[1:-3], y[3:-1], y[4:], y[2:-2]), dim=2)  # (T-4, n, 5), the sample last
+    neighbours = five[..., :4].sort(dim=2).values
     r = y[2:-2] - 0.5 * (neighbours[..., 1] + neighbours[..., 2])
-    usable = torch.isfinite(r) & (segment[:-4] == segment[4:]).unsqueeze(1)
+    usable = torch.isfinite(five).all(dim=2) & (segment[:-4] == segment[4:]).unsqueeze(1)
     for i in range(n):
         dev = r[usable[:, i], i].abs()
         if dev.numel() == 0:
@@ -191,6 +191,8 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
         # the scales measured at spacing m set m again, until it no longer changes: a wide
         # window smooths the fast channels and would understate their frequency
         x_rms, s1, s2 = _scales(sg, y, segment, m, stride, fs, sigma)
+        if not all(bool(torch.isfinite(v).all()) and bool((v > 0).all()) for v in (x_rms, s1, s2)):
+            raise ValueError("calibration produced a zero or non-finite scale; the record shows no motion.")
         sigma_rel = float((sigma / x_rms).mean())
         omega_c = float((s2 / s1).max())
         if not adaptive:
@@ -202,8 +204,6 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     dt_eff = m / fs
     ratio = snr2(s2, sigma, dt_eff, sg.rows[2].to(torch.float64))
     lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0
-    if not all(bool(torch.isfinite(v).all()) and bool((v > 0).all()) for v in (x_rms, s1, s2)):
-        raise ValueError("calibration produced a zero or non-finite scale; the record shows no motion.")
     return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
                        m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),
                        lambda2=lam2)

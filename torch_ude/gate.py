@@ -22,14 +22,15 @@ class QualityGate:
         floor: multiple of the window RMS added as a floor (0.02 in the paper).
         history: number of recent windows in the median (>= 1).
         enabled: if False every window passes (ablation), but misfits are still tracked.
+        dtype: dtype of the history and the thresholds (float64 host, float32 as on a device).
     """
 
     def __init__(self, n_states: int, factor: float = 6.0, floor: float = 0.02, history: int = 101,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, dtype: torch.dtype = torch.float64) -> None:
         if history < 1 or factor <= 0 or floor < 0:
             raise ValueError(f"need history >= 1, factor > 0, floor >= 0; got {history}, {factor}, {floor}.")
         self.factor, self.floor, self.enabled = float(factor), float(floor), bool(enabled)
-        self.history = torch.full((int(history), n_states), float("nan"), dtype=torch.float64)
+        self.history = torch.full((int(history), n_states), float("nan"), dtype=dtype)
 
     def check(self, misfit: Tensor, rms: Tensor) -> Tensor:
         """Gate a run of consecutive windows.
@@ -49,7 +50,7 @@ class QualityGate:
         self.history = joined[-k:].clone()
         if not self.enabled:
             return torch.ones(w, dtype=torch.bool)
-        threshold = self.factor * medians + self.floor * rms
+        threshold = self.factor * medians + self.floor * rms.to(medians.dtype)
         passed = ~(misfit > threshold)  # NaN medians (empty history) compare False: accept
         return passed.all(dim=1)
 

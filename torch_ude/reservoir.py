@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .prng import Pcg32
+
 __all__ = ["SampleBuffer"]
 
 
@@ -25,12 +27,15 @@ class SampleBuffer:
         capacity: B, number of samples held (>= 1).
         n_states: n.
         mode: ``"reservoir"`` or ``"fifo"``.
-        seed: seed of the replacement generator.
+        seed: seed of the replacement generator (numpy's, unless ``generator`` is given).
         dtype: storage dtype (float64 host, float32 device).
+        generator: a `torch_ude.prng.Pcg32` to draw the replacement slots from instead,
+            one ``below(i + 1)`` per sample offered past the capacity, exactly as the C
+            trainer does.
     """
 
     def __init__(self, capacity: int, n_states: int, mode: str = "reservoir", seed: int = 0,
-                 dtype: torch.dtype = torch.float64) -> None:
+                 dtype: torch.dtype = torch.float64, generator: Pcg32 | None = None) -> None:
         if int(capacity) != capacity or capacity < 1:
             raise ValueError(f"capacity must be a positive integer; got {capacity!r}.")
         if mode not in ("reservoir", "fifo"):
@@ -39,6 +44,7 @@ class SampleBuffer:
         self.data = torch.zeros(self.capacity, 3, n_states, dtype=dtype)
         self.seen = 0
         self._rng = np.random.default_rng(seed)
+        self._pcg = generator
 
     @property
     def fill(self) -> int:
@@ -62,6 +68,8 @@ class SampleBuffer:
         index = self.seen + np.arange(w)
         if self.mode == "fifo":
             slots = index % self.capacity
+        elif self._pcg is not None:
+            slots = np.array([i if i < self.capacity else self._pcg.below(int(i) + 1) for i in index])
         else:
             slots = np.where(index < self.capacity, index, self._rng.integers(0, index + 1))
         keep = slots < self.capacity
@@ -73,16 +81,25 @@ class SampleBuffer:
             self.data[torch.as_tensor(slots[chosen])] = samples[torch.as_tensor(chosen)]
         self.seen += w
 
-    def sample(self, batch: int, generator: torch.Generator) -> Tensor:
-        """A minibatch drawn uniformly with replacement from the occupied slots, (batch, 3, n)."""
+    def sample(self, batch: int, generator: torch.Generator | Pcg32) -> Tensor:
+        """A minibatch drawn uniformly with replacement from the occupied slots, (batch, 3, n).
+
+        ``generator``: a torch generator, or a `Pcg32` (the C trainer's draws, in order).
+        """
         if self.fill == 0:
             raise RuntimeError("the sample buffer is empty; offer samples before drawing a minibatch.")
-        idx = torch.randint(0, self.fill, (batch,), generator=generator)
+        if isinstance(generator, Pcg32):
+            idx = generator.indices(batch, self.fill)
+        else:
+            idx = torch.randint(0, self.fill, (batch,), generator=generator)
         return self.data[idx]
 
     def state_dict(self) -> dict:
         """Buffer contents, counters and generator state."""
-        return {"data": self.data.clone(), "seen": self.seen, "rng": self._rng.bit_generator.state}
+        state = {"data": self.data.clone(), "seen": self.seen, "rng": self._rng.bit_generator.state}
+        if self._pcg is not None:
+            state["pcg"] = self._pcg.get_state()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore from `state_dict`."""
@@ -91,3 +108,5 @@ class SampleBuffer:
         self.data.copy_(state["data"])
         self.seen = int(state["seen"])
         self._rng.bit_generator.state = state["rng"]
+        if self._pcg is not None:
+            self._pcg.set_state(state["pcg"])

@@ -27,7 +27,8 @@ Stream semantics (the C port in ``microcontroller/`` mirrors them sample by samp
 * Bridged samples are never used for the noise estimate (they are smoother than
   real ones).
 
-Everything is float64 on the host.
+Everything is float64 on the host; ``dtype=torch.float32`` with ``pcg32=True`` runs the
+estimator as the C trainer does (its precision and its PCG32 reservoir draws).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from torch import Tensor
 
 from .calibration import CALIBRATION_M0, Calibration, calibrate, valid_windows
 from .gate import QualityGate
+from .prng import STREAM_RESERVOIR, Pcg32
 from .reservoir import SampleBuffer
 from .savgol import SavitzkyGolay
 
@@ -169,6 +171,9 @@ class StreamEstimator:
         fs: sample rate in Hz (> 0).
         settings: `StreamSettings`.
         seed: seed of the buffer's replacement generator.
+        dtype: precision of the samples and estimates (float64 host, float32 as on a device).
+        pcg32: draw the reservoir's replacement slots from `torch_ude.prng.Pcg32` (seed,
+            stream 1), the C trainer's generator, instead of numpy's.
 
     Attributes:
         calibration: the `Calibration` once the calibration phase is over, else None.
@@ -178,24 +183,28 @@ class StreamEstimator:
         ValueError, TypeError: for impossible settings (checked before any sample).
     """
 
-    def __init__(self, n_states: int, fs: float, settings: StreamSettings | None = None, seed: int = 0) -> None:
+    def __init__(self, n_states: int, fs: float, settings: StreamSettings | None = None, seed: int = 0,
+                 dtype: torch.dtype = torch.float64, pcg32: bool = False) -> None:
         if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
             raise ValueError(f"fs (the sample rate in Hz) must be positive; got {fs!r}.")
         if isinstance(n_states, bool) or not isinstance(n_states, int) or n_states < 1:
             raise ValueError(f"n_states must be a positive integer; got {n_states!r}.")
         self.settings = settings or StreamSettings()
         self.settings.validate()
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"dtype must be torch.float32 or torch.float64; got {dtype}.")
         self.n, self.fs, self.seed = int(n_states), float(fs), int(seed)
-        self.sg = SavitzkyGolay(self.settings.half_width, self.settings.order)
+        self.dtype, self.pcg32 = dtype, bool(pcg32)
+        self.sg = SavitzkyGolay(self.settings.half_width, self.settings.order, dtype=dtype)
         self._cal_len = self.settings.calibration_ticks(self.fs)
-        self._cal_y = torch.empty(self._cal_len, self.n, dtype=torch.float64)
+        self._cal_y = torch.empty(self._cal_len, self.n, dtype=dtype)
         self._cal_seg = torch.empty(self._cal_len, dtype=torch.int64)
         self._cal_bridged = torch.zeros(self._cal_len, dtype=torch.bool)
         self._cal_fill = 0
         self.calibration: Calibration | None = None
         self.buffer: SampleBuffer | None = None
         self.gate: QualityGate | None = None
-        self._hist_y = torch.empty(0, self.n, dtype=torch.float64)
+        self._hist_y = torch.empty(0, self.n, dtype=dtype)
         self._hist_seg = torch.empty(0, dtype=torch.int64)
         self._last_tick: int | None = None
         self._last_y: Tensor | None = None  # the newest arrived sample, (n,)
@@ -302,7 +311,7 @@ class StreamEstimator:
         if dropped:
             self.counters["out_of_order"] += dropped
             y, ticks, segment = y[ok], ticks[ok], segment[ok]
-        return y.to(torch.float64), ticks, segment
+        return y.to(self.dtype), ticks, segment
 
     def _bridge(self, y: Tensor, ticks: Tensor, segment: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Fill short gaps and key the segments (module doc).
@@ -334,7 +343,7 @@ class StreamEstimator:
             ends = torch.cumsum(reps, 0)
             j = torch.arange(int(ends[-1])) - (ends - reps)[src] + 1  # 1..reps within each group
             filled = j < reps[src]
-            frac = (j.to(torch.float64) / reps[src].to(torch.float64)).unsqueeze(1)
+            frac = (j.to(y.dtype) / reps[src].to(y.dtype)).unsqueeze(1)
             lo, hi = prev_y[src], y[src]
             y = torch.where(filled.unsqueeze(1), lo + (hi - lo) * frac, hi)
             ticks = ticks[src] - (reps[src] - j)
@@ -352,8 +361,7 @@ class StreamEstimator:
             self._cal_y, self.fs, self._cal_seg, self.sg, m=st.m, m_max=st.m_max, dt_scale=st.dt_scale,
             lambda2_0=st.lambda2, snr_threshold=st.snr_threshold, gate_lambda2=st.snr_gate,
             bridged=self._cal_bridged, outlier_threshold=st.outlier_threshold)
-        self.buffer = SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed)
-        self.gate = QualityGate(self.n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate)
+        self.buffer, self.gate = self._buffer(), self._gate()
         # warm the gate's running median on the calibration record
         warm = valid_windows(self.sg, self._cal_y, self._cal_seg, self.calibration.m, self.stride)
         tail = warm[-st.gate_history :]
@@ -361,6 +369,15 @@ class StreamEstimator:
         span = (self.sg.taps - 1) * self.calibration.m
         self._hist_y = self._cal_y[-span:].clone()
         self._hist_seg = self._cal_seg[-span:].clone()
+
+    def _buffer(self) -> SampleBuffer:
+        st = self.settings
+        generator = Pcg32(self.seed, STREAM_RESERVOIR) if self.pcg32 else None
+        return SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed, dtype=self.dtype, generator=generator)
+
+    def _gate(self) -> QualityGate:
+        st = self.settings
+        return QualityGate(self.n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=self.dtype)
 
     def _stream(self, y: Tensor, ticks: Tensor, seg: Tensor) -> int:
         m, s, taps = self.calibration.m, self.stride, self.sg.taps
@@ -384,21 +401,25 @@ class StreamEstimator:
         if win.shape[0] == 0:
             return 0
         rms = torch.sqrt((win * win).mean(dim=2))
-        passed = self.gate.check(self.sg.misfit(win), rms)
+        misfit = self.sg.misfit(win)
+        jets = torch.stack(self.sg.estimate(win, self.calibration.dt_eff), dim=1)  # (W, 3, n)
+        # huge finite samples can overflow the estimates: such windows count as non-finite
+        ok = (torch.isfinite(rms) & torch.isfinite(misfit)).all(dim=1) & torch.isfinite(jets).all(dim=2).all(dim=1)
+        self.counters["nonfinite"] += int((~ok).sum())
+        passed = self.gate.check(misfit[ok], rms[ok])
         self.counters["misfit"] += int((~passed).sum())
-        win = win[passed]
-        n_ok = int(win.shape[0])
+        jets = jets[ok][passed]
+        n_ok = int(jets.shape[0])
         self.counters["accepted"] += n_ok
         if n_ok:
-            x, xd, xdd = self.sg.estimate(win, self.calibration.dt_eff)
-            self.buffer.add(torch.stack((x, xd, xdd), dim=1))
+            self.buffer.add(jets)
         return n_ok
 
     # ----- checkpoints ---------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Complete state: calibration, ring, gate history, buffer and counters."""
         return {
-            "settings": asdict(self.settings), "n": self.n, "fs": self.fs, "seed": self.seed,
+            "settings": asdict(self.settings), "n": self.n, "fs": self.fs, "seed": self.seed, "pcg32": self.pcg32,
             "cal_y": self._cal_y.clone(), "cal_seg": self._cal_seg.clone(), "cal_fill": self._cal_fill,
             "cal_bridged": self._cal_bridged.clone(),
             "last_y": None if self._last_y is None else self._last_y.clone(),
@@ -413,7 +434,8 @@ class StreamEstimator:
     @classmethod
     def from_state_dict(cls, state: dict) -> StreamEstimator:
         """Rebuild an estimator from `state_dict`."""
-        est = cls(state["n"], state["fs"], StreamSettings(**state["settings"]), state["seed"])
+        est = cls(state["n"], state["fs"], StreamSettings(**state["settings"]), state["seed"],
+                  dtype=state["cal_y"].dtype, pcg32=state.get("pcg32", False))
         est._cal_y.copy_(state["cal_y"])
         est._cal_seg.copy_(state["cal_seg"])
         est._cal_bridged.copy_(state["cal_bridged"])
@@ -421,10 +443,8 @@ class StreamEstimator:
         est._last_y = None if state["last_y"] is None else state["last_y"].clone()
         if state["calibration"] is not None:
             est.calibration = Calibration(**state["calibration"])
-            st = est.settings
-            est.buffer = SampleBuffer(st.capacity, est.n, st.buffer, seed=est.seed)
+            est.buffer, est.gate = est._buffer(), est._gate()
             est.buffer.load_state_dict(state["buffer"])
-            est.gate = QualityGate(est.n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate)
             est.gate.load_state_dict(state["gate"])
         est._hist_y, est._hist_seg = (t.clone() for t in state["hist"])
         est._last_tick, est._breaks = state["last_tick"], state["breaks"]

@@ -1,0 +1,47 @@
+/* The calibration phase of Algorithm 1 (lines 3-4), mirroring torch_ude/calibration.py:
+ * the outlier screen, sigma_hat of Eq. (23), the scales x_rms, s1, s2 with the noise share
+ * removed, the adaptive tap spacing m of Eq. (24) (a fixed point over the scales), the SNR gate
+ * of Eq. (25)-(26) and the noise-adaptive weight decay. Float32.
+ *
+ * The record lives in the trainer's reservoir memory, which is empty until calibration ends. */
+#ifndef TU_CALIBRATION_H
+#define TU_CALIBRATION_H
+
+#include <stdint.h>
+
+#include "tu_config.h"
+#include "tu_model.h"
+#include "tu_status.h"
+
+#define TU_FLAG_KEY 0x3FFFu      /* segment key, modulo 2^14 (a record holds < 2^14 breaks) */
+#define TU_FLAG_OUTLIER 0x4000u  /* flagged by the outlier screen */
+#define TU_FLAG_BRIDGED 0x8000u  /* filled by gap bridging */
+
+/** The calibration record: TU_CAL_LEN samples with their flags, and a scratch column. */
+typedef struct {
+    float y[TU_CAL_LEN][TU_N];
+    uint16_t flags[TU_CAL_LEN];
+    float scratch[TU_CAL_LEN];
+} tu_cal_record;
+
+/** The outcome of a calibration (units of the state, per second, ...). */
+typedef struct {
+    float x_rms[TU_N];   /**< state RMS per channel */
+    float s1[TU_N];      /**< first-derivative RMS */
+    float s2[TU_N];      /**< second-derivative RMS */
+    float sigma[TU_N];   /**< noise standard deviation (Eq. 23) */
+    float sigma_rel;     /**< mean_i sigma_i / x_rms_i */
+    float omega_c;       /**< max_i s2_i / s1_i, rad/s */
+    float dt_eff;        /**< m / fs, s */
+    float snr2;          /**< Eq. (25); +inf without noise */
+    float lambda2;       /**< after the gate of Eq. (26) */
+    float weight_decay;  /**< TU_WEIGHT_DECAY min(1, (sigma_rel / TU_WEIGHT_DECAY_FULL_AT)^2) */
+    int m;               /**< tap spacing in samples */
+} tu_calibration;
+
+/** Calibrate on the full record (TU_CAL_LEN samples). The outlier bits of record->flags and
+ * record->scratch are overwritten. Returns TU_ERR_CALIBRATION when no valid window exists
+ * or a scale is zero or not finite (out is then unspecified). */
+tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibration *out);
+
+#endif /* TU_CALIBRATION_H */

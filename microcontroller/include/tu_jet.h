@@ -1,0 +1,36 @@
+/* The hybrid field F = f_known + N_theta and the jet-matching loss with its exact gradient
+ * (Eq. 10-16), one sample at a time, float32. Mirrors torch_ude/field.py and jet.py. */
+#ifndef TU_JET_H
+#define TU_JET_H
+
+#include "tu_config.h"
+#include "tu_plant.h"
+
+/** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2); pointers are borrowed. */
+typedef struct {
+    const float *params;     /**< TU_NUM_PARAMS weights */
+    const float *in_scale;   /**< TU_N input scales (calibrated state RMS x_rms) */
+    const float *out_scale;  /**< TU_N output scales (calibrated first-derivative RMS s1) */
+    const tu_plant *known;   /**< f_known */
+} tu_field;
+
+/** The loss of Eq. (13): scales of the residuals and the weights lambda1, lambda2. */
+typedef struct {
+    float s1[TU_N];  /**< first-derivative RMS per channel (r1 scale) */
+    float s2[TU_N];  /**< second-derivative RMS per channel (r2 scale) */
+    float lambda1;   /**< weight of ||r1||^2 */
+    float lambda2;   /**< weight of ||r2||^2 (0 when the SNR gate is closed) */
+} tu_jet_loss;
+
+/** F(x) in state units per second. */
+void tu_field_eval(const tu_field *field, const float x[TU_N], float value[TU_N]);
+
+/** One sample (x_hat, xdot_hat, xddot_hat) of a minibatch of `batch` samples: adds its
+ * share of the gradient of the batch-mean loss to grad (Eq. 14-16) and its ||r1||^2 and
+ * ||r2||^2 to *sq1 and *sq2. r2 is evaluated only when lambda2 > 0 or report_r2 is set
+ * (the second-order terms of the gradient only when lambda2 > 0). */
+void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch, const float x[TU_N],
+                       const float xdot[TU_N], const float xddot[TU_N], int report_r2, float *grad,
+                       float *sq1, float *sq2);
+
+#endif /* TU_JET_H */

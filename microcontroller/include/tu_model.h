@@ -1,0 +1,26 @@
+/* The constant tables of one generated model: Savitzky-Golay rows and projection, initial
+ * weights and scales, plant constants. They are generated from a torch-ude run or config
+ * (python -m microcontroller.generate) into tu_model_data.h and live in flash (const). */
+#ifndef TU_MODEL_H
+#define TU_MODEL_H
+
+#include "tu_config.h"
+#include "tu_plant.h"
+
+/** Read-only model tables (float32, as the device runs them). */
+typedef struct {
+    float sg_rows[3][TU_TAPS];              /**< D0, D1, D2 of Eq. (19), per tap-unit^d, oldest tap first */
+    float sg_row_norm[3];                   /**< ||D_d||_2 */
+    float sg_projection[TU_TAPS][TU_TAPS];  /**< R = I - A A^+ (Eq. 27) */
+    float sg_noise_gain;                    /**< 1 - 2 [D0]_mu + ||D0||^2 (Eq. 23) */
+    float init_params[TU_NUM_PARAMS];       /**< initial weights W1, b1, ..., WL, bL (row-major W[out][in]) */
+    float in_scale[TU_N];                   /**< pretrained input scales (used when TU_PRETRAINED) */
+    float out_scale[TU_N];                  /**< pretrained output scales (used when TU_PRETRAINED) */
+    tu_plant known;                         /**< f_known of the trained case */
+    tu_plant truth;                         /**< the true plant (self-contained simulation only) */
+} tu_model;
+
+/** The generated tables of this build. */
+const tu_model *tu_model_tables(void);
+
+#endif /* TU_MODEL_H */

@@ -1,0 +1,48 @@
+/* PCG32 XSH-RR (O'Neill 2014); mirrored by torch_ude/prng.py. */
+#include <math.h>
+
+#include "tu_prng.h"
+
+#define TU_PCG_MULT 6364136223846793005ULL
+#define TU_TWO_PI 6.28318530717958647692f
+
+void tu_prng_seed(tu_prng *self, uint64_t seed, uint64_t stream)
+{
+    self->state = 0u;
+    self->inc = (stream << 1u) | 1u;
+    (void)tu_prng_next(self);
+    self->state += seed;
+    (void)tu_prng_next(self);
+}
+
+uint32_t tu_prng_next(tu_prng *self)
+{
+    const uint64_t old = self->state;
+    const uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
+    const uint32_t rot = (uint32_t)(old >> 59u);
+    self->state = old * TU_PCG_MULT + self->inc;
+    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+}
+
+uint32_t tu_prng_below(tu_prng *self, uint32_t bound)
+{
+    const uint32_t threshold = (uint32_t)(0u - bound) % bound;
+    for (;;) {
+        const uint32_t r = tu_prng_next(self);
+        if (r >= threshold) {
+            return r % bound;
+        }
+    }
+}
+
+float tu_prng_uniform(tu_prng *self)
+{
+    return (float)(tu_prng_next(self) >> 8) * (1.0f / 16777216.0f);
+}
+
+float tu_prng_normal(tu_prng *self)
+{
+    const float u1 = ((float)(tu_prng_next(self) >> 8) + 1.0f) * (1.0f / 16777216.0f);  /* (0, 1] */
+    const float u2 = tu_prng_uniform(self);
+    return sqrtf(-2.0f * logf(u1)) * cosf(TU_TWO_PI * u2);
+}

@@ -1,0 +1,440 @@
+/* The streaming trainer of Algorithm 1: stream ingestion, calibration hand-off, windows,
+ * reservoir, updates. Float32, static memory; see tu_trainer.h. */
+#include <math.h>
+#include <string.h>
+
+#include "tu_mlp.h"
+#include "tu_optim.h"
+#include "tu_savgol.h"
+#include "tu_trainer.h"
+
+#define TU_MAGIC 0x54554445u  /* "TUDE" */
+#define TU_SPAN(m) ((TU_TAPS - 1) * (m))
+
+static int tu_finite(float v)
+{
+    return v - v == 0.0f;
+}
+
+static tu_status tu_check(const tu_trainer *self)
+{
+    if (self == NULL) {
+        return TU_ERR_NULL;
+    }
+    return self->magic == TU_MAGIC ? TU_OK : TU_ERR_UNINITIALIZED;
+}
+
+static int tu_stride(const tu_trainer *self)
+{
+    return TU_STRIDE > 0 ? TU_STRIDE : self->cal.m;
+}
+
+static int tu_fill(const tu_trainer *self)
+{
+    return self->seen < (uint32_t)TU_CAPACITY ? (int)self->seen : TU_CAPACITY;
+}
+
+static int64_t tu_floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0)) {
+        --q;
+    }
+    return q;
+}
+
+/* The learning rate of the update after `step` updates (cosine over TU_MAX_STEPS, or constant). */
+static float tu_trainer_lr(int32_t step)
+{
+    return TU_SCHEDULE_COSINE ? tu_cosine_lr(step, TU_MAX_STEPS, TU_LR, TU_LR_MIN) : TU_LR;
+}
+
+size_t tu_trainer_size(void)
+{
+    return sizeof(tu_trainer);
+}
+
+tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
+{
+    int c;
+    if (self == NULL) {
+        return TU_ERR_NULL;
+    }
+    memset(self, 0, sizeof *self);
+    self->model = tu_model_tables();
+    tu_prng_seed(&self->reservoir_rng, seed, TU_STREAM_RESERVOIR);
+    tu_prng_seed(&self->batch_rng, seed, TU_STREAM_BATCH);
+    memcpy(self->params, self->model->init_params, sizeof self->params);
+    memcpy(self->ema, self->params, sizeof self->ema);
+    for (c = 0; c < TU_N; ++c) {
+        self->in_scale[c] = TU_PRETRAINED ? self->model->in_scale[c] : 1.0f;
+        self->out_scale[c] = TU_PRETRAINED ? self->model->out_scale[c] : 1.0f;
+    }
+    self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
+    tu_gate_reset(&self->gate);
+    self->magic = TU_MAGIC;
+    return TU_OK;
+}
+
+/* The newest sample in the record or the ring: the last arrived one (bridged samples precede it). */
+static const float *tu_newest(const tu_trainer *self)
+{
+    if (!self->calibrated) {
+        return self->mem.record.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CAL_LEN - 1];
+    }
+    return self->ring[(self->ring_head + TU_RING_LEN - 1) % TU_RING_LEN];
+}
+
+static void tu_ring_push(tu_trainer *self, const float y[TU_N], int brk)
+{
+    memcpy(self->ring[self->ring_head], y, sizeof self->ring[0]);
+    self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
+    self->run = brk ? 1u : (self->run < (uint32_t)TU_RING_LEN ? self->run + 1u : self->run);
+}
+
+/* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream). */
+static void tu_start_streaming(tu_trainer *self)
+{
+    const tu_cal_record *rec = &self->mem.record;
+    const int m = self->cal.m, span = TU_SPAN(m), s = tu_stride(self);
+    const unsigned last_key = rec->flags[TU_CAL_LEN - 1] & TU_FLAG_KEY;
+    int start, k, c, j;
+    /* warm the running median on the record's windows; the last TU_GATE_HISTORY remain */
+    tu_gate_reset(&self->gate);
+    for (start = 0; start + span < TU_CAL_LEN; start += s) {
+        float taps[TU_N][TU_TAPS], misfit[TU_N], rms[TU_N];
+        int ok = (rec->flags[start] & TU_FLAG_KEY) == (rec->flags[start + span] & TU_FLAG_KEY);
+        for (j = 0; j < TU_TAPS && ok; ++j) {
+            for (c = 0; c < TU_N; ++c) {
+                taps[c][j] = rec->y[start + j * m][c];
+                ok = ok && tu_finite(taps[c][j]);
+            }
+        }
+        if (ok) {
+            tu_savgol_misfit(self->model, &taps[0][0], misfit, rms);
+            tu_gate_record(&self->gate, misfit);
+        }
+    }
+    /* the ring starts with the record's last span samples */
+    self->ring_head = 0;
+    self->run = 0;
+    for (k = TU_CAL_LEN - 1; k >= 0 && (rec->flags[k] & TU_FLAG_KEY) == last_key; --k) {
+        ++self->run;
+    }
+    for (k = TU_CAL_LEN - span; k < TU_CAL_LEN; ++k) {
+        memcpy(self->ring[self->ring_head], rec->y[k], sizeof self->ring[0]);
+        self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
+    }
+    for (c = 0; c < TU_N && !TU_PRETRAINED; ++c) {
+        self->in_scale[c] = self->cal.x_rms[c];
+        self->out_scale[c] = self->cal.s1[c];
+    }
+    self->seen = 0;  /* the record's memory becomes the reservoir */
+    self->calibrated = 1;
+}
+
+static void tu_reservoir_offer(tu_trainer *self, const float *jet)
+{
+    uint32_t slot;
+    if (TU_BUFFER_RESERVOIR && self->seen >= (uint32_t)TU_CAPACITY) {
+        const uint32_t bound = self->seen < UINT32_MAX ? self->seen + 1u : UINT32_MAX;
+        slot = tu_prng_below(&self->reservoir_rng, bound);  /* Vitter's algorithm R */
+    } else {
+        slot = self->seen % (uint32_t)TU_CAPACITY;  /* filling, or FIFO */
+    }
+    if (slot < (uint32_t)TU_CAPACITY) {
+        memcpy(self->mem.reservoir[slot], jet, sizeof self->mem.reservoir[0]);
+    }
+    if (self->seen < UINT32_MAX) {
+        ++self->seen;
+    }
+}
+
+/* The window of TU_TAPS taps m apart ending at the newest sample. */
+static void tu_window(tu_trainer *self)
+{
+    const int m = self->cal.m;
+    float taps[TU_N][TU_TAPS], misfit[TU_N], rms[TU_N], jet[3][TU_N];
+    int finite = 1, c, j;
+    for (j = 0; j < TU_TAPS; ++j) {
+        const int back = (TU_TAPS - 1 - j) * m;
+        const int slot = ((self->ring_head - 1 - back) % TU_RING_LEN + TU_RING_LEN) % TU_RING_LEN;
+        for (c = 0; c < TU_N; ++c) {
+            taps[c][j] = self->ring[slot][c];
+            finite = finite && tu_finite(taps[c][j]);
+        }
+    }
+    ++self->counters.windows;
+    if (!finite) {
+        ++self->counters.nonfinite;
+        return;
+    }
+    if (self->run < (uint32_t)TU_SPAN(m) + 1u) {
+        ++self->counters.boundary;
+        return;
+    }
+    tu_savgol_misfit(self->model, &taps[0][0], misfit, rms);
+    tu_savgol_estimate(self->model, &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
+    for (c = 0; c < TU_N; ++c) {  /* overflow of huge finite samples */
+        finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
+                 && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);
+    }
+    if (!finite) {
+        ++self->counters.nonfinite;
+        return;
+    }
+    if (!tu_gate_check(&self->gate, misfit, rms)) {
+        ++self->counters.misfit;
+        return;
+    }
+    ++self->counters.accepted;
+    tu_reservoir_offer(self, &jet[0][0]);
+}
+
+/* One sample after bridging: calibration record, or ring and window. */
+static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], int bridged, int brk)
+{
+    if (brk) {
+        ++self->key;
+    }
+    if (!self->calibrated) {
+        tu_cal_record *rec = &self->mem.record;
+        tu_status st;
+        memcpy(rec->y[self->cal_fill], y, sizeof rec->y[0]);
+        rec->flags[self->cal_fill] = (uint16_t)((self->key & TU_FLAG_KEY) | (bridged ? TU_FLAG_BRIDGED : 0u));
+        if (++self->cal_fill < TU_CAL_LEN) {
+            return TU_OK;
+        }
+        st = tu_calibrate(rec, self->model, &self->cal);
+        if (st != TU_OK) {
+            ++self->counters.calibration_failures;
+            self->cal_fill = 0;
+            return st;
+        }
+        tu_start_streaming(self);
+        return TU_OK;
+    }
+    tu_ring_push(self, y, brk);
+    if (tick % tu_stride(self) == 0) {
+        tu_window(self);
+    }
+    return TU_OK;
+}
+
+tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y, int n_channels)
+{
+    tu_status st = tu_check(self), first = TU_OK;
+    int finite = 1, c;
+    if (st != TU_OK) {
+        return st;
+    }
+    if (y == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (n_channels != TU_N) {
+        return TU_ERR_CHANNELS;
+    }
+    if (self->have_last && tick <= self->last_tick) {
+        ++self->counters.out_of_order;
+        return TU_OK;
+    }
+    ++self->counters.samples;
+    for (c = 0; c < TU_N; ++c) {
+        finite = finite && tu_finite(y[c]);
+    }
+    if (!finite) {
+        ++self->counters.nonfinite_samples;
+    }
+    if (!self->have_last) {
+        first = tu_emit(self, tick, y, 0, 0);
+    } else {
+        const uint64_t step = (uint64_t)tick - (uint64_t)self->last_tick;
+        const int same = segment == self->last_segment;
+        const int gap = step > 1u;
+        const int too_long = gap && same && step - 1u > (uint64_t)TU_MAX_BRIDGE;
+        if (gap) {
+            ++self->counters.gaps;
+        }
+        if (too_long) {
+            ++self->counters.long_gaps;
+        }
+        if (gap && same && !too_long) {
+            const int missing = (int)step - 1;
+            float last[TU_N];
+            int j;
+            memcpy(last, tu_newest(self), sizeof last);
+            for (j = 1; j <= missing; ++j) {
+                const float frac = (float)j / (float)step;
+                float v[TU_N];
+                for (c = 0; c < TU_N; ++c) {
+                    v[c] = last[c] + (y[c] - last[c]) * frac;
+                }
+                ++self->counters.bridged;
+                st = tu_emit(self, self->last_tick + j, v, 1, 0);
+                first = first != TU_OK ? first : st;
+            }
+        }
+        st = tu_emit(self, tick, y, 0, !same || too_long);
+        first = first != TU_OK ? first : st;
+    }
+    self->have_last = 1;
+    self->last_tick = tick;
+    self->last_segment = segment;
+    return first;
+}
+
+int tu_trainer_ready(const tu_trainer *self)
+{
+    return tu_check(self) == TU_OK && self->calibrated && self->seen >= (uint32_t)TU_CAPACITY;
+}
+
+tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *ticks, const int32_t *segments,
+                                const float *y, int n_channels, int *due)
+{
+    tu_status st = tu_check(self), first = TU_OK;
+    int i, had_last;
+    int64_t before;
+    if (st != TU_OK) {
+        return st;
+    }
+    if (due == NULL || (count > 0 && (ticks == NULL || y == NULL))) {
+        return TU_ERR_NULL;
+    }
+    *due = 0;
+    if (n_channels != TU_N) {
+        return TU_ERR_CHANNELS;
+    }
+    if (count < 0) {
+        return TU_ERR_ARGUMENT;
+    }
+    had_last = self->have_last;
+    before = self->last_tick;
+    for (i = 0; i < count; ++i) {
+        st = tu_trainer_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_N, TU_N);
+        first = first != TU_OK ? first : st;
+    }
+    if (tu_trainer_ready(self) && self->have_last) {
+        const int64_t lo = had_last ? before : -1;
+        const int64_t n = tu_floor_div(self->last_tick, TU_TRAIN_EVERY) - tu_floor_div(lo, TU_TRAIN_EVERY);
+        *due = n < 0 ? 0 : (n > 2147483647 ? 2147483647 : (int)n);
+    }
+    return first;
+}
+
+tu_status tu_trainer_step(tu_trainer *self)
+{
+    tu_status st = tu_check(self);
+    int sizes[2 * TU_NUM_LAYERS];
+    int fill, b, k, finite = 1;
+    float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm;
+    tu_field field;
+    tu_jet_loss loss_terms;
+    tu_adam adam;
+    if (st != TU_OK) {
+        return st;
+    }
+    fill = tu_fill(self);
+    if (!self->calibrated || fill < TU_BATCH) {
+        return TU_ERR_NOT_READY;
+    }
+    lr = tu_trainer_lr(self->adam_step);
+    for (k = 0; k < TU_N; ++k) {  /* the loss of Eq. (13) with the calibrated scales */
+        loss_terms.s1[k] = self->cal.s1[k];
+        loss_terms.s2[k] = self->cal.s2[k];
+    }
+    loss_terms.lambda1 = TU_LAMBDA1;
+    loss_terms.lambda2 = self->cal.lambda2;
+    field.params = self->params;
+    field.in_scale = self->in_scale;
+    field.out_scale = self->out_scale;
+    field.known = &self->model->known;
+    memset(self->grad, 0, sizeof self->grad);
+    for (b = 0; b < TU_BATCH; ++b) {
+        const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];
+        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_N, jet + 2 * TU_N, 0, self->grad, &sq1, &sq2);
+    }
+    sq1 /= (float)TU_BATCH;
+    sq2 /= (float)TU_BATCH;
+    loss = loss_terms.lambda1 * sq1 + (loss_terms.lambda2 > 0.0f ? loss_terms.lambda2 * sq2 : 0.0f);
+    for (k = 0; k < 2 * TU_NUM_LAYERS; ++k) {
+        sizes[k] = tu_mlp_tensor_size(k);
+    }
+    norm = tu_clip_grad_norm(self->grad, sizes, 2 * TU_NUM_LAYERS, TU_GRAD_CLIP);
+    self->last_loss = loss;
+    self->last_loss_r1 = sq1;
+    self->last_loss_r2 = loss_terms.lambda2 > 0.0f ? sq2 : NAN;
+    self->last_grad_norm = norm;
+    finite = tu_finite(norm) && tu_finite(loss);
+    if (!finite) {
+        ++self->counters.skipped_updates;
+        return TU_SKIPPED;
+    }
+    adam.exp_avg = self->exp_avg;
+    adam.exp_avg_sq = self->exp_avg_sq;
+    adam.n = TU_NUM_PARAMS;
+    adam.step = self->adam_step;
+    tu_adamw_step(&adam, self->params, self->grad, lr, self->cal.weight_decay);
+    if (TU_EMA) {
+        tu_ema_update(self->ema, self->params, TU_NUM_PARAMS, TU_EMA_WEIGHT, self->adam_step == 0);
+    }
+    self->adam_step = adam.step;
+    return TU_OK;
+}
+
+tu_status tu_trainer_steps(tu_trainer *self, int count, int *done)
+{
+    tu_status st = TU_OK;
+    int i;
+    for (i = 0; i < count; ++i) {
+        st = tu_trainer_step(self);
+        if (st < 0) {
+            break;
+        }
+    }
+    if (done != NULL) {
+        *done = i;
+    }
+    return st;
+}
+
+tu_status tu_trainer_weights(const tu_trainer *self, int which, float *out, int n)
+{
+    tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (n != TU_NUM_PARAMS || (which != 0 && which != 1)) {
+        return TU_ERR_ARGUMENT;
+    }
+    memcpy(out, which == 1 && TU_EMA && self->adam_step > 0 ? self->ema : self->params, sizeof self->params);
+    return TU_OK;
+}
+
+tu_status tu_trainer_report(const tu_trainer *self, tu_report *out)
+{
+    tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return TU_ERR_NULL;
+    }
+    memset(out, 0, sizeof *out);
+    out->counters = self->counters;
+    out->calibration = self->cal;
+    out->calibrated = self->calibrated;
+    out->updates = self->adam_step;
+    out->fill = self->calibrated ? tu_fill(self) : 0;
+    out->seen = self->calibrated ? self->seen : 0u;
+    out->loss = self->last_loss;
+    out->loss_r1 = self->last_loss_r1;
+    out->loss_r2 = self->last_loss_r2;
+    out->grad_norm = self->last_grad_norm;
+    out->lr = self->adam_step > 0 ? tu_trainer_lr(self->adam_step - 1) : NAN;
+    memcpy(out->in_scale, self->in_scale, sizeof out->in_scale);
+    memcpy(out->out_scale, self->out_scale, sizeof out->out_scale);
+    return TU_OK;
+}
