@@ -135,6 +135,16 @@ class MovingHorizonEstimator(nn.Module):
         """Diagonal of ``Sigma^{-1}``, shape (n_x,)."""
         return self.arrival_std() ** -2
 
+    def parameter_values(self) -> dict[str, float]:
+        """Current values of the identified physical parameters (by name), ``s_bar_i`` and ``sigma_i``."""
+        out = {}
+        if self.model.physics is not None:
+            values = self.model.physics.params()
+            out.update({n: float(values[n].detach()) for n in self.model.physics.params.free_names})
+        out.update({f"s_bar_{i}": float(v) for i, v in enumerate(self.arrival_mean.detach())})
+        out.update({f"sigma_{i}": float(v) for i, v in enumerate(self.arrival_std().detach())})
+        return out
+
     def stage_lagrangian(self, a: Tensor, b: Tensor, u: Tensor, y: Tensor, first: Tensor,
                          measured: Tensor) -> Tensor:
         """The part ``l_k`` of the Lagrangian (6) owned by stage k, batched over stages.

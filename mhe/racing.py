@@ -1,36 +1,37 @@
 """The simulated test problem of Section 4.1: BayesRace ground truth, our simulator, partial outputs.
 
-The true single-track model (`mhe.vehicle`) is driven by `mhe.simulate.vehicle_policy`
-with process and measurement noise; only ``y = (vx, omega)`` is measured, ``vy`` is
-hidden. `perturbed_values` gives the "about 50 % off" start of the identification and
-`relative_errors` the metric of Table 1, ``|theta^_j - theta*_j| / |theta*_j|``.
+`RacingSimulation` drives the true single-track model (`mhe.vehicle`) with
+`mhe.simulate.vehicle_policy` under process and measurement noise; only ``y = (vx, omega)``
+is measured (`MEASURED`), ``vy`` is hidden. It is the recording of the racing configs
+(``configs/mhe_racing_*.yaml``). `perturbed_values` gives the "about 50 % off" starts of
+the identification; the error metric of Table 1, ``|theta^_j - theta*_j| / |theta*_j|``, is
+`mhe.identification.IdentificationProblem.relative_errors` with this truth.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from .identification import RecordingSource
 from .model import StateSpaceModel
 from .simulate import Recording, simulate, vehicle_policy
 from .vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED, SingleTrackVehicle
-from .windows import Windows, make_windows
 
-__all__ = ["MEASURED", "RacingData", "racing_recording", "perturbed_values", "relative_errors"]
+__all__ = ["MEASURED", "DT", "RacingSimulation", "perturbed_values"]
 
 MEASURED = (0, 2)
 """Measured states: vx and omega (vy is unmeasured)."""
 
+DT = 0.02
+"""Sample time of the simulated recording in seconds (50 Hz)."""
 
-@dataclass(frozen=True)
-class RacingData:
-    """Settings of the simulated racing data.
 
-    Attributes:
+class RacingSimulation(RecordingSource):
+    """The true racing model (BayesRace parameters) driven by `vehicle_policy`, y = (vx, omega).
+
+    Args:
         steps: samples T of the recording (dt = 0.02 s).
-        horizon: MHE horizon N of the windows.
-        stride: samples between window starts.
         process_std: q of the simulator's process noise (m/s^2, m/s^2, rad/s^2).
         measurement_std: r of the measurement noise of (vx, omega) (m/s, rad/s).
         steer_amplitude: peak steering (rad).
@@ -38,27 +39,24 @@ class RacingData:
         seed: seed of excitation and noise.
     """
 
-    steps: int = 2000
-    horizon: int = 10
-    stride: int = 10
-    process_std: tuple[float, float, float] = (0.005, 0.005, 0.1)
-    measurement_std: tuple[float, float] = (0.0005, 0.002)
-    steer_amplitude: float = 0.45
-    speed_range: tuple[float, float] = (0.8, 3.0)
-    seed: int = 1
+    def __init__(self, steps: int = 2000, process_std: tuple[float, float, float] = (0.005, 0.005, 0.1),
+                 measurement_std: tuple[float, float] = (0.0005, 0.002), steer_amplitude: float = 0.45,
+                 speed_range: tuple[float, float] = (0.8, 3.0), seed: int = 1) -> None:
+        self.steps, self.seed, self.steer_amplitude = steps, seed, steer_amplitude
+        self.process_std, self.measurement_std = tuple(process_std), tuple(measurement_std)
+        self.speed_range = tuple(speed_range)
 
-    def windows(self) -> Windows:
-        """The windows of `racing_recording`."""
-        rec = racing_recording(self)
-        return make_windows(rec.inputs, rec.outputs, self.horizon, self.stride)
+    @property
+    def truth(self) -> Mapping[str, float]:
+        """The BayesRace ground truth."""
+        return BAYESRACE_TRUTH
 
-
-def racing_recording(data: RacingData) -> Recording:
-    """Simulate the true racing model (BayesRace parameters) with the settings of ``data``."""
-    truth = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=MEASURED)
-    policy = vehicle_policy(data.steps, 0.02, data.seed, steer_amplitude=data.steer_amplitude,
-                            speed_range=tuple(data.speed_range))
-    return simulate(truth, [1.5, 0.0, 0.0], policy, data.steps, data.process_std, data.measurement_std, data.seed)
+    def record(self) -> Recording:
+        """Simulate ``steps`` samples from x0 = (1.5 m/s, 0, 0)."""
+        truth = StateSpaceModel(SingleTrackVehicle(), dt=DT, measured=MEASURED)
+        policy = vehicle_policy(self.steps, DT, self.seed, steer_amplitude=self.steer_amplitude,
+                                speed_range=self.speed_range)
+        return simulate(truth, [1.5, 0.0, 0.0], policy, self.steps, self.process_std, self.measurement_std, self.seed)
 
 
 def perturbed_values(factor: float = 0.5, seed: int = 0, identify: Sequence[str] = IDENTIFIED,
@@ -86,8 +84,3 @@ def perturbed_values(factor: float = 0.5, seed: int = 0, identify: Sequence[str]
             raise ValueError(f"{name}: neither {candidates} lies inside {BAYESRACE_BOUNDS[name]}; use a smaller factor.")
         out[name] = inside[0]
     return out
-
-
-def relative_errors(values: Mapping[str, float], names: Sequence[str] = IDENTIFIED) -> dict[str, float]:
-    """``|theta_j - theta*_j| / |theta*_j|`` for ``names`` (Table 1's metric)."""
-    return {n: abs(float(values[n]) - BAYESRACE_TRUTH[n]) / abs(BAYESRACE_TRUTH[n]) for n in names}

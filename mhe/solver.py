@@ -47,11 +47,30 @@ from .casadi_model import CasadiDynamics
 from .problem import MHEProblem, MHESolution, OuterValues
 from .windows import Windows
 
-__all__ = ["WindowSolutions", "WindowSolver", "lower_cost", "cold_guesses", "cold_solve"]
+__all__ = ["SolverSettings", "WindowSolutions", "WindowSolver", "lower_cost", "cold_guesses", "cold_solve"]
 
 log = logging.getLogger(__name__)
 
 Start = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """How the windows are solved (not what is solved): processes, build folder, windows per NLP.
+
+    Attributes:
+        workers: solver processes (1: in the calling process, no pool).
+        build_dir: folder of L4CasADi's generated code (per worker and per DDP process a subfolder).
+        batch: windows stacked into one NLP (1: one NLP per window).
+    """
+
+    workers: int = 1
+    build_dir: str = "build/l4casadi/pem"
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.batch < 1:
+            raise ValueError(f"workers and batch must be >= 1; got workers={self.workers}, batch={self.batch}.")
 
 
 @dataclass(frozen=True)
@@ -149,6 +168,13 @@ class WindowSolver:
             self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
                                              initargs=(estimator, str(build_dir), name, batch))
         self._values: OuterValues | None = None
+
+    @classmethod
+    def from_settings(cls, estimator: MovingHorizonEstimator, settings: SolverSettings,
+                      build_dir: str | Path | None = None) -> "WindowSolver":
+        """The solver of ``settings``; ``build_dir`` overrides ``settings.build_dir`` (e.g. one folder per process)."""
+        return cls(estimator, settings.build_dir if build_dir is None else build_dir, workers=settings.workers,
+                   batch=settings.batch)
 
     def _snapshot(self) -> OuterValues:
         new = OuterValues.of(self.estimator, 0 if self._values is None else self._values.version)

@@ -1,6 +1,7 @@
-"""Lightning integration of PEM-MHE: window data module, manual-optimization PEM module, run outputs."""
-from .data import RacingWindows as RacingWindows, WindowIndices as WindowIndices
+"""Lightning integration of PEM-MHE: the problem's windows as a data module, the loop as a module, run files."""
+from .config import PEMExperiment as PEMExperiment, load_experiment as load_experiment
+from .data import IdentificationData as IdentificationData
 from .module import PEMModule as PEMModule
 from .outputs import write_pem_outputs as write_pem_outputs
 
-__all__ = ["RacingWindows", "WindowIndices", "PEMModule", "write_pem_outputs"]
+__all__ = ["IdentificationData", "PEMModule", "PEMExperiment", "load_experiment", "write_pem_outputs"]

@@ -1,4 +1,4 @@
-"""The data set of Eq. (3) as a LightningDataModule: its items are window indices.
+"""The data set of Eq. (3) as a LightningDataModule: an `IdentificationProblem` whose items are window indices.
 
 Every training batch is the whole (local) set of windows, so one optimizer step is one
 PEM iteration over all M windows. Under DDP, Lightning's distributed sampler hands each
@@ -8,18 +8,15 @@ size it pads with repeated indices, which `mhe.training.module.PEMModule` drops.
 from __future__ import annotations
 
 import lightning as L
-import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..racing import RacingData
-from ..vehicle import BAYESRACE_TRUTH
-from ..windows import Windows
+from ..identification import IdentificationProblem
 
-__all__ = ["WindowIndices", "RacingWindows"]
+__all__ = ["WindowIndices", "IdentificationData"]
 
 
 class WindowIndices(Dataset):
-    """The indices ``0..M-1`` of a `Windows` set."""
+    """The indices ``0..M-1`` of a set of windows."""
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -31,46 +28,23 @@ class WindowIndices(Dataset):
         return i
 
 
-class RacingWindows(L.LightningDataModule):
-    """Windows of the simulated racing car (Section 4.1), y = (vx, omega), vy hidden.
+class IdentificationData(L.LightningDataModule):
+    """The windows of an identification problem (the problem itself is `problem`).
 
     Args:
-        steps: samples of the recording (dt = 0.02 s).
-        horizon: the MHE horizon N.
-        stride: samples between window starts.
-        process_std: the simulator's process-noise std (m/s^2, m/s^2, rad/s^2).
-        measurement_std: the simulator's measurement-noise std of (vx, omega).
-        steer_amplitude: peak steering of the excitation (rad).
-        speed_range: speed-reference range of the excitation (m/s).
-        seed: seed of excitation and noise.
-        windows: use only the first this many windows (None: all).
+        problem: model, data, measured outputs, MHE settings and arrival cost, e.g. the
+            simulated racing car of ``configs/mhe_racing_physics_gn.yaml``.
     """
 
-    def __init__(self, steps: int = 2000, horizon: int = 10, stride: int = 10,
-                 process_std: tuple[float, float, float] = (0.005, 0.005, 0.1),
-                 measurement_std: tuple[float, float] = (0.0005, 0.002), steer_amplitude: float = 0.45,
-                 speed_range: tuple[float, float] = (0.8, 3.0), seed: int = 1, windows: int | None = None) -> None:
+    def __init__(self, problem: IdentificationProblem) -> None:
         super().__init__()
-        self.data = RacingData(steps, horizon, stride, tuple(process_std), tuple(measurement_std), steer_amplitude,
-                               tuple(speed_range), seed)
-        self.limit = windows
-        self.windows: Windows | None = None
-        self.truth: dict[str, float] = dict(BAYESRACE_TRUTH)
+        self.problem = problem
 
     def setup(self, stage: str | None = None) -> None:
-        if self.windows is None:
-            old = torch.get_default_dtype()
-            torch.set_default_dtype(torch.float64)
-            try:
-                windows = self.data.windows()
-            finally:
-                torch.set_default_dtype(old)
-            self.windows = windows if self.limit is None else windows[: self.limit]
-
-    @property
-    def horizon(self) -> int:
-        """The MHE horizon N of the windows."""
-        return self.data.horizon
+        """Produce the recording and cut the windows (once)."""
+        self.problem.windows
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(WindowIndices(len(self.windows)), batch_size=len(self.windows), shuffle=False)
+        """One batch of all window indices per epoch."""
+        count = len(self.problem.windows)
+        return DataLoader(WindowIndices(count), batch_size=count, shuffle=False)

@@ -18,7 +18,10 @@ from torch import Tensor, nn
 from torch_ude import __version__
 from torch_ude.training.outputs import METRIC_KEYS, to_jsonable
 
+from ..estimator import MovingHorizonEstimator
+from ..identification import IdentificationProblem
 from ..model import StateSpaceModel
+from ..outer import PEMResult
 
 __all__ = ["write_pem_outputs"]
 
@@ -32,15 +35,26 @@ class _Field(nn.Module):
         return self.model.field(x, u, torch.zeros_like(x))
 
 
-def write_pem_outputs(directory: str | Path, module, wall_s: float, rel_errors: dict[str, float]) -> dict[str, Path]:
-    """Write the three run files of a `PEMModule` into ``directory``.
+def write_pem_outputs(directory: str | Path, problem: IdentificationProblem, estimator: MovingHorizonEstimator,
+                      result: PEMResult, config: dict[str, object]) -> dict[str, Path]:
+    """Write ``field.pt``, ``field.json`` and ``metrics.json`` of a PEM run into ``directory``.
+
+    Both front-ends call this (the CLI's module and the benchmark's in-process identifier),
+    so one experiment leaves the same files whichever way it ran.
+
+    Args:
+        directory: the run folder.
+        problem: the identification problem (its settings go into ``field.json``).
+        estimator: the identified MHE (its model is exported).
+        result: the run's `PEMResult`.
+        config: the front-end's settings (``outer``, ``solver``), recorded in ``field.json``.
 
     Returns:
         Paths of ``field.pt``, ``field.json`` and ``metrics.json``.
     """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    model: StateSpaceModel = module.model
+    model: StateSpaceModel = estimator.model
     example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -56,19 +70,18 @@ def write_pem_outputs(directory: str | Path, module, wall_s: float, rel_errors: 
         "parameters": {} if physics is None else {n: float(v.detach()) for n, v in physics.params().items()},
         "identified": [] if physics is None else list(physics.params.free_names),
         "residual_sizes": None if model.residual is None else list(model.residual.mlp.sizes),
-        "num_parameters": sum(p.numel() for p in module.estimator.parameters()),
+        "num_parameters": sum(p.numel() for p in estimator.parameters()),
         "input": {"shape": [["B", model.n_x], ["B", model.n_u]], "meaning": "states, inputs"},
         "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},
-        "config": to_jsonable(dict(module.hparams)),
+        "config": to_jsonable({**config, "problem": problem.describe()}),
     }
     (out / "field.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    c = result.counters
     metrics = {k: None for k in METRIC_KEYS}
-    metrics.update(updates=module.totals["updates"], wall_s=wall_s)
-    metrics.update({"trainer": "PEMModule", "J_final": module.last_loss, "parameters": module.parameter_values(),
-                    "rel_errors": rel_errors,
-                    "mean_rel_error": sum(rel_errors.values()) / len(rel_errors) if rel_errors else None,
-                    "failed_windows_total": module.totals["failed"],
-                    "failed_trial_windows_total": module.totals["failed_trials"], "skipped_steps": module.totals["skipped"],
-                    "stop_reason": getattr(module, "stop_reason", "")})
+    metrics.update(updates=c.updates, wall_s=result.wall_s)
+    metrics.update({"trainer": "pem_mhe", "steps": c.steps, "J_final": result.loss, "parameters": result.parameters,
+                    "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
+                    "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
+                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason})
     (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=2) + "\n")
     return {"field": out / "field.pt", "sidecar": out / "field.json", "metrics": out / "metrics.json"}

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from mhe import (MHESettings, MovingHorizonEstimator, NeuralResidual, SingleTrackVehicle, StateSpaceModel,
-                 WindowSolver, make_windows, simulate, vehicle_policy)
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual,
+                 SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows, simulate)
+from mhe.racing import MEASURED, RacingSimulation, perturbed_values
+from mhe.simulate import vehicle_policy
 from mhe.kkt import refine
 from mhe.windows import Windows
 
@@ -71,3 +73,13 @@ def kkt_point(kind: str, tmp_path, gray_solver) -> tuple[MovingHorizonEstimator,
     est, windows = estimator(kind, 6), vehicle_windows(6, 3)
     z = ipopt_kkt_point(est, windows, tmp_path) if kind == "physics" else torch_kkt_point(est, windows)
     return est, windows, z
+
+
+def racing_problem(**overrides) -> IdentificationProblem:
+    """The racing problem of the configs on 5 short windows (N = 6), started 10 % off, arrival cost unbounded."""
+    settings = dict(recording=RacingSimulation(steps=120), mhe=MHESettings(6, (0.005, 0.005, 0.1), (0.0005, 0.002)),
+                    arrival=ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0)), measured=MEASURED,
+                    physics=SingleTrackVehicle(perturbed_values(0.1, seed=2, fixed={"Er": 0.0})), stride=10,
+                    windows=5)
+    settings.update(overrides)
+    return IdentificationProblem(**settings)

@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as tf
 
-from mhe import Bound, MHESettings, MovingHorizonEstimator, arrival_bounds, residual_jacobian
+from mhe import Bound, MHESettings, MovingHorizonEstimator, residual_jacobian
+from mhe.arrival import arrival_bounds
 from tests.mhe.helpers import (ARRIVAL_MEAN, ARRIVAL_STD, MEASUREMENT_STD, PROCESS_STD, estimator, ipopt_kkt_point,
                                vehicle_windows)
 

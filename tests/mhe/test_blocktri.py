@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from mhe import block_tridiagonal_dense, block_tridiagonal_solve
+from mhe.blocktri import block_tridiagonal_dense, block_tridiagonal_solve
 
 
 def test_block_solve_matches_dense_solve_batched():

@@ -3,8 +3,8 @@ cold-start check and stopping tests."""
 import pytest
 import torch
 
-from mhe import (GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, WindowSolver, hypergradient_adjoint,
-                 levenberg_marquardt_step, residual_jacobian)
+from mhe import GaussNewtonStopping, WindowSolver, hypergradient_adjoint, residual_jacobian
+from mhe.gauss_newton import LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step
 from tests.mhe.helpers import estimator, kkt_point, vehicle_windows
 
 

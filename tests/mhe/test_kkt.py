@@ -3,8 +3,9 @@ import pytest
 import torch
 from torch.func import jacfwd
 
-from mhe import WindowSolver, block_tridiagonal_dense, hypergradient_adjoint, hypergradient_explicit, kkt_blocks
-from mhe import kkt_residual, prediction_loss
+from mhe import WindowSolver, hypergradient_adjoint, hypergradient_explicit
+from mhe.blocktri import block_tridiagonal_dense
+from mhe.kkt import kkt_blocks, kkt_residual, prediction_loss
 from tests.mhe.helpers import estimator, ipopt_kkt_point, kkt_point, torch_kkt_point, vehicle_windows
 
 

@@ -2,7 +2,10 @@
 import numpy as np
 import torch
 
-from mhe import CasadiDynamics, MHEProblem, OuterValues, WindowSolver, kkt_residual
+from mhe import WindowSolver
+from mhe.casadi_model import CasadiDynamics
+from mhe.kkt import kkt_residual
+from mhe.problem import MHEProblem, OuterValues
 from mhe.point import KKTPoint
 from tests.mhe.helpers import estimator, vehicle_windows
 

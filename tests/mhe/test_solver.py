@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from mhe import MovingHorizonEstimator, WindowSolver, arrival_bounds, lower_cost
-from mhe.solver import cold_guesses, cold_solve
+from mhe import MovingHorizonEstimator, WindowSolver
+from mhe.arrival import arrival_bounds
+from mhe.solver import cold_guesses, cold_solve, lower_cost
 from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 

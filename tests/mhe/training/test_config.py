@@ -1,39 +1,58 @@
-"""The checked-in PEM-MHE configs parse; the Gauss-Newton one fits through the ``torch-ude`` CLI on a few windows."""
+"""The checked-in PEM-MHE configs parse; the Gauss-Newton one fits through the ``torch-ude`` CLI on a few windows,
+and the same config run in-process (`mhe.training.load_experiment` + `mhe.PEMIdentifier`) gives the same run."""
 import json
+from pathlib import Path
 
 import pytest
 
+from mhe import PEMIdentifier
+from mhe.training import load_experiment, write_pem_outputs
 from torch_ude.cli import main
 
-SHORT = ["--data.init_args.steps", "120", "--data.init_args.horizon", "6", "--data.init_args.windows", "5",
-         "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
+# 5 short windows span vx in [0.70, 1.47] m/s only, so s_bar_vx starts inside that data-derived box
+SHORT = ["--data.problem.recording.steps", "120", "--data.problem.mhe.horizon", "6", "--data.problem.windows", "5",
+         "--data.problem.arrival.mean", "[1.2, 0.0, 0.0]", "--trainer.logger", "false"]
 
 
 def _fit_gn(tmp_path, *extra):
-    # 5 short windows span vx in [0.70, 1.47] m/s only, so s_bar_vx starts inside that data-derived box
-    main(["fit", "--config", "configs/mhe_racing_physics_gn.yaml", *SHORT, "--model.init_args.arrival_mean",
-          "[1.2, 0.0, 0.0]", "--trainer.default_root_dir", str(tmp_path), "--model.init_args.build_dir",
-          str(tmp_path / "build"), *extra])
+    main(["fit", "--config", "configs/mhe_racing_physics_gn.yaml", *SHORT, "--trainer.enable_progress_bar", "false",
+          "--trainer.default_root_dir", str(tmp_path), "--model.solver.build_dir", str(tmp_path / "build"), *extra])
     return json.loads((tmp_path / "metrics.json").read_text())
 
 
-def test_gauss_newton_config_fits_and_bounds_the_arrival_cost(tmp_path):
+def test_gauss_newton_config_fits_bounds_the_arrival_cost_and_ends_with_a_summary(tmp_path, caplog):
     metrics = _fit_gn(tmp_path, "--trainer.max_steps", "2")
     assert metrics["updates"] == 2 and metrics["failed_windows_total"] == 0 and metrics["stop_reason"] == ""
     config = json.loads((tmp_path / "field.json").read_text())["config"]
-    assert config["optimizer"] == "gauss_newton" and config["cold_check"] and config["arrival_box"][1] == [-1.0, 1.0]
+    assert config["outer"]["optimizer"] == "gauss_newton" and config["outer"]["cold_check"]
+    assert config["problem"]["arrival"]["box"][1] == [-1.0, 1.0]
     values = metrics["parameters"]
     assert -1.2 < values["s_bar_1"] < 1.2 and 0.12 <= values["sigma_1"] <= 24.0
+    last = caplog.records[-1].getMessage()
+    assert last.startswith("PEM-MHE: mean relative parameter error") and last.endswith(f"outputs in {tmp_path}")
 
 
 def test_gauss_newton_run_ends_when_a_stopping_test_fires(tmp_path):
-    metrics = _fit_gn(tmp_path, "--trainer.max_steps", "30", "--model.init_args.ftol", "0.5",
-                      "--model.init_args.patience", "1")
+    metrics = _fit_gn(tmp_path, "--trainer.max_steps", "30", "--model.outer.stopping.ftol", "0.5",
+                      "--model.outer.stopping.patience", "1")
     assert metrics["stop_reason"] == "ftol" and 1 <= metrics["updates"] < 30
 
 
-@pytest.mark.parametrize("name, optimizer", [("mhe_racing_physics", "adam"), ("mhe_racing_physics_gn", "gauss_newton")])
-def test_configs_parse(name, optimizer, tmp_path):
-    cli = main(["--config", f"configs/{name}.yaml", *SHORT, "--trainer.default_root_dir", str(tmp_path)], run=False)
-    assert cli.model.hparams.optimizer == optimizer
-    assert (cli.model.hparams.arrival_box is not None) == (optimizer == "gauss_newton")
+def test_a_config_run_in_process_is_the_cli_run(tmp_path):
+    cli = _fit_gn(tmp_path / "cli", "--trainer.max_steps", "3")
+    exp = load_experiment("configs/mhe_racing_physics_gn.yaml", [*SHORT, "--trainer.max_steps", "3",
+                                                                 "--model.solver.build_dir", str(tmp_path / "b")])
+    with PEMIdentifier(exp.problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        result = pem.fit()
+    assert result.parameters == cli["parameters"] and result.loss == cli["J_final"]
+    paths = write_pem_outputs(tmp_path / "in_process", exp.problem, pem.estimator, result,
+                              {"outer": exp.outer, "solver": exp.solver})
+    assert json.loads(paths["metrics"].read_text())["parameters"] == cli["parameters"]
+
+
+@pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)
+def test_configs_parse(path, tmp_path):
+    exp = load_experiment(path, [*SHORT, "--trainer.default_root_dir", str(tmp_path)])
+    assert exp.outer.optimizer == ("gauss_newton" if path.stem.endswith("_gn") else "adam")
+    assert (exp.problem.arrival.box is not None) == (exp.outer.optimizer == "gauss_newton")
+    assert (exp.problem.residual is not None) == ("gray" in path.stem) and exp.max_steps > 0

@@ -1,0 +1,201 @@
+"""The identification problem: what is identified from which data, built once for every front-end.
+
+An `IdentificationProblem` holds the recording (or where it comes from), the model to
+identify (known physics with its start values, a neural residual, or both), the measured
+states, the MHE settings (horizon, weights, IPOPT), the windows cut from the recording
+(Eq. 3) and the arrival cost with its optional physical box (`mhe.arrival`). The CLI
+(`mhe.training.IdentificationData`), the in-process `mhe.pem.PEMIdentifier` and the
+benchmarks all build their estimator from it (`IdentificationProblem.estimator`), so one
+experiment gives one result whichever way it is run. Dimensions come from the model and the
+recording: the sample time is the recording's, ``n_u`` the physics' or the recording's.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+
+import torch
+
+from .arrival import arrival_bounds
+from .estimator import MHESettings, MovingHorizonEstimator
+from .model import NeuralResidual, PhysicsField, StateSpaceModel
+from .simulate import Recording
+from .windows import Windows, make_windows
+
+__all__ = ["RecordingSource", "ArrivalCost", "ResidualSettings", "IdentificationProblem"]
+
+
+class RecordingSource(abc.ABC):
+    """Where the recording of an identification problem comes from (a simulator, a log file).
+
+    `record` is called once, on first use of the problem's data, not at construction.
+    """
+
+    @property
+    def truth(self) -> Mapping[str, float] | None:
+        """True physical parameter values by name where known (simulated data), else None."""
+        return None
+
+    @abc.abstractmethod
+    def record(self) -> Recording:
+        """Produce the recording (inputs and measured outputs at one sample time)."""
+
+
+@dataclass(frozen=True)
+class ArrivalCost:
+    """Start and box of the arrival cost ``||x_0 - s_bar||^2_{Sigma^-1}``, ``Sigma = diag(sigma^2)`` (Eq. 4a).
+
+    Attributes:
+        mean: start of ``s_bar``, one number per state (state units).
+        std: start of ``sigma``, one positive number per state.
+        box: per state ``[lo, hi]`` of ``s_bar`` or None (a measured state: the range of its
+            output in the data); None for the whole list leaves ``s_bar`` unbounded and
+            ``sigma = softplus(rho)`` (`mhe.arrival.arrival_bounds`).
+        margin: widening of each box on both sides, as a fraction of its width.
+        std_range: ``sigma`` within these multiples of the ``s_bar`` box width.
+    """
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    box: tuple[tuple[float, float] | None, ...] | None = None
+    margin: float = 0.1
+    std_range: tuple[float, float] = (0.05, 10.0)
+
+
+@dataclass(frozen=True)
+class ResidualSettings:
+    """The neural residual of a neural or gray-box model (`mhe.model.NeuralResidual`).
+
+    Attributes:
+        width: hidden width of both hidden layers.
+        in_scale: typical magnitudes of ``[x, u]``, n_x + n_u numbers (None: ones).
+        out_scale: typical magnitudes of the residual ``dx/dt``, n_x numbers (None: ones).
+        seed: seed of the hidden layers' initial weights (the last layer starts at zero).
+    """
+
+    width: int
+    in_scale: tuple[float, ...] | None = None
+    out_scale: tuple[float, ...] | None = None
+    seed: int = 0
+
+
+@contextlib.contextmanager
+def _float64() -> Iterator[None]:
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+class IdentificationProblem:
+    """Model, data windows, measured outputs, MHE settings and arrival cost of one PEM-MHE experiment.
+
+    Args:
+        recording: the data, or the `RecordingSource` that produces it on first use.
+        mhe: horizon N, the weights Q and R, and the IPOPT and refinement settings.
+        arrival: start (and optional box) of the arrival cost.
+        measured: indices of the measured states, in the order of the recording's outputs.
+        physics: the known physics with its start values (None: neural only).
+        residual: the neural residual (None: physics only).
+        stride: samples between window starts.
+        windows: use only the first this many windows (None: all).
+        n_x: state dimension, needed only without physics.
+
+    Raises:
+        ValueError: without physics and residual, for ``windows < 1``, or for an arrival box
+            whose length is not the number of states.
+    """
+
+    def __init__(self, recording: RecordingSource | Recording, mhe: MHESettings, arrival: ArrivalCost,
+                 measured: Sequence[int], physics: PhysicsField | None = None,
+                 residual: ResidualSettings | None = None, stride: int = 1, windows: int | None = None,
+                 n_x: int | None = None) -> None:
+        if physics is None and residual is None:
+            raise ValueError("An identification problem needs physics, a residual or both; got neither.")
+        if windows is not None and windows < 1:
+            raise ValueError(f"windows must be None (all) or >= 1; got {windows}.")
+        if physics is None and n_x is None:
+            raise ValueError("A model without physics needs n_x, the number of states; got n_x=None.")
+        self.source, self.mhe, self.arrival = recording, mhe, arrival
+        self.measured, self.physics, self.residual = tuple(int(i) for i in measured), physics, residual
+        self.stride, self.limit = stride, windows
+        self.n_x = physics.n_x if physics is not None else int(n_x)
+        if arrival.box is not None and len(arrival.box) != self.n_x:
+            raise ValueError(f"arrival.box needs one entry ([lo, hi] or null) per state, {self.n_x}; got "
+                             f"{list(arrival.box)}.")
+
+    @cached_property
+    def recording(self) -> Recording:
+        """The recording (produced by the source on first use, in float64)."""
+        if isinstance(self.source, Recording):
+            return self.source
+        with _float64():
+            return self.source.record()
+
+    @cached_property
+    def windows(self) -> Windows:
+        """The windows of Eq. (3): horizon ``mhe.horizon``, ``stride`` apart, the first ``windows`` of them."""
+        rec = self.recording
+        if rec.outputs.shape[-1] != len(self.measured):
+            raise ValueError(f"The recording has {rec.outputs.shape[-1]} output columns but measured lists "
+                             f"{len(self.measured)} states {list(self.measured)}; give one index per output.")
+        with _float64():
+            windows = make_windows(rec.inputs, rec.outputs, self.mhe.horizon, self.stride)
+        return windows if self.limit is None else windows[: self.limit]
+
+    @property
+    def truth(self) -> Mapping[str, float] | None:
+        """True physical values by name (simulated data), or None."""
+        return None if isinstance(self.source, Recording) else self.source.truth
+
+    def model(self) -> StateSpaceModel:
+        """A new state-space model at the start values (its parameters are not shared with earlier models)."""
+        physics = copy.deepcopy(self.physics)
+        n_u = physics.n_u if physics is not None else self.recording.inputs.shape[-1]
+        residual = None
+        if self.residual is not None:
+            r = self.residual
+            residual = NeuralResidual(self.n_x, n_u, r.width, r.in_scale, r.out_scale, r.seed)
+        return StateSpaceModel(physics, residual, dt=self.recording.dt, measured=self.measured, n_x=self.n_x,
+                               n_u=n_u)
+
+    def estimator(self) -> MovingHorizonEstimator:
+        """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set)."""
+        model, a = self.model(), self.arrival
+        bounds: tuple = (None, None)
+        if a.box is not None:
+            hidden = {j: box for j, box in enumerate(a.box) if box is not None}
+            bounds = arrival_bounds(self.windows, model, hidden, a.margin, a.std_range)
+        return MovingHorizonEstimator(model, self.mhe, a.mean, a.std, *bounds)
+
+    def relative_errors(self, estimator: MovingHorizonEstimator) -> dict[str, float]:
+        """``|theta^_j - theta*_j| / |theta*_j|`` of the identified physical parameters with a known truth.
+
+        Returns:
+            By parameter name; empty without a truth or without physics.
+        """
+        truth, physics = self.truth, estimator.model.physics
+        if truth is None or physics is None:
+            return {}
+        values = physics.params()
+        return {n: abs(float(values[n].detach()) - truth[n]) / abs(truth[n])
+                for n in physics.params.free_names if n in truth}
+
+    def describe(self) -> dict[str, object]:
+        """The problem's settings as plain values (for run files)."""
+        source = self.source
+        return {"recording": type(source).__name__ if isinstance(source, Recording) else
+                {"class": type(source).__name__, **vars(source)},
+                "physics": None if self.physics is None else {
+                    "class": type(self.physics).__name__,
+                    "start": {n: float(v.detach()) for n, v in self.physics.params().items()},
+                    "identified": list(self.physics.params.free_names)},
+                "residual": None if self.residual is None else asdict(self.residual),
+                "measured": list(self.measured), "stride": self.stride, "windows": self.limit,
+                "mhe": asdict(self.mhe), "arrival": asdict(self.arrival)}

@@ -1,0 +1,51 @@
+"""A PEM-MHE experiment read from its ``torch-ude`` config, for front-ends other than the CLI.
+
+`load_experiment` parses a config (``configs/mhe_*.yaml``) and command-line style overrides
+exactly as ``torch-ude fit`` does and returns what the in-process `mhe.pem.PEMIdentifier`
+needs, so a benchmark run of a config is the CLI run of that config.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch_ude.cli import main
+
+from ..identification import IdentificationProblem
+from ..outer import OuterSettings
+from ..solver import SolverSettings
+from .data import IdentificationData
+from .module import PEMModule
+
+__all__ = ["PEMExperiment", "load_experiment"]
+
+
+@dataclass(frozen=True)
+class PEMExperiment:
+    """One PEM-MHE experiment as the CLI would run it.
+
+    Attributes:
+        problem: the identification problem (``data.init_args.problem``).
+        outer: the outer loop's settings (``model.init_args.outer``).
+        solver: the window solver's settings (``model.init_args.solver``).
+        max_steps: ``trainer.max_steps``, the iteration cap.
+    """
+
+    problem: IdentificationProblem
+    outer: OuterSettings
+    solver: SolverSettings
+    max_steps: int
+
+
+def load_experiment(config: str | Path, overrides: Sequence[str] = ()) -> PEMExperiment:
+    """Parse a PEM-MHE config and overrides (e.g. ``["--trainer.max_steps", "5"]``) as ``torch-ude fit`` does.
+
+    Raises:
+        ValueError: if the config does not describe a `PEMModule` on an `IdentificationData`.
+    """
+    cli = main(["--config", str(config), *overrides], run=False)
+    if not isinstance(cli.model, PEMModule) or not isinstance(cli.datamodule, IdentificationData):
+        raise ValueError(f"{config} must configure mhe.training.PEMModule on mhe.training.IdentificationData; got "
+                         f"{type(cli.model).__name__} on {type(cli.datamodule).__name__}.")
+    return PEMExperiment(cli.datamodule.problem, cli.model.outer, cli.model.solver_settings, cli.trainer.max_steps)

@@ -1,0 +1,77 @@
+"""The identification problem: lazy data, windows from the MHE horizon, fresh estimators, bounds, truth, bad input."""
+import pytest
+import torch
+
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, RecordingSource, ResidualSettings,
+                 SingleTrackVehicle, make_windows)
+from mhe.arrival import arrival_bounds
+from mhe.racing import MEASURED, RacingSimulation
+from tests.mhe.helpers import racing_problem
+
+
+class _Counting(RacingSimulation):
+    calls = 0
+
+    def record(self) -> Recording:
+        _Counting.calls += 1
+        return super().record()
+
+
+def test_data_are_produced_once_on_first_use_and_cut_with_the_mhe_horizon():
+    _Counting.calls = 0
+    problem = racing_problem(recording=_Counting(steps=120))
+    assert _Counting.calls == 0
+    rec = problem.recording
+    expected = make_windows(rec.inputs, rec.outputs, 6, 10)[:5]
+    assert torch.equal(problem.windows.y, expected.y) and torch.equal(problem.windows.u, expected.u)
+    assert problem.windows.horizon == problem.mhe.horizon and _Counting.calls == 1
+    problem.estimator(), problem.windows
+    assert _Counting.calls == 1 and problem.estimator().model.dt == rec.dt == 0.02
+
+
+def test_each_estimator_starts_at_the_problem_start_with_its_own_parameters():
+    problem = racing_problem()
+    a, b = problem.estimator(), problem.estimator()
+    with torch.no_grad():
+        a.model.physics.params.raw.add_(1.0)
+    assert b.parameter_values() == problem.estimator().parameter_values() != a.parameter_values()
+    assert problem.physics.params.raw.data_ptr() not in {p.data_ptr() for p in a.parameters()}
+
+
+def test_the_arrival_box_comes_from_the_windows_and_the_hidden_box():
+    problem = racing_problem(arrival=ArrivalCost((1.0, 0.0, 0.0), (1.0, 0.3, 3.0), ((0.5, 2.0), (-1.0, 1.0), None)))
+    est = problem.estimator()
+    mean_b, std_b = arrival_bounds(problem.windows, est.model, {0: (0.5, 2.0), 1: (-1.0, 1.0)})
+    assert est.arrival_mean_bounds == mean_b and est.arrival_std_bounds == std_b
+    assert racing_problem().estimator().arrival_mean_bounds[1].lower is None
+
+
+def test_relative_errors_use_the_sources_truth():
+    problem = racing_problem()
+    errors = problem.relative_errors(problem.estimator())
+    assert set(errors) == set(problem.physics.params.free_names) and all(0 < e < 0.11 for e in errors.values())
+    given = racing_problem(recording=problem.recording)
+    assert given.truth is None and given.relative_errors(given.estimator()) == {}
+
+
+def test_gray_box_problem_builds_the_residual_from_its_settings():
+    problem = racing_problem(residual=ResidualSettings(4, seed=3))
+    model = problem.estimator().model
+    assert model.residual.mlp.sizes == (5, 4, 4, 3) and model.physics is not None
+    assert problem.describe()["residual"]["width"] == 4 and problem.describe()["recording"]["steps"] == 120
+
+
+def test_bad_problems_are_rejected():
+    rec = RacingSimulation(steps=120)
+    settings = MHESettings(6, (0.005, 0.005, 0.1), (0.0005, 0.002))
+    arrival = ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0))
+    with pytest.raises(ValueError, match="needs physics, a residual or both"):
+        IdentificationProblem(rec, settings, arrival, MEASURED)
+    with pytest.raises(ValueError, match="needs n_x"):
+        IdentificationProblem(rec, settings, arrival, MEASURED, residual=ResidualSettings(4))
+    with pytest.raises(ValueError, match="one entry \\(\\[lo, hi\\] or null\\) per state, 3"):
+        IdentificationProblem(rec, settings, ArrivalCost((1.5, 0, 0), (1, 1, 1), ((-1.0, 1.0),)), MEASURED,
+                              SingleTrackVehicle())
+    with pytest.raises(ValueError, match="2 output columns but measured lists 1 states"):
+        IdentificationProblem(rec, settings, arrival, (0,), SingleTrackVehicle()).windows
+    assert isinstance(rec, RecordingSource)

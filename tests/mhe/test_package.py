@@ -1,0 +1,27 @@
+"""The package: ``import mhe`` builds nothing, and its public API fits one screen without test data or internals."""
+import subprocess
+import sys
+from pathlib import Path
+
+import mhe
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_import_builds_nothing(tmp_path):
+    code = ("import sys, mhe; print(sorted(m for m in ('lightning', 'l4casadi', 'mhe.training', 'mhe.racing') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert out.stdout.strip() == "[]"
+    assert list(tmp_path.iterdir()) == []  # no build folder, no generated code
+
+
+def test_public_api_fits_one_screen_and_leaves_internals_out():
+    names = mhe.__all__
+    assert len(names) == len(set(names)) <= 30 and all(hasattr(mhe, n) for n in names)
+    internals = {"KKTPoint", "StageLayout", "CasadiDynamics", "MHEProblem", "OuterValues", "LevenbergMarquardt",
+                 "kkt_blocks", "refine", "lower_cost", "cold_solve", "block_tridiagonal_solve",
+                 "BAYESRACE_TRUTH", "BAYESRACE_BOUNDS", "IDENTIFIED", "vehicle_policy", "perturbed_values"}
+    assert not internals & set(dir(mhe))
+    assert len(Path(mhe.__file__).read_text().splitlines()) <= 40
