@@ -1,0 +1,96 @@
+"""The binary files the C trainer exchanges with Python: sensor streams, results, goldens.
+
+All little-endian.
+
+* Stream file (``write_stream``): the 8-byte magic ``TUSTRM01``, ``uint32`` channels n,
+  ``uint32`` 0, then one record per sample until the end of the file: ``int64`` tick,
+  ``int32`` segment id, ``float32`` y[n]. A firmware replays it through semihosting;
+  ``microcontroller/support/tu_stream_file.c`` reads it.
+* Result file (``read_result``): ``TURSLT01``, ``uint32`` parameter count p, ``uint32``
+  report size r, ``float32`` EMA weights[p], ``float32`` raw weights[p], then the r bytes
+  of the C ``tu_report`` (`microcontroller.ctrainer.report_type`).
+* Golden file (``write_golden``): ``TUGOLD01``, then named arrays: ``uint32`` name length,
+  the name, one type byte (``f`` float32 or ``q`` int64), ``uint32`` count, the values.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["STREAM_MAGIC", "RESULT_MAGIC", "GOLDEN_MAGIC", "write_stream", "read_stream", "read_result",
+           "write_golden"]
+
+STREAM_MAGIC = b"TUSTRM01"
+RESULT_MAGIC = b"TURSLT01"
+GOLDEN_MAGIC = b"TUGOLD01"
+
+
+def _record_type(n: int) -> np.dtype:
+    return np.dtype([("tick", "<i8"), ("segment", "<i4"), ("y", "<f4", (n,))])
+
+
+def write_stream(path: str | Path, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> Path:
+    """Write samples (k, n) with their ticks (k,) and segment ids (k,) as a stream file.
+
+    Values are rounded to float32, as the device reads them.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 2:
+        raise ValueError(f"y must have shape (k, n); got {y.shape}.")
+    k, n = y.shape
+    rec = np.empty(k, dtype=_record_type(n))
+    rec["tick"], rec["segment"], rec["y"] = ticks, segment, y
+    path = Path(path)
+    path.write_bytes(STREAM_MAGIC + struct.pack("<II", n, 0) + rec.tobytes())
+    return path
+
+
+def read_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read a stream file: ``(y (k, n) float32, ticks (k,) int64, segment (k,) int32)``.
+
+    Raises:
+        ValueError: for a file that is not a stream file or ends inside a record.
+    """
+    data = Path(path).read_bytes()
+    if data[:8] != STREAM_MAGIC or len(data) < 16:
+        raise ValueError(f"{path} is not a torch-ude stream file (magic {STREAM_MAGIC!r}).")
+    n = struct.unpack_from("<I", data, 8)[0]
+    dtype = _record_type(n)
+    body = data[16:]
+    if len(body) % dtype.itemsize:
+        raise ValueError(f"{path} ends inside a record: {len(body) % dtype.itemsize} stray bytes.")
+    rec = np.frombuffer(body, dtype=dtype)
+    return rec["y"].copy(), rec["tick"].copy(), rec["segment"].copy()
+
+
+def read_result(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """Read a result file: ``(ema weights (p,), raw weights (p,), report bytes)``.
+
+    Raises:
+        ValueError: for a file that is not a result file or is truncated.
+    """
+    data = Path(path).read_bytes()
+    if data[:8] != RESULT_MAGIC or len(data) < 16:
+        raise ValueError(f"{path} is not a torch-ude result file (magic {RESULT_MAGIC!r}).")
+    p, r = struct.unpack_from("<II", data, 8)
+    if len(data) != 16 + 8 * p + r:
+        raise ValueError(f"{path} has {len(data)} bytes; a result of {p} weights and a {r}-byte report has "
+                         f"{16 + 8 * p + r}.")
+    weights = np.frombuffer(data, dtype="<f4", count=2 * p, offset=16)
+    return weights[:p].copy(), weights[p:].copy(), data[16 + 8 * p:]
+
+
+def write_golden(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write named arrays (float -> float32, integer -> int64) for the C tests."""
+    out = bytearray(GOLDEN_MAGIC)
+    for name, value in arrays.items():
+        a = np.asarray(value)
+        kind, data = (b"q", a.astype("<i8")) if np.issubdtype(a.dtype, np.integer) or a.dtype == bool else \
+            (b"f", a.astype("<f4"))
+        key = name.encode()
+        out += struct.pack("<I", len(key)) + key + kind + struct.pack("<I", data.size) + data.tobytes()
+    path = Path(path)
+    path.write_bytes(bytes(out))
+    return path

@@ -1,0 +1,225 @@
+"""Golden vectors for the C trainer's tests, made by the Python reference in float32.
+
+Each stage of the C port is compared with the torch_ude code it mirrors, run in float32
+(the device's precision): PCG32, the Savitzky-Golay estimates and misfit, the MLP's
+forward / JVP / VJP / reverse-over-JVP, the jet loss gradient (Eq. 14-16), clipping, AdamW
+and the EMA, the misfit gate, and a whole run (calibration, stream counters, updates,
+weights) driven by the same stream and the same PCG32 draws (`reference_run`).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+from torch_ude.gate import QualityGate
+from torch_ude.jet import JetLoss
+from torch_ude.prng import STREAM_BATCH, Pcg32
+from torch_ude.savgol import SavitzkyGolay
+from torch_ude.stream import StreamEstimator
+from torch_ude.update import apply_calibration, due_updates, jet_update
+
+from .generate import DeviceSpec
+
+__all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "golden_stream", "run_goldens"]
+
+F32 = torch.float32
+
+
+def _t(a) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(a), dtype=F32)
+
+
+def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs and expected outputs of each stage (float32), keyed by name for the C tests."""
+    rng = np.random.default_rng(seed)
+    n, out = spec.field.n_states, {}
+    # PCG32
+    pcg = Pcg32(42, 54)
+    out["prng_next"] = np.array([pcg.next_u32() for _ in range(8)])
+    out["prng_below"] = np.array([pcg.below(b) for b in (1, 7, 1000, 2**31 + 5, 4096, 3)])
+    # Savitzky-Golay estimates, misfit, centre residual
+    st = spec.stream
+    sg = SavitzkyGolay(st.half_width, st.order, dtype=F32)
+    win = _t(rng.normal(size=(8, n, sg.taps)).cumsum(axis=2))
+    dt = 0.034
+    x, xd, xdd = sg.estimate(win, dt)
+    out |= {"sg_windows": win, "sg_dt": np.array([dt]), "sg_x": x, "sg_xdot": xd, "sg_xddot": xdd,
+            "sg_misfit": sg.misfit(win), "sg_rms": torch.sqrt((win * win).mean(dim=2)),
+            "sg_centre": sg.centre_residual(win)}
+    # the MLP's derivatives at the generated initial weights
+    field = copy.deepcopy(spec.field).to(F32)
+    mlp = field.mlp
+    z, zdot, obar, tbar = (_t(rng.normal(size=(4, n))) for _ in range(4))
+    acts = mlp.activations(z)
+    tan = mlp.jvp(acts, zdot)
+    flat = lambda grads: torch.cat([g.flatten() for g in grads])  # noqa: E731
+    out |= {"mlp_params": flat(mlp.ordered_parameters()), "mlp_z": z, "mlp_zdot": zdot, "mlp_obar": obar,
+            "mlp_tbar": tbar, "mlp_out": acts.output, "mlp_jvp": tan.output, "mlp_vjp": mlp.vjp_input(acts, obar),
+            "mlp_grad": flat(mlp.backward(acts, obar)), "mlp_grad_tangent": flat(mlp.backward(acts, obar, tan, tbar))}
+    # the jet loss and its gradient at calibrated-looking scales
+    field.set_scales(_t([0.6, 2.0][:n] + [1.0] * (n - 2)), _t([2.0, 5.3][:n] + [8.0] * (n - 2)))
+    xs = _t(rng.normal(size=(spec.batch_size, n)) * 0.7)
+    true = spec.system.true_field().to(F32)(xs)
+    xdots = true + _t(rng.normal(size=(spec.batch_size, n)) * 0.05)
+    xddots = _t(rng.normal(size=(spec.batch_size, n)) * 3.0)
+    s1, s2 = _t([2.0, 5.3][:n] + [8.0] * (n - 2)), _t([5.2, 17.8][:n] + [30.0] * (n - 2))
+    out |= {"jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots, "jet_in": field.in_scale,
+            "jet_out": field.out_scale, "jet_s1": s1, "jet_s2": s2}
+    for name, lam2 in (("jet0", 0.0), ("jet2", 0.1)):
+        res = JetLoss(s1, s2, 1.0, lam2).value_and_grad(field, xs, xdots, xddots, report_r2=True)
+        out |= {f"{name}_sq1": res.loss_r1.reshape(1), f"{name}_sq2": res.loss_r2.reshape(1),
+                f"{name}_grad": flat(res.grads)}
+    # clipping, AdamW (the trainers' fused implementation) and the EMA over three steps
+    params = [p.detach().clone().requires_grad_(True) for p in mlp.ordered_parameters()]
+    opt = torch.optim.AdamW(params, lr=5e-3, weight_decay=0.05, fused=True)
+    ema = [p.detach().clone() for p in params]
+    grads_in, norms = [], []
+    for k in range(3):
+        grads = [_t(rng.normal(size=p.shape)) * (3.0 if k == 0 else 0.1) for p in params]
+        grads_in.append(flat(grads))
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        norms.append(torch.nn.utils.clip_grad_norm_(params, 5.0))
+        opt.step()
+        with torch.no_grad():
+            for e, p in zip(ema, params):
+                e.copy_(p) if k == 0 else e.lerp_(p, 1.0 - 0.995)
+    out |= {"adam_grads": torch.stack(grads_in), "adam_norms": torch.stack(norms), "adam_params": flat(params),
+            "adam_exp_avg": flat(opt.state[p]["exp_avg"] for p in params),
+            "adam_exp_avg_sq": flat(opt.state[p]["exp_avg_sq"] for p in params), "adam_ema": flat(ema)}
+    # the misfit gate on a sequence with outliers
+    misfit = _t(np.abs(rng.normal(size=(300, n))) * 0.01)
+    misfit[rng.integers(0, 300, 20)] *= 40.0
+    rms = _t(np.abs(rng.normal(size=(300, n))) + 0.5)
+    gate = QualityGate(n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=F32)
+    out |= {"gate_misfit": misfit, "gate_rms": rms,
+            "gate_accept": np.array([bool(gate.check(misfit[i : i + 1], rms[i : i + 1])[0]) for i in range(300)])}
+    return {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+
+
+@dataclass
+class ReferenceRun:
+    """The outcome of `reference_run`.
+
+    Attributes:
+        stream: the float32 `StreamEstimator` after the run (calibration, counters, buffer).
+        ema_weights: the EMA weights (the raw ones without EMA), flat float32 array.
+        raw_weights: the raw weights, flat float32 array.
+        updates: updates made; skipped: updates skipped.
+    """
+
+    stream: StreamEstimator
+    ema_weights: np.ndarray
+    raw_weights: np.ndarray
+    updates: int
+    skipped: int
+
+
+def chunks(ticks: np.ndarray, train_every: int) -> list[slice]:
+    """The stream's chunks: runs of samples in one training tick (``tick // train_every``)."""
+    block = np.asarray(ticks) // train_every
+    edges = np.flatnonzero(np.diff(block)) + 1
+    bounds = [0, *edges.tolist(), len(block)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray,
+                  seed: int | None = None) -> ReferenceRun:
+    """Algorithm 1 in float32 with the C trainer's PCG32 draws: the reference of a C run.
+
+    The stream goes in chunk by chunk (`chunks`); after each chunk the due updates
+    (`torch_ude.update.due_updates`) are made once the reservoir is full, then the
+    reservoir is replayed until ``spec.max_steps`` updates, all through
+    `torch_ude.update.jet_update`, exactly as the C test and the C backend drive
+    ``tu_trainer_push_chunk`` and ``tu_trainer_step``.
+
+    Args:
+        spec: the settings the C build was generated from.
+        y, ticks, segment: the stream (k, n), (k,), (k,) (y is rounded to float32).
+        seed: the run seed (default ``spec.seed``).
+
+    Returns:
+        A `ReferenceRun`.
+    """
+    seed = spec.seed if seed is None else seed
+    n = spec.field.n_states
+    est = StreamEstimator(n, spec.fs, copy.deepcopy(spec.stream), seed=seed, dtype=F32, pcg32=True)
+    field = copy.deepcopy(spec.field).to(F32)
+    ema = None if spec.ema_decay is None else AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(spec.ema_decay))
+    ones = torch.ones(n, dtype=F32)
+    loss = JetLoss(ones, ones, spec.lambda1, spec.stream.lambda2)
+    if spec.weight_decay > 0:
+        opt = torch.optim.AdamW(field.parameters_list(), lr=spec.lr, weight_decay=spec.weight_decay, fused=True)
+    else:
+        opt = torch.optim.Adam(field.parameters_list(), lr=spec.lr, fused=True)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=spec.max_steps, eta_min=spec.lr_min) \
+        if spec.cosine else torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
+    gen = Pcg32(seed, STREAM_BATCH)
+    every = round(spec.fs / spec.train_rate)
+    updates = skipped = 0
+
+    def update() -> None:
+        nonlocal updates, skipped
+        res = jet_update(field, loss, est.buffer, spec.batch_size, gen, opt, sched, ema, spec.grad_clip)
+        skipped += res.skipped
+        updates += not res.skipped
+
+    yt = torch.as_tensor(np.asarray(y), dtype=F32)
+    for part in chunks(ticks, every):
+        before, calibrated = est.last_tick, est.calibration is not None
+        est.push(yt[part], torch.as_tensor(ticks[part]), torch.as_tensor(segment[part]))
+        if not calibrated and est.calibration is not None:
+            fields = [field] if ema is None else [field, ema.module]
+            apply_calibration(est.calibration, fields, loss, opt, spec.weight_decay, spec.weight_decay_full_at,
+                              keep_scales=spec.pretrained)
+        for _ in range(due_updates(before, est.last_tick, every) if est.ready else 0):
+            update()
+    attempts = 0
+    while est.buffer is not None and est.buffer.fill >= spec.batch_size and updates < spec.max_steps:
+        update()
+        attempts += 1
+        if attempts > 2 * spec.max_steps:
+            break
+    flat = lambda f: torch.cat([p.detach().flatten() for p in f.parameters_list()]).numpy()  # noqa: E731
+    return ReferenceRun(est, flat(field if ema is None else ema.module), flat(field), updates, skipped)
+
+
+def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, seed: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The simulated sensor stream of a trainer with these settings (the data module's chunks, joined).
+
+    Returns:
+        ``(y (k, n) float64, ticks (k,) int64, segment (k,) int64)``.
+    """
+    from torch_ude.training.data import StreamDataModule
+
+    dm = StreamDataModule(spec.system, spec.case, duration=duration, fs=spec.fs, noise=noise,
+                          train_rate=spec.train_rate, faults=faults, seed=spec.seed if seed is None else seed)
+    parts = []
+    while dm.live:
+        c = dm.next_chunk()
+        parts.append((c["y"].numpy(), c["ticks"].numpy(), c["segment"].numpy()))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> dict[str, np.ndarray]:
+    """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests."""
+    ref = reference_run(spec, np.asarray(y, dtype=np.float32), ticks, segment)
+    c, cal = ref.stream.counters, ref.stream.calibration
+    order = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
+             "boundary", "misfit", "accepted")
+    return {"run_seed": np.array([spec.seed]), "run_counters": np.array([c[k] for k in order]),
+            "run_m": np.array([cal.m]), "run_updates": np.array([ref.updates]), "run_sigma": cal.sigma,
+            "run_x_rms": cal.x_rms, "run_s1": cal.s1, "run_s2": cal.s2, "run_lambda2": np.array([cal.lambda2]),
+            "run_weight_decay": np.array([float(np.float32(_weight_decay(spec, cal.sigma_rel)))]),
+            "run_ema": ref.ema_weights, "run_raw": ref.raw_weights}
+
+
+def _weight_decay(spec: DeviceSpec, sigma_rel: float) -> float:
+    from torch_ude.calibration import noise_adaptive_weight_decay
+
+    return noise_adaptive_weight_decay(sigma_rel, spec.weight_decay, spec.weight_decay_full_at)

@@ -1,0 +1,127 @@
+"""One update of Algorithm 1 (lines 14-16) and the training rate's update count.
+
+Every trainer built on the streaming estimator (the Lightning module, the float32
+reference that checks the C port) makes its updates through `jet_update` and counts
+them with `due_updates`, so they cannot drift apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.optim.swa_utils import AveragedModel
+
+from .calibration import Calibration, noise_adaptive_weight_decay
+from .field import HybridField
+from .jet import JetLoss, JetResult
+from .prng import Pcg32
+from .reservoir import SampleBuffer
+
+__all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration"]
+
+
+@dataclass
+class UpdateResult:
+    """What one update did.
+
+    Attributes:
+        result: the minibatch's loss terms and gradient (`JetResult`).
+        grad_norm: the gradient norm before clipping, 0-dim tensor.
+        lr: the learning rate the step used.
+        skipped: True when the loss or the gradient was not finite and nothing changed.
+    """
+
+    result: JetResult
+    grad_norm: Tensor
+    lr: float
+    skipped: bool
+
+
+def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_size: int,
+               generator: torch.Generator | Pcg32, optimizer, scheduler, ema: AveragedModel | None,
+               grad_clip: float, report_r2: bool = False) -> UpdateResult:
+    """Draw a minibatch, write the exact jet gradient (Eq. 14-16), clip it, step the
+    optimizer and the schedule, and update the weight EMA.
+
+    Args:
+        field: the hybrid field being trained (float64 host, float32 as on a device).
+        loss: the jet loss with the calibrated scales.
+        buffer: the sample buffer to draw ``batch_size`` jets from (with replacement).
+        batch_size: minibatch size.
+        generator: the minibatch index generator (torch's, or `Pcg32` as the C trainer).
+        optimizer: a ``torch.optim`` optimizer over ``field.parameters_list()`` (or
+            Lightning's wrapper of one).
+        scheduler: its learning-rate scheduler (stepped once per update made).
+        ema: the averaged model, or None.
+        grad_clip: the gradient-norm clip.
+        report_r2: evaluate ``||r2||^2`` even when lambda2 = 0 (for logs only).
+
+    Returns:
+        The `UpdateResult`; a non-finite loss or gradient norm skips the step (the
+        weights never become non-finite) and zeroes the gradient.
+    """
+    lr = float(scheduler.get_last_lr()[0])
+    batch = buffer.sample(batch_size, generator)
+    res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
+    field.write_grad(res.grads)
+    norm = torch.nn.utils.clip_grad_norm_(field.parameters_list(), grad_clip)
+    if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
+        optimizer.zero_grad()
+        return UpdateResult(res, norm, lr, True)
+    optimizer.step()
+    scheduler.step()
+    if ema is not None:
+        ema.update_parameters(field)
+    return UpdateResult(res, norm, lr, False)
+
+
+def due_updates(before: int | None, last: int | None, train_every: int) -> int:
+    """Updates the training rate asks for after a chunk of the live stream.
+
+    One update per multiple of ``train_every`` ticks crossed between the newest tick
+    before the chunk (``before``; None at the start) and after it (``last``); the C
+    trainer's ``tu_trainer_push_chunk`` counts the same way.
+
+    Args:
+        before: the newest tick before the chunk, or None.
+        last: the newest tick after it, or None (nothing arrived yet).
+        train_every: ticks per training tick (``fs / train_rate``, >= 1).
+
+    Returns:
+        The number of updates (>= 0).
+    """
+    if last is None:
+        return 0
+    lo = -1 if before is None else before
+    return max(last // train_every - lo // train_every, 0)
+
+
+def apply_calibration(cal: Calibration, fields: list[HybridField], loss: JetLoss, optimizer,
+                      weight_decay: float, weight_decay_full_at: float | None, keep_scales: bool = False) -> None:
+    """Hand a finished calibration to the trainer (Algorithm 1, line 4).
+
+    Sets the fields' input and output scales to ``x_rms`` and ``s1`` (unless
+    ``keep_scales``: a pretrained field keeps its own), the loss scales ``s1, s2`` and
+    ``lambda2``, and, when ``weight_decay > 0`` (AdamW), the noise-adaptive decay of
+    `torch_ude.calibration.noise_adaptive_weight_decay` in every parameter group.
+
+    Args:
+        cal: the calibration.
+        fields: the trained field and its averaged copy (each set once).
+        loss: the jet loss.
+        optimizer: the optimizer (or Lightning's wrapper; its ``param_groups`` are set).
+        weight_decay: the decay at and above ``weight_decay_full_at``.
+        weight_decay_full_at: relative noise of full decay, or None for a constant decay.
+        keep_scales: leave the fields' scales as they are (fine-tuning a trained field).
+    """
+    if not keep_scales:
+        for f in {id(f): f for f in fields}.values():
+            f.set_scales(cal.x_rms.to(f.in_scale.dtype), cal.s1.to(f.out_scale.dtype))
+    loss.s1.copy_(cal.s1)
+    loss.s2.copy_(cal.s2)
+    loss.lambda2 = cal.lambda2
+    if weight_decay > 0:
+        decay = noise_adaptive_weight_decay(cal.sigma_rel, weight_decay, weight_decay_full_at)
+        for group in getattr(optimizer, "optimizer", optimizer).param_groups:
+            group["weight_decay"] = decay
