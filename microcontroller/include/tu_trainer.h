@@ -68,10 +68,10 @@ typedef struct {
     float in_scale[TU_N], out_scale[TU_N];
 } tu_report;
 
-/** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). */
+/** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). It holds no pointers,
+ * so its bytes are a complete checkpoint (tu_model_tables() are read where needed). */
 typedef struct {
     uint32_t magic;
-    const tu_model *model;
     tu_prng reservoir_rng;  /**< reservoir replacement slots (seed, stream TU_STREAM_RESERVOIR) */
     tu_prng batch_rng;      /**< minibatch indices (seed, stream TU_STREAM_BATCH) */
     /* stream */
@@ -106,6 +106,9 @@ typedef struct {
 
 /** Bytes of one instance (for callers that allocate it themselves, e.g. Python). */
 size_t tu_trainer_size(void);
+
+/** Bytes of a tu_report (lets a binding check its copy of the layout). */
+size_t tu_report_size(void);
 
 /** Set up an instance: initial weights and scales from the generated tables, empty stream,
  * PRNGs seeded from `seed`. */

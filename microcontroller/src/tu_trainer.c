@@ -54,6 +54,11 @@ size_t tu_trainer_size(void)
     return sizeof(tu_trainer);
 }
 
+size_t tu_report_size(void)
+{
+    return sizeof(tu_report);
+}
+
 tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
 {
     int c;
@@ -61,14 +66,13 @@ tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
         return TU_ERR_NULL;
     }
     memset(self, 0, sizeof *self);
-    self->model = tu_model_tables();
     tu_prng_seed(&self->reservoir_rng, seed, TU_STREAM_RESERVOIR);
     tu_prng_seed(&self->batch_rng, seed, TU_STREAM_BATCH);
-    memcpy(self->params, self->model->init_params, sizeof self->params);
+    memcpy(self->params, tu_model_tables()->init_params, sizeof self->params);
     memcpy(self->ema, self->params, sizeof self->ema);
     for (c = 0; c < TU_N; ++c) {
-        self->in_scale[c] = TU_PRETRAINED ? self->model->in_scale[c] : 1.0f;
-        self->out_scale[c] = TU_PRETRAINED ? self->model->out_scale[c] : 1.0f;
+        self->in_scale[c] = TU_PRETRAINED ? tu_model_tables()->in_scale[c] : 1.0f;
+        self->out_scale[c] = TU_PRETRAINED ? tu_model_tables()->out_scale[c] : 1.0f;
     }
     self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
     tu_gate_reset(&self->gate);
@@ -111,7 +115,7 @@ static void tu_start_streaming(tu_trainer *self)
             }
         }
         if (ok) {
-            tu_savgol_misfit(self->model, &taps[0][0], misfit, rms);
+            tu_savgol_misfit(tu_model_tables(), &taps[0][0], misfit, rms);
             tu_gate_record(&self->gate, misfit);
         }
     }
@@ -173,8 +177,8 @@ static void tu_window(tu_trainer *self)
         ++self->counters.boundary;
         return;
     }
-    tu_savgol_misfit(self->model, &taps[0][0], misfit, rms);
-    tu_savgol_estimate(self->model, &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
+    tu_savgol_misfit(tu_model_tables(), &taps[0][0], misfit, rms);
+    tu_savgol_estimate(tu_model_tables(), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
     for (c = 0; c < TU_N; ++c) {  /* overflow of huge finite samples */
         finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
                  && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);
@@ -205,7 +209,7 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], in
         if (++self->cal_fill < TU_CAL_LEN) {
             return TU_OK;
         }
-        st = tu_calibrate(rec, self->model, &self->cal);
+        st = tu_calibrate(rec, tu_model_tables(), &self->cal);
         if (st != TU_OK) {
             ++self->counters.calibration_failures;
             self->cal_fill = 0;
@@ -347,7 +351,7 @@ tu_status tu_trainer_step(tu_trainer *self)
     field.params = self->params;
     field.in_scale = self->in_scale;
     field.out_scale = self->out_scale;
-    field.known = &self->model->known;
+    field.known = &tu_model_tables()->known;
     memset(self->grad, 0, sizeof self->grad);
     for (b = 0; b < TU_BATCH; ++b) {
         const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];

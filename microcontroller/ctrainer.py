@@ -1,0 +1,156 @@
+"""The C trainer as a Python object: the host build of the library, called through ctypes.
+
+`CTrainer` builds ``libtu.so`` for a `DeviceSpec` (cached by a hash of the sources and
+the generated headers), allocates one ``tu_trainer`` instance in Python memory and forwards
+the stream to it. It is the fast backend of ``torch-ude fit`` with the C trainer
+(`microcontroller.training.CJetMatchingModule`) and what the benchmarks time. Float32, as
+on the device.
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from .build import BUILD_ROOT, build
+from .generate import DeviceSpec, write_headers
+
+__all__ = ["CTrainer", "report_type", "COUNTERS", "STATUS"]
+
+COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
+            "boundary", "misfit", "accepted", "calibration_failures", "skipped_updates")
+STATUS = {0: "ok", 1: "skipped", -1: "null pointer", -2: "uninitialized", -3: "wrong channel count",
+          -4: "calibration failed", -5: "not ready", -6: "argument out of range"}
+
+
+def report_type(n: int) -> type[ctypes.Structure]:
+    """The ctypes mirror of ``tu_report`` for ``n`` channels (checked against ``tu_report_size``)."""
+    f32n = ctypes.c_float * n
+
+    class Counters(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint32) for name in COUNTERS]
+
+    class Calibration(ctypes.Structure):
+        _fields_ = [("x_rms", f32n), ("s1", f32n), ("s2", f32n), ("sigma", f32n), ("sigma_rel", ctypes.c_float),
+                    ("omega_c", ctypes.c_float), ("dt_eff", ctypes.c_float), ("snr2", ctypes.c_float),
+                    ("lambda2", ctypes.c_float), ("weight_decay", ctypes.c_float), ("m", ctypes.c_int)]
+
+    class Report(ctypes.Structure):
+        _fields_ = [("counters", Counters), ("calibration", Calibration), ("calibrated", ctypes.c_int32),
+                    ("updates", ctypes.c_int32), ("fill", ctypes.c_int32), ("seen", ctypes.c_uint32),
+                    ("loss", ctypes.c_float), ("loss_r1", ctypes.c_float), ("loss_r2", ctypes.c_float),
+                    ("grad_norm", ctypes.c_float), ("lr", ctypes.c_float), ("in_scale", f32n), ("out_scale", f32n)]
+
+    return Report
+
+
+class CTrainer:
+    """One C trainer instance for ``spec`` (see ``microcontroller/include/tu_trainer.h``).
+
+    Args:
+        spec: the generator's settings (plant, network, stream, optimizer).
+        seed: the PCG32 seed (default ``spec.seed``).
+        build_root: folder for the generated headers and the shared library.
+
+    Attributes:
+        static_bytes: ``sizeof(tu_trainer)``, all the memory the trainer uses besides its stack.
+
+    Raises:
+        microcontroller.build.BuildError: if the library does not compile.
+    """
+
+    def __init__(self, spec: DeviceSpec, seed: int | None = None, build_root: str | Path | None = None) -> None:
+        self.spec = spec
+        self.n = spec.field.n_states
+        self.num_params = spec.field.num_parameters()
+        gen = Path(build_root or BUILD_ROOT) / f"gen-{spec.config_hash()}"
+        write_headers(spec, gen)
+        self.library = build(gen, "shared")
+        lib = ctypes.CDLL(str(self.library))
+        i64p, i32p, f32p = (np.ctypeslib.ndpointer(t, flags="C_CONTIGUOUS") for t in (np.int64, np.int32, np.float32))
+        lib.tu_trainer_size.restype = lib.tu_report_size.restype = ctypes.c_size_t
+        lib.tu_trainer_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        lib.tu_trainer_push_chunk.argtypes = [ctypes.c_void_p, ctypes.c_int, i64p, i32p, f32p, ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_int)]
+        lib.tu_trainer_steps.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        lib.tu_trainer_weights.argtypes = [ctypes.c_void_p, ctypes.c_int, f32p, ctypes.c_int]
+        lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
+        self._lib = lib
+        self._report_type = report_type(self.n)
+        if ctypes.sizeof(self._report_type) != lib.tu_report_size():
+            raise RuntimeError("microcontroller.ctrainer.report_type disagrees with tu_report in tu_trainer.h; "
+                               "update one to match the other.")
+        self.static_bytes = int(lib.tu_trainer_size())
+        self._memory = ctypes.create_string_buffer(self.static_bytes)
+        self._check(lib.tu_trainer_init(self._memory, spec.seed if seed is None else int(seed)), "init")
+
+    def _check(self, status: int, what: str) -> int:
+        if status < 0:
+            raise RuntimeError(f"tu_trainer_{what} returned {status} ({STATUS.get(status, 'unknown')}).")
+        return status
+
+    def push_chunk(self, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray | None = None) -> int:
+        """Ingest samples (k, n) with their ticks (k,) and segment ids (k,); returns the updates due.
+
+        A failed calibration is counted (``calibration_failures``) and restarts; it is not an
+        error here.
+        """
+        y = np.ascontiguousarray(y, dtype=np.float32)
+        k = y.shape[0]
+        ticks = np.ascontiguousarray(ticks, dtype=np.int64)
+        segment = np.ascontiguousarray(np.zeros(k) if segment is None else segment, dtype=np.int32)
+        if y.ndim != 2 or y.shape[1] != self.n or ticks.shape != (k,) or segment.shape != (k,):
+            raise ValueError(f"push_chunk needs y of shape (k, {self.n}) and ticks, segment of shape (k,); got "
+                             f"{y.shape}, {ticks.shape}, {segment.shape}.")
+        due = ctypes.c_int(0)
+        status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks, segment, y, self.n, ctypes.byref(due))
+        if status not in (0, -4):
+            self._check(status, "push_chunk")
+        return due.value
+
+    def steps(self, count: int) -> int:
+        """Make up to ``count`` updates; returns how many were attempted (skipped ones included)."""
+        done = ctypes.c_int(0)
+        status = self._lib.tu_trainer_steps(self._memory, int(count), ctypes.byref(done))
+        if status not in (0, 1, -5):
+            self._check(status, "steps")
+        return done.value
+
+    @property
+    def ready(self) -> bool:
+        """True once the reservoir is full."""
+        return bool(self._lib.tu_trainer_ready(self._memory))
+
+    def report(self) -> dict:
+        """Counters, calibration, update count, reservoir fill, the last update's loss terms, scales."""
+        rep = self._report_type()
+        self._check(self._lib.tu_trainer_report(self._memory, ctypes.byref(rep)), "report")
+        cal = rep.calibration
+        return {
+            "counters": {name: int(getattr(rep.counters, name)) for name in COUNTERS},
+            "calibrated": bool(rep.calibrated), "updates": int(rep.updates), "fill": int(rep.fill),
+            "seen": int(rep.seen), "loss": rep.loss, "loss_r1": rep.loss_r1, "loss_r2": rep.loss_r2,
+            "grad_norm": rep.grad_norm, "lr": rep.lr, "in_scale": list(rep.in_scale), "out_scale": list(rep.out_scale),
+            "calibration": None if not rep.calibrated else {
+                "x_rms": list(cal.x_rms), "s1": list(cal.s1), "s2": list(cal.s2), "sigma": list(cal.sigma),
+                "sigma_rel": cal.sigma_rel, "omega_c": cal.omega_c, "m": int(cal.m), "dt_eff": cal.dt_eff,
+                "snr2": cal.snr2, "lambda2": cal.lambda2, "weight_decay": cal.weight_decay},
+        }
+
+    def weights(self, ema: bool = True) -> np.ndarray:
+        """The weights in `HybridField.parameters_list` order, flat float32: the EMA (or raw) ones."""
+        out = np.empty(self.num_params, dtype=np.float32)
+        self._check(self._lib.tu_trainer_weights(self._memory, int(ema), out, self.num_params), "weights")
+        return out
+
+    def state_bytes(self) -> bytes:
+        """The whole instance as bytes (a checkpoint; `load_state_bytes` restores it exactly)."""
+        return self._memory.raw
+
+    def load_state_bytes(self, state: bytes) -> None:
+        """Restore an instance saved by `state_bytes` from a trainer of the same build."""
+        if len(state) != self.static_bytes:
+            raise ValueError(f"the saved C trainer has {len(state)} bytes; this build's has {self.static_bytes}.")
+        ctypes.memmove(self._memory, state, self.static_bytes)
