@@ -6,7 +6,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test clean
+# The C port's tests need clang-14 with libFuzzer, the Arm embedded gcc with newlib and QEMU:
+# Debian packages, installed once with apt-get when missing (as root, or through sudo).
+C_TOOLS    := clang-14 arm-none-eabi-gcc qemu-system-arm
+C_PACKAGES := clang-14 libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+
+.PHONY: demo test clean c-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +29,16 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/torch-ude fit --config configs/pendulum_case_a.yaml
 
-test: $(STAMP)
+c-tools:
+	@missing=""; for t in $(C_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing the C toolchains (missing:$$missing)"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $(C_PACKAGES) >/dev/null \
+	    || { echo "could not install $(C_PACKAGES) with apt-get; install them and rerun"; exit 1; }; \
+	fi
+
+test: $(STAMP) c-tools
 	$(BIN)/python -m pytest -q
 
 clean:
