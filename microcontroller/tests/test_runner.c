@@ -12,6 +12,7 @@
 #include "tu_mlp.h"
 #include "tu_optim.h"
 #include "tu_prng.h"
+#include "tu_replay.h"
 #include "tu_savgol.h"
 #include "tu_stream_file.h"
 #include "tu_trainer.h"
@@ -246,54 +247,20 @@ static int test_gate(void)
     return 1;
 }
 
-/* The whole run: the golden stream through tu_trainer_push_chunk chunk by chunk (ticks in one
- * training tick), the due updates, then replay to TU_MAX_STEPS, against the float32 reference. */
+/* The whole run: the golden stream replayed (tu_replay: chunks of one training tick, the due
+ * updates, then the reservoir to TU_MAX_STEPS), against the float32 reference. */
 static int test_whole_run(void)
 {
-    static int64_t ticks[16 * TU_TRAIN_EVERY];
-    static int32_t segs[16 * TU_TRAIN_EVERY];
-    static float ys[16 * TU_TRAIN_EVERY][TU_N];
     static float ema[TU_NUM_PARAMS], raw[TU_NUM_PARAMS];
     const tu_golden_array want = tu_golden("run_counters");
-    tu_stream_file file;
-    tu_file_status fs;
+    tu_replay_result result;
     tu_report rep;
-    int count = 0, due, guard = 0;
-    int64_t tick, block = 0;
-    int32_t seg;
-    float y[TU_N];
     uint32_t got[11];
+    int k;
     EXPECT(tu_trainer_init(&trainer, (uint64_t)tu_golden("run_seed").q[0]) == TU_OK, "init failed");
-    fs = tu_stream_file_open(&file, stream_path);
-    EXPECT(fs == TU_FILE_OK, "%s: %s", stream_path, tu_file_status_string(fs));
-    for (;;) {
-        fs = tu_stream_file_next(&file, &tick, &seg, y);
-        if (fs == TU_FILE_OK && count > 0 && tick / TU_TRAIN_EVERY == block && count < 16 * TU_TRAIN_EVERY) {
-            /* same chunk */
-        } else if (count > 0) {
-            tu_trainer_push_chunk(&trainer, count, ticks, segs, &ys[0][0], TU_N, &due);
-            while (due-- > 0) {
-                tu_trainer_step(&trainer);
-            }
-            count = 0;
-        }
-        if (fs != TU_FILE_OK) {
-            break;
-        }
-        block = tick / TU_TRAIN_EVERY;
-        ticks[count] = tick;
-        segs[count] = seg;
-        memcpy(ys[count++], y, sizeof y);
-    }
-    tu_stream_file_close(&file);
-    EXPECT(fs == TU_FILE_END, "%s: %s", stream_path, tu_file_status_string(fs));
+    EXPECT(tu_replay(&trainer, stream_path, TU_MAX_STEPS, &result, NULL, 0, NULL) == TU_FILE_END, "%s: %s",
+           stream_path, tu_file_status_string(result.file));
     tu_trainer_report(&trainer, &rep);
-    while (rep.updates < TU_MAX_STEPS && guard++ < 2 * TU_MAX_STEPS) {
-        if (tu_trainer_step(&trainer) == TU_ERR_NOT_READY) {
-            break;
-        }
-        tu_trainer_report(&trainer, &rep);
-    }
     got[0] = rep.counters.samples;
     got[1] = rep.counters.nonfinite_samples;
     got[2] = rep.counters.out_of_order;
@@ -305,9 +272,8 @@ static int test_whole_run(void)
     got[8] = rep.counters.boundary;
     got[9] = rep.counters.misfit;
     got[10] = rep.counters.accepted;
-    for (count = 0; count < 11; ++count) {
-        EXPECT((int64_t)got[count] == want.q[count], "counter %d: got %u, want %lld", count, got[count],
-               (long long)want.q[count]);
+    for (k = 0; k < 11; ++k) {
+        EXPECT((int64_t)got[k] == want.q[k], "counter %d: got %u, want %lld", k, got[k], (long long)want.q[k]);
     }
     EXPECT(rep.calibrated && rep.calibration.m == (int)tu_golden("run_m").q[0], "m = %d, want %lld",
            rep.calibration.m, (long long)tu_golden("run_m").q[0]);

@@ -22,7 +22,8 @@ CASES = {
     "pendulum": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300"], 8.0),
     "double_pendulum": ("configs/double_pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "150"], 5.0),
 }
-RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c"]
+RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
+          ROOT / "support" / "tu_replay.c"]
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
