@@ -45,7 +45,8 @@ def _run(cmd: list[str]) -> None:
 
 
 def build(gen_dir: str | Path, kind: str, extra_sources: list[Path] | None = None, sanitize: bool = False,
-          compiler: str | None = None, opt: str = "-O2", extra_flags: list[str] | None = None) -> Path:
+          compiler: str | None = None, opt: str = "-O2", extra_flags: list[str] | None = None,
+          link_flags: list[str] | None = None) -> Path:
     """Compile the library against the generated headers in ``gen_dir``.
 
     Args:
@@ -57,6 +58,7 @@ def build(gen_dir: str | Path, kind: str, extra_sources: list[Path] | None = Non
         compiler: the C compiler (default ``$CC`` or ``gcc``).
         opt: optimization flag.
         extra_flags: further compiler flags (e.g. ``-fsanitize=fuzzer``).
+        link_flags: further flags of the final link of a program (default ``-lm``).
 
     Returns:
         The path of the built file.
@@ -78,14 +80,15 @@ def build(gen_dir: str | Path, kind: str, extra_sources: list[Path] | None = Non
     if kind == "shared":
         flags += ["-fPIC"]
     sources = library_sources() + extra
-    folder = BUILD_ROOT / f"{kind}-{_digest(sources + headers, [cc, *flags])}"
+    link = link_flags if link_flags is not None else ["-lm"]
+    folder = BUILD_ROOT / f"{kind}-{_digest(sources + headers, [cc, *flags, *link])}"
     target = folder / {"static": "libtu.a", "shared": "libtu.so", "program": "run"}[kind]
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")  # moved into place when complete
     if kind == "program":
-        _run([cc, *flags, *map(str, sources), "-o", str(partial), "-lm"])
+        _run([cc, *flags, *map(str, sources), "-o", str(partial), *link])
     else:
         objects = []
         for src in library_sources():

@@ -30,7 +30,7 @@ from torch_ude.export import FIELD_FILE, SIDECAR_FILE, load_field
 from torch_ude.field import HybridField
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamSettings
-from torch_ude.systems import System
+from torch_ude.systems import SinglePendulum, System
 from torch_ude.systems.double_pendulum import DoublePendulumField
 from torch_ude.systems.pendulum import PendulumField
 
@@ -59,6 +59,8 @@ class DeviceSpec:
         lambda1: first-order loss weight.
         fs: sample rate in Hz.
         train_rate: updates per second of live stream.
+        noise: the stream's relative sensor noise (the firmware's simulated plant uses it).
+        duration: the stream's length in s (likewise).
         max_steps: length of the cosine schedule in updates.
         seed: the run seed (the default seed of the firmware).
         source: where the settings came from (recorded in the stamp).
@@ -80,6 +82,8 @@ class DeviceSpec:
     lambda1: float
     fs: float
     train_rate: float
+    noise: float
+    duration: float
     max_steps: int
     seed: int
     source: str = dataclass_field(default="")
@@ -126,7 +130,8 @@ class DeviceSpec:
             "stream": asdict(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
-            "lambda1": self.lambda1, "fs": self.fs, "train_rate": self.train_rate, "max_steps": self.max_steps,
+            "lambda1": self.lambda1, "fs": self.fs, "train_rate": self.train_rate, "noise": self.noise,
+            "duration": self.duration, "max_steps": self.max_steps,
             "seed": self.seed,
             "weights": hashlib.sha256(b"".join(
                 p.detach().to(torch.float32).numpy().tobytes() for p in self.field.parameters_list())).hexdigest(),
@@ -149,7 +154,8 @@ def _spec(system: System, case: str, field: HybridField, pretrained: bool, model
         ema_decay=model.get("ema_decay", 0.995), weight_decay=float(model.get("weight_decay", 0.0)),
         weight_decay_full_at=model.get("weight_decay_full_at"), grad_clip=float(model.get("grad_clip", 5.0)),
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
-        max_steps=max_steps, seed=int(seed), source=source)
+        noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
+        seed=int(seed), source=source)
     spec.validate()
     return spec
 
@@ -169,7 +175,8 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     dm, model = cli.datamodule, cli.model
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))))
-    return _spec(dm.system, dm.case, field, False, hp, {"fs": dm.fs, "train_rate": dm.train_rate},
+    data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
+    return _spec(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
 
 
@@ -302,6 +309,16 @@ def config_header(spec: DeviceSpec) -> str:
         ("TU_WEIGHT_DECAY_FULL_AT", _f(spec.weight_decay_full_at or 0.0), "relative noise of full decay (0: constant)"),
         ("TU_GRAD_CLIP", _f(spec.grad_clip), "gradient-norm clip"),
     ]
+    if isinstance(spec.system, SinglePendulum):  # the firmware's own simulated plant (support/tu_eval.c)
+        p = spec.system
+        macros += [
+            ("TU_SIM_X0", "{" + ", ".join(_f(v) for v in p.x0) + "}", "initial state, rad and rad/s"),
+            ("TU_SIM_ENERGY", "{" + ", ".join(_f(v) for v in p.energy_fraction) + "}", "re-excitation energy range"),
+            ("TU_SIM_REEXCITE", "{" + ", ".join(_f(v) for v in p.reexcite_interval) + "}",
+             "seconds between re-excitations"),
+            ("TU_SIM_NOISE", _f(spec.noise), "relative sensor noise"),
+            ("TU_SIM_SECONDS", _f(spec.duration), "stream length, s"),
+        ]
     width = max(len(name) for name, _, _ in macros)
     lines = [f"#define {name:<{width}} {value}  /* {doc} */" for name, value, doc in macros]
     return (_stamp(spec) + "#ifndef TU_CONFIG_H\n#define TU_CONFIG_H\n\n" + "\n".join(lines)

@@ -1,21 +1,24 @@
-/* Hand-written derivatives of the tanh MLP, one sample, float32 (mirrors torch_ude/mlp.py). */
+/* Hand-written derivatives of the tanh MLP, one sample, float32 (mirrors torch_ude/mlp.py).
+ * Weight rows are read contiguously; every sum runs over its terms in the same order as the
+ * reference (transposed products accumulate row by row, which keeps each sum's order). */
 #include <math.h>
 #include <string.h>
 
+#include "tu_math.h"
 #include "tu_mlp.h"
 
 #define TU_L TU_NUM_LAYERS
 
 static const int tu_sizes[TU_L + 1] = TU_LAYER_SIZES;
 
-/* Offset of W_l (layer l = 0..L-1) in the flat parameter array; b_l follows it. */
-static int tu_offset(int l)
+/* offsets[l]: where W_l starts in the flat parameter array (b_l follows it). */
+static void tu_offsets(int offsets[TU_L])
 {
-    int off = 0, k;
-    for (k = 0; k < l; ++k) {
-        off += tu_sizes[k + 1] * (tu_sizes[k] + 1);
+    int l, off = 0;
+    for (l = 0; l < TU_L; ++l) {
+        offsets[l] = off;
+        off += tu_sizes[l + 1] * (tu_sizes[l] + 1);
     }
-    return off;
 }
 
 int tu_mlp_tensor_count(void)
@@ -32,40 +35,67 @@ int tu_mlp_tensor_size(int k)
     return k % 2 == 0 ? tu_sizes[l + 1] * tu_sizes[l] : tu_sizes[l + 1];
 }
 
+/* a = W x + b for one layer, four rows at a time (each x[i] loaded once for all four); each
+ * sum runs over i in order, then adds the bias, as the reference does. */
+static void tu_affine(const float *w, const float *b, const float *x, int din, int dout, float *a)
+{
+    int i, j = 0;
+    for (; j + 3 < dout; j += 4) {
+        const float *r0 = w + j * din, *r1 = r0 + din, *r2 = r1 + din, *r3 = r2 + din;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        for (i = 0; i < din; ++i) {
+            const float xi = x[i];
+            a0 += r0[i] * xi;
+            a1 += r1[i] * xi;
+            a2 += r2[i] * xi;
+            a3 += r3[i] * xi;
+        }
+        a[j] = a0 + b[j];
+        a[j + 1] = a1 + b[j + 1];
+        a[j + 2] = a2 + b[j + 2];
+        a[j + 3] = a3 + b[j + 3];
+    }
+    for (; j < dout; ++j) {
+        const float *r = w + j * din;
+        float s = 0.0f;
+        for (i = 0; i < din; ++i) {
+            s += r[i] * x[i];
+        }
+        a[j] = s + b[j];
+    }
+}
+
 void tu_mlp_forward(const float *params, const float z[TU_N], tu_mlp_acts *acts)
 {
-    const float *prev = acts->z;
-    int l, i, j;
+    const float *prev = acts->z, *w = params;
+    int l, j;
     memcpy(acts->z, z, sizeof acts->z);
     for (l = 0; l < TU_L; ++l) {
         const int din = tu_sizes[l], dout = tu_sizes[l + 1];
-        const float *w = params + tu_offset(l);
-        const float *b = w + dout * din;
         float *out = l < TU_L - 1 ? acts->hidden[l] : acts->out;
-        for (j = 0; j < dout; ++j) {
-            float a = 0.0f;
-            for (i = 0; i < din; ++i) {
-                a += w[j * din + i] * prev[i];
+        tu_affine(w, w + dout * din, prev, din, dout, out);
+        if (l < TU_L - 1) {
+            for (j = 0; j < dout; ++j) {
+                out[j] = tu_tanhf(out[j]);
             }
-            a += b[j];
-            out[j] = l < TU_L - 1 ? tanhf(a) : a;
         }
         prev = out;
+        w += dout * (din + 1);
     }
 }
 
 void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_N], tu_mlp_tangents *tan)
 {
-    const float *hdot = tan->zdot;
+    const float *hdot = tan->zdot, *w = params;
     int l, i, j;
     memcpy(tan->zdot, zdot, sizeof tan->zdot);
     for (l = 0; l < TU_L; ++l) {
         const int din = tu_sizes[l], dout = tu_sizes[l + 1];
-        const float *w = params + tu_offset(l);
         for (j = 0; j < dout; ++j) {
+            const float *row = w + j * din;
             float a = 0.0f;
             for (i = 0; i < din; ++i) {
-                a += w[j * din + i] * hdot[i];
+                a += row[i] * hdot[i];
             }
             if (l < TU_L - 1) {
                 const float h = acts->hidden[l][j];
@@ -78,31 +108,76 @@ void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[T
         if (l < TU_L - 1) {
             hdot = tan->hidden[l];
         }
+        w += dout * (din + 1);
     }
 }
 
 void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_N])
 {
     float g[TU_WIDTH_MAX], next[TU_WIDTH_MAX];
-    int l, i, j;
+    int offsets[TU_L], l, i, j;
+    tu_offsets(offsets);
     memcpy(g, obar, TU_N * sizeof(float));
     for (l = TU_L - 1; l >= 0; --l) {
         const int din = tu_sizes[l], dout = tu_sizes[l + 1];
-        const float *w = params + tu_offset(l);
-        for (i = 0; i < din; ++i) {
-            float s = 0.0f;
-            for (j = 0; j < dout; ++j) {
-                s += g[j] * w[j * din + i];
+        const float *w = params + offsets[l];
+        memset(next, 0, (size_t)din * sizeof(float));
+        for (j = 0; j < dout; ++j) {
+            const float *row = w + j * din;
+            for (i = 0; i < din; ++i) {
+                next[i] += g[j] * row[i];
             }
+        }
+        for (i = 0; i < din; ++i) {
             if (l > 0) {
                 const float h = acts->hidden[l - 1][i];
-                s *= 1.0f - h * h;
+                next[i] *= 1.0f - h * h;
             }
-            next[i] = s;
+            g[i] = next[i];
         }
-        memcpy(g, next, (size_t)din * sizeof(float));
     }
     memcpy(zbar, g, TU_N * sizeof(float));
+}
+
+/* gw += abar h^T and (when hbar is not NULL) hbar = W^T abar for one layer, four columns at a
+ * time (each abar[j] loaded once for all four); each sum runs over j in order. */
+static void tu_outer_and_transpose(const float *w, const float *abar, const float *h, int din, int dout, float *gw,
+                                   float *hbar)
+{
+    int i = 0, j;
+    for (; i + 3 < din; i += 4) {
+        const float h0 = h[i], h1 = h[i + 1], h2 = h[i + 2], h3 = h[i + 3];
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (j = 0; j < dout; ++j) {
+            const float a = abar[j];
+            float *g = gw + j * din + i;
+            const float *r = w + j * din + i;
+            g[0] += a * h0;
+            g[1] += a * h1;
+            g[2] += a * h2;
+            g[3] += a * h3;
+            s0 += a * r[0];
+            s1 += a * r[1];
+            s2 += a * r[2];
+            s3 += a * r[3];
+        }
+        if (hbar != NULL) {
+            hbar[i] = s0;
+            hbar[i + 1] = s1;
+            hbar[i + 2] = s2;
+            hbar[i + 3] = s3;
+        }
+    }
+    for (; i < din; ++i) {
+        float s0 = 0.0f;
+        for (j = 0; j < dout; ++j) {
+            gw[j * din + i] += abar[j] * h[i];
+            s0 += abar[j] * w[j * din + i];
+        }
+        if (hbar != NULL) {
+            hbar[i] = s0;
+        }
+    }
 }
 
 void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float obar[TU_N],
@@ -110,48 +185,49 @@ void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float o
 {
     const int with_tangent = tan != NULL && tbar != NULL;
     float abar[TU_WIDTH_MAX], tabar[TU_WIDTH_MAX], hbar[TU_WIDTH_MAX], thbar[TU_WIDTH_MAX];
-    int l, i, j;
+    int offsets[TU_L], l, i, j;
+    tu_offsets(offsets);
     memcpy(abar, obar, TU_N * sizeof(float));
     if (with_tangent) {
         memcpy(tabar, tbar, TU_N * sizeof(float));
     }
     for (l = TU_L - 1; l >= 0; --l) {
         const int din = tu_sizes[l], dout = tu_sizes[l + 1];
-        const float *w = params + tu_offset(l);
-        float *gw = grad + tu_offset(l);
+        const float *w = params + offsets[l];
+        float *gw = grad + offsets[l];
         float *gb = gw + dout * din;
         const float *h_prev = l > 0 ? acts->hidden[l - 1] : acts->z;
         const float *hdot_prev = with_tangent ? (l > 0 ? tan->hidden[l - 1] : tan->zdot) : NULL;
         for (j = 0; j < dout; ++j) {
             gb[j] += abar[j];
+        }
+        if (with_tangent) {
+            /* column i of W_l: its gradient and the cotangents of h_prev[i], hdot_prev[i];
+             * each sum runs over j in order */
             for (i = 0; i < din; ++i) {
-                float d = abar[j] * h_prev[i];
-                if (with_tangent) {
-                    d += tabar[j] * hdot_prev[i];
+                const float h = h_prev[i], hd = hdot_prev[i];
+                float s = 0.0f, t = 0.0f;
+                for (j = 0; j < dout; ++j) {
+                    gw[j * din + i] += abar[j] * h + tabar[j] * hd;
+                    s += abar[j] * w[j * din + i];
+                    t += tabar[j] * w[j * din + i];
                 }
-                gw[j * din + i] += d;
+                hbar[i] = s;
+                thbar[i] = t;
             }
+        } else {
+            tu_outer_and_transpose(w, abar, h_prev, din, dout, gw, l > 0 ? hbar : NULL);
         }
         if (l == 0) {
             break;
         }
         for (i = 0; i < din; ++i) {
-            float s = 0.0f, t = 0.0f;
-            for (j = 0; j < dout; ++j) {
-                s += abar[j] * w[j * din + i];
-                if (with_tangent) {
-                    t += tabar[j] * w[j * din + i];
-                }
-            }
-            thbar[i] = t;
-            hbar[i] = with_tangent ? s - 2.0f * h_prev[i] * t * tan->pre[l - 1][i] : s;
-        }
-        for (i = 0; i < din; ++i) {
             const float deriv = 1.0f - h_prev[i] * h_prev[i];
-            abar[i] = hbar[i] * deriv;
             if (with_tangent) {
+                hbar[i] -= 2.0f * h_prev[i] * thbar[i] * tan->pre[l - 1][i];
                 tabar[i] = thbar[i] * deriv;
             }
+            abar[i] = hbar[i] * deriv;
         }
     }
 }

@@ -9,6 +9,7 @@
 #include "golden.h"
 #include "tu_gate.h"
 #include "tu_jet.h"
+#include "tu_math.h"
 #include "tu_mlp.h"
 #include "tu_optim.h"
 #include "tu_prng.h"
@@ -68,6 +69,28 @@ static int test_prng(void)
         const uint32_t v = tu_prng_below(&p, bounds[i]);
         EXPECT((int64_t)v == below.q[i], "below(%u): got %u, want %lld", bounds[i], v, (long long)below.q[i]);
     }
+    return 1;
+}
+
+/* tu_tanhf against the double-precision tanh on a million points of [-12, 12] and the specials. */
+static int test_tanh(void)
+{
+    const float specials[6] = {0.0f, -0.0f, 1e-30f, 0.55f, 9.1f, -9.2f};
+    double worst = 0.0;
+    float at = 0.0f;
+    int i;
+    for (i = 0; i <= 1000000 + 6; ++i) {
+        const float x = i <= 1000000 ? -12.0f + 24.0f * (float)i / 1000000.0f : specials[i - 1000001];
+        const double want = tanh((double)x);
+        const float ulp = nextafterf(fabsf((float)want), INFINITY) - fabsf((float)want);
+        const double err = fabs((double)tu_tanhf(x) - want) / (double)(ulp > 0.0f ? ulp : 1e-45f);
+        if (err > worst) {
+            worst = err;
+            at = x;
+        }
+    }
+    EXPECT(worst <= 2.0, "tu_tanhf is %.2f ulp off at %.9g", worst, (double)at);
+    EXPECT(isnan(tu_tanhf(NAN)) && tu_tanhf(INFINITY) == 1.0f && tu_tanhf(-INFINITY) == -1.0f, "specials");
     return 1;
 }
 
@@ -348,6 +371,7 @@ int main(int argc, char **argv)
     stream_path = argv[2];
     printf("sizeof(tu_trainer) = %lu bytes\n", (unsigned long)sizeof(tu_trainer));
     run("prng", test_prng);
+    run("tanh", test_tanh);
     run("savgol", test_savgol);
     run("mlp", test_mlp);
     run("jet_gradient", test_jet_gradient);

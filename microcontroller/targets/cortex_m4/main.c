@@ -1,0 +1,215 @@
+/* torch-ude firmware for the Cortex-M4F of QEMU's mps2-an386 (semihosting for files and stdout).
+ *
+ *   app.elf replay STREAM_FILE RESULT_FILE     train on a recorded stream, write the weights
+ *   app.elf simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS]
+ *                                              train on the firmware's own simulated pendulum
+ *   app.elf measure STREAM_FILE                instructions per update and per chunk of stream
+ *                                              (run QEMU with -icount shift=0)
+ *
+ * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
+ * instructions since the previous line (CMSDK timer 0: 40 instructions a tick under
+ * -icount shift=0). Exit status: 0 done, 1 the trainer failed, 2 a file is missing or bad. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tu_eval.h"
+#include "tu_replay.h"
+#include "tu_stream_file.h"
+#include "tu_trainer.h"
+
+#define TIMER0 ((volatile uint32_t *)0x40000000u) /* CMSDK APB timer 0: CTRL, VALUE, RELOAD */
+#define TU_INSTRUCTIONS_PER_TICK 40u             /* 25 MHz timer, 1 GHz virtual clock */
+
+static tu_trainer trainer;
+
+static void timer_start(void)
+{
+    TIMER0[0] = 0u;
+    TIMER0[2] = 0xFFFFFFFFu;
+    TIMER0[1] = 0xFFFFFFFFu;
+    TIMER0[0] = 1u;
+}
+
+static uint32_t timer_now(void)
+{
+    return 0xFFFFFFFFu - TIMER0[1]; /* ticks since timer_start (it counts down) */
+}
+
+static void print_report(const char *what)
+{
+    tu_report r;
+    tu_trainer_report(&trainer, &r);
+    printf("%s: updates %d, m %d, lambda2 %.3g, sigma %.5g %.5g, loss %.5g\n", what, (int)r.updates,
+           r.calibration.m, (double)r.calibration.lambda2, (double)r.calibration.sigma[0],
+           (double)r.calibration.sigma[1], (double)r.loss);
+    printf("counters: samples %lu, nonfinite_samples %lu, out_of_order %lu, gaps %lu, long_gaps %lu, "
+           "bridged %lu, windows %lu, nonfinite %lu, boundary %lu, misfit %lu, accepted %lu, "
+           "calibration_failures %lu, skipped_updates %lu\n",
+           (unsigned long)r.counters.samples, (unsigned long)r.counters.nonfinite_samples,
+           (unsigned long)r.counters.out_of_order, (unsigned long)r.counters.gaps,
+           (unsigned long)r.counters.long_gaps, (unsigned long)r.counters.bridged, (unsigned long)r.counters.windows,
+           (unsigned long)r.counters.nonfinite, (unsigned long)r.counters.boundary, (unsigned long)r.counters.misfit,
+           (unsigned long)r.counters.accepted, (unsigned long)r.counters.calibration_failures,
+           (unsigned long)r.counters.skipped_updates);
+}
+
+static void progress(const tu_trainer *t, void *context)
+{
+    uint32_t *last = context;
+    const uint32_t now = timer_now();
+    tu_report r;
+    tu_trainer_report(t, &r);
+#if TU_PLANT == TU_PLANT_PENDULUM
+    printf("update %d: loss %.5g, c_hat %.4f, %lu instructions\n", (int)r.updates, (double)r.loss,
+           (double)tu_pendulum_damping(t), (unsigned long)(now - *last) * TU_INSTRUCTIONS_PER_TICK);
+#else
+    printf("update %d: loss %.5g, %lu instructions\n", (int)r.updates, (double)r.loss,
+           (unsigned long)(now - *last) * TU_INSTRUCTIONS_PER_TICK);
+#endif
+    *last = timer_now();
+}
+
+static int finish(const char *result_path)
+{
+    print_report("done");
+    if (tu_result_file_write(result_path, &trainer) != 0) {
+        printf("error: could not write the result file %s\n", result_path);
+        return 2;
+    }
+    printf("wrote %s\n", result_path);
+    return 0;
+}
+
+static int replay(const char *stream, const char *result)
+{
+    uint32_t last = 0;
+    tu_replay_result r;
+    timer_start();
+    tu_replay(&trainer, stream, TU_MAX_STEPS, &r, progress, 1000, &last);
+    if (r.file != TU_FILE_END) {
+        printf("error: %s: %s after %lu records\n", stream, tu_file_status_string(r.file), (unsigned long)r.records);
+        print_report("stopped");
+        return 2;
+    }
+    printf("replayed %lu records: %d updates live, %d on the reservoir\n", (unsigned long)r.records, (int)r.live_updates,
+           (int)r.replay_updates);
+    return finish(result);
+}
+
+#if TU_PLANT == TU_PLANT_PENDULUM
+static int simulate(const char *result, float seconds, float damping_after, float change_at)
+{
+    static tu_pendulum_sim sim;
+    int64_t ticks[TU_TRAIN_EVERY];
+    int32_t segments[TU_TRAIN_EVERY];
+    float y[TU_TRAIN_EVERY][TU_N];
+    const int64_t total = (int64_t)(seconds * TU_FS), change = (int64_t)(change_at * TU_FS);
+    uint32_t last = 0;
+    int64_t tick = 0;
+    tu_report r;
+    int i, due;
+    tu_pendulum_sim_init(&sim, TU_DEFAULT_SEED, TU_SIM_NOISE, seconds < 60.0f ? seconds : 60.0f);
+    timer_start();
+    while (tick < total) {
+        for (i = 0; i < TU_TRAIN_EVERY; ++i, ++tick) {
+            if (tick == change) {
+                sim.truth.damping = damping_after;
+                printf("tick %ld: the plant's damping becomes %.3f\n", (long)tick, (double)damping_after);
+            }
+            ticks[i] = tick;
+            segments[i] = tu_pendulum_sim_next(&sim, y[i]);
+        }
+        tu_trainer_push_chunk(&trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_N, &due);
+        while (due-- > 0) {
+            if (tu_trainer_step(&trainer) == TU_OK) {
+                tu_trainer_report(&trainer, &r);
+                if (r.updates % 1000 == 0) {
+                    progress(&trainer, &last);
+                }
+            }
+        }
+    }
+    tu_trainer_report(&trainer, &r);
+    while (r.updates < TU_MAX_STEPS && tu_trainer_step(&trainer) != TU_ERR_NOT_READY) {
+        tu_trainer_report(&trainer, &r);
+    }
+    printf("c_hat %.4f\n", (double)tu_pendulum_damping(&trainer));
+    return finish(result);
+}
+#endif
+
+/* Instructions of the stream work of one chunk (one training tick) and of one update, over 20 of
+ * each once the reservoir is full and 50 updates were made. */
+static int measure(const char *stream)
+{
+    tu_stream_file file;
+    int64_t ticks[TU_TRAIN_EVERY];
+    int32_t segments[TU_TRAIN_EVERY];
+    float y[TU_TRAIN_EVERY][TU_N];
+    uint64_t chunk_sum = 0, update_sum = 0;
+    int count = 0, measured = 0, due, chunks = 0, updates = 0;
+    int64_t tick;
+    int32_t segment;
+    float v[TU_N];
+    tu_file_status fs = tu_stream_file_open(&file, stream);
+    if (fs != TU_FILE_OK) {
+        printf("error: %s: %s\n", stream, tu_file_status_string(fs));
+        return 2;
+    }
+    timer_start();
+    while (measured < 20 && (fs = tu_stream_file_next(&file, &tick, &segment, v)) == TU_FILE_OK) {
+        ticks[count] = tick;
+        segments[count] = segment;
+        memcpy(y[count++], v, sizeof v);
+        if (count == TU_TRAIN_EVERY) {
+            const int timing = tu_trainer_ready(&trainer) && updates >= 50;
+            uint32_t t0 = timer_now();
+            tu_trainer_push_chunk(&trainer, count, ticks, segments, &y[0][0], TU_N, &due);
+            if (timing) {
+                chunk_sum += timer_now() - t0;
+                ++chunks;
+            }
+            while (due-- > 0) {
+                t0 = timer_now();
+                if (tu_trainer_step(&trainer) == TU_OK) {
+                    ++updates;
+                }
+                if (timing) {
+                    update_sum += timer_now() - t0;
+                    ++measured;
+                }
+            }
+            count = 0;
+        }
+    }
+    tu_stream_file_close(&file);
+    if (measured == 0 || chunks == 0) {
+        printf("error: the stream did not fill the reservoir and reach 50 updates\n");
+        return 1;
+    }
+    printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks)\n",
+           (unsigned long)(update_sum * TU_INSTRUCTIONS_PER_TICK / (uint64_t)measured),
+           (unsigned long)(chunk_sum * TU_INSTRUCTIONS_PER_TICK / (uint64_t)chunks), TU_TRAIN_EVERY, measured, chunks);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    tu_trainer_init(&trainer, TU_DEFAULT_SEED);
+    printf("torch-ude firmware, config %s, tu_trainer %lu bytes\n", TU_CONFIG_HASH, (unsigned long)sizeof trainer);
+    if (argc == 4 && strcmp(argv[1], "replay") == 0) {
+        return replay(argv[2], argv[3]);
+    }
+    if (argc == 3 && strcmp(argv[1], "measure") == 0) {
+        return measure(argv[2]);
+    }
+#if TU_PLANT == TU_PLANT_PENDULUM
+    if ((argc == 4 || argc == 6) && strcmp(argv[1], "simulate") == 0) {
+        return simulate(argv[2], (float)atof(argv[3]), argc == 6 ? (float)atof(argv[4]) : 0.0f,
+                        argc == 6 ? (float)atof(argv[5]) : -1.0f);
+    }
+#endif
+    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT]\n");
+    return 2;
+}
