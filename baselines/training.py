@@ -3,8 +3,10 @@
 ``torch-ude fit --config configs/baseline_pendulum_case_a.yaml`` trains it; each
 training step is one full-batch Adam iteration (`baselines.optimize.ShootingAdam`),
 so ``trainer.max_steps`` is the iteration count. A run writes the same files as
-every trainer of the project (``field.pt``, ``field.json``, ``metrics.json``) and
-logs ``train/...`` and ``eval/...`` scalars to its logger.
+every trainer of the project (``field.pt``, ``field.json``, ``metrics.json``, see
+`torch_ude.training.outputs`) and logs ``train/...`` and ``eval/...`` scalars to its
+logger. Checkpoints hold the shooting states, the rejection count and the schedule,
+so a killed run resumes exactly (``--ckpt_path``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -23,7 +26,7 @@ from torch_ude.systems.base import System
 from torch_ude.systems.pendulum import SinglePendulum
 from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
-from torch_ude.training.outputs import residual_figure, tensor_bytes, write_run_outputs
+from torch_ude.training.outputs import RunOutputs, residual_figure, tensor_bytes
 
 from .initialization import initial_field, stream_calibration
 from .optimize import ShootingAdam
@@ -81,6 +84,12 @@ class ShootingDataModule(L.LightningDataModule):
         """The stream seed (the run seed unless set explicitly)."""
         return run_seed() if self._seed is None else int(self._seed)
 
+    def config(self) -> dict:
+        """The data settings of the run (recorded in its output files)."""
+        return {"system": self.system, "case": self.case, "duration": self.duration, "fs": self.fs,
+                "noise": self.noise, "rate": self.rate, "steps": self.steps, "n_windows": self.n_windows,
+                "seed": self.seed}
+
     def setup(self, stage: str) -> None:
         """Simulate the stream and choose the windows (once)."""
         if self.recording is None:
@@ -111,6 +120,13 @@ class ShootingModule(L.LightningModule):
 
     The field starts from `HybridField.from_seed` with the run seed and the scales of
     the calibration of the stream's first 3 s, as jet matching's does. Float64.
+
+    A run in which every iteration was rejected (all rollouts diverged) has no trained
+    model: it fails with a `RuntimeError`, ``metrics.json`` says ``"status": "failed"``
+    with the reason, and no ``field.pt``/``field.json`` is written. Checkpoints resume
+    exactly. Resuming with a ``trainer.max_steps`` other than the checkpoint's continues
+    on the schedule of the new iteration count (`ShootingAdam.lr_factor` is closed-form
+    in the iteration); it must exceed the iterations the checkpoint has run.
 
     Args:
         hidden: hidden widths of the tanh MLP.
@@ -153,6 +169,7 @@ class ShootingModule(L.LightningModule):
         self.adam: ShootingAdam | None = None
         self._fit_t0: float | None = None
         self.wall_s: float | None = None
+        self.outputs: RunOutputs | None = None
 
     def setup(self, stage: str) -> None:
         """Build the field, the objective and the optimizer for the data module's stream."""
@@ -179,8 +196,10 @@ class ShootingModule(L.LightningModule):
         return self.adam.optimizer
 
     def on_fit_start(self) -> None:
-        """Start the run's wall clock."""
+        """Start the run's wall clock and mark the run folder's outputs as running."""
         self._fit_t0 = time.perf_counter()
+        self.outputs = RunOutputs.of(self, "rk4_shooting")
+        self.outputs.start()
 
     def training_step(self, batch: int, batch_idx: int) -> None:
         """One full-batch iteration: rollouts, adjoint gradient, Adam step (or a counted rejection).
@@ -233,12 +252,22 @@ class ShootingModule(L.LightningModule):
         return out
 
     def on_train_end(self) -> None:
-        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``."""
+        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``.
+
+        Raises:
+            RuntimeError: if no iteration was accepted; ``metrics.json`` then records
+                ``"status": "failed"`` and the reason, and no field is written.
+        """
         self.wall_s = time.perf_counter() - self._fit_t0
         dm = self.trainer.datamodule
         metrics = self.run_metrics()
-        paths = write_run_outputs(self.trainer.default_root_dir, self.field, dm.system, dm.case, metrics,
-                                  trainer="rk4_shooting", config=dict(self.hparams))
+        if metrics["updates"] == 0:
+            reason = (f"the baseline made 0 accepted iterations: all {self.adam.skipped} were rejected because the "
+                      f"rollouts diverged, so the network is untrained; lower model.lr or data.steps (K), or check "
+                      f"the known model.")
+            self.outputs.fail(reason, metrics)
+            raise RuntimeError(reason)
+        paths = self.outputs.finish(self.field, metrics)
         rank_zero_info(
             f"RK4 shooting baseline (K = {metrics['steps']}, B = {metrics['n_windows']}): e_field = "
             f"{metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), c_hat = "
@@ -250,3 +279,48 @@ class ShootingModule(L.LightningModule):
             logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
             for k in ("e_field", "e_field_visited", "c_hat"):
                 logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)
+
+    # ----- checkpoints -------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Add what the weights and Adam's state do not hold: shooting states, rollback copy,
+        rejection count and schedule position."""
+        checkpoint["shooting"] = {
+            "states": self.objective.shooting_states.detach().clone(),
+            "last_finite": [t.clone() for t in self.adam.last_finite],
+            "skipped": self.adam.skipped, "scheduler": self.adam.scheduler.state_dict(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Restore what `on_save_checkpoint` added (after `setup` built the objective).
+
+        When fitting with a ``trainer.max_steps`` other than the checkpoint's, the learning
+        rate of the next iteration is set to the new schedule's (`ShootingAdam.lr_factor`).
+
+        Raises:
+            ValueError: if ``trainer.max_steps`` does not exceed the checkpoint's iterations,
+                or when fitting from a checkpoint that lacks this state (written before it
+                was saved; such a checkpoint can still be validated and tested).
+        """
+        fitting = self._trainer is not None and self._trainer.state.fn == TrainerFn.FITTING
+        saved = checkpoint.get("shooting")
+        if saved is None:
+            if fitting:
+                raise ValueError("the checkpoint holds no shooting states and schedule (it predates resumable baseline "
+                                 "checkpoints); validate or test with it, or start a new run.")
+            return
+        with torch.no_grad():
+            self.objective.shooting_states.copy_(saved["states"])
+            for t, s in zip(self.adam.last_finite, saved["last_finite"]):
+                t.copy_(s)
+        self.adam.skipped = int(saved["skipped"])
+        self.adam.scheduler.load_state_dict(saved["scheduler"])
+        if not fitting:
+            return
+        done, total = int(checkpoint["global_step"]) + self.adam.skipped, self._trainer.max_steps
+        if done >= total:
+            raise ValueError(
+                f"trainer.max_steps = {total} does not exceed the {done} iterations the checkpoint has run, so "
+                f"there is nothing left to train; to extend the run pass a larger --trainer.max_steps.")
+        factor = self.adam.lr_factor(self.adam.scheduler.last_epoch)
+        for group, base in zip(checkpoint["optimizer_states"][0]["param_groups"], self.adam.scheduler.base_lrs):
+            group["lr"] = base * factor

@@ -1,5 +1,6 @@
 """The baseline under the torch-ude CLI (short runs) and its shared initial field."""
 import json
+import math
 
 import lightning as L
 import pytest
@@ -12,6 +13,7 @@ from tests.baselines.helpers import Explosive
 from torch_ude import HybridField, SinglePendulum, load_field, simulate
 from torch_ude.calibration import calibrate
 from torch_ude.cli import main
+from torch_ude.training import PeriodicCheckpoint
 from torch_ude.training.outputs import METRIC_KEYS
 
 SHORT = ["--data.duration", "6", "--data.steps", "5", "--data.n_windows", "8", "--trainer.max_steps", "20",
@@ -40,7 +42,7 @@ def test_short_run_writes_the_shared_outputs_and_logs(tmp_path):
     assert metrics["e_field_visited"] < 0.2
     module, meta = load_field(tmp_path)
     assert meta["case"] == "A" and meta["extra"]["trainer"] == "rk4_shooting"
-    assert meta["extra"]["config"]["fit_states"] is True
+    assert meta["extra"]["config"]["model"]["fit_states"] is True
     x = torch.tensor([[0.3, -1.0]])
     assert module(x).shape == (1, 2)
     events = next(tmp_path.rglob("events.out.tfevents.*"))
@@ -91,12 +93,54 @@ class ExplosiveModelPendulum(SinglePendulum):
         return Explosive(gain=10.0)
 
 
-def test_a_run_whose_rollouts_all_diverge_stops_at_the_iteration_limit(tmp_path):
+def test_a_run_whose_rollouts_all_diverge_fails_at_the_iteration_limit_without_a_model(tmp_path):
     dm = ShootingDataModule(ExplosiveModelPendulum(), duration=4.0, steps=40, n_windows=4, seed=0)
     model = ShootingModule()
     trainer = L.Trainer(max_steps=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, default_root_dir=tmp_path)
-    trainer.fit(model, datamodule=dm)
+    (tmp_path / "field.pt").write_text("an earlier run's model")
+    with pytest.raises(RuntimeError, match="0 accepted iterations: all 6 were rejected"):
+        trainer.fit(model, datamodule=dm)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "0 accepted iterations" in metrics["reason"]
     assert metrics["updates"] == 0 and metrics["skipped_steps"] == 6
+    assert not (tmp_path / "field.pt").exists() and not (tmp_path / "field.json").exists()
     assert all(bool(torch.isfinite(p).all()) for p in model.field.parameters_list())
+
+
+
+class LrRecorder(ShootingModule):
+    """Records the learning rate of the network each iteration uses."""
+
+    def training_step(self, batch, batch_idx):
+        self.__dict__.setdefault("lrs", []).append(self.adam.optimizer.param_groups[0]["lr"])
+        return super().training_step(batch, batch_idx)
+
+
+def _fit_baseline(root, max_steps, ckpt_path=None):
+    dm = ShootingDataModule(SinglePendulum(), duration=4.0, steps=5, n_windows=8, seed=2)
+    model = LrRecorder()
+    trainer = L.Trainer(max_steps=max_steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=root, num_sanity_val_steps=0, limit_val_batches=0,
+                        callbacks=[PeriodicCheckpoint(every_n_updates=10, dirpath=root / "ckpt", save_top_k=-1)])
+    trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
+    return model
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one_and_extends_on_the_new_schedule(tmp_path):
+    full = _fit_baseline(tmp_path / "full", 30)
+    resumed = _fit_baseline(tmp_path / "resumed", 30, ckpt_path=tmp_path / "full" / "ckpt" / "step=10.ckpt")
+    for p, q in zip([*full.field.parameters_list(), full.objective.shooting_states],
+                    [*resumed.field.parameters_list(), resumed.objective.shooting_states]):
+        assert torch.equal(p, q)
+    assert resumed.lrs == full.lrs[10:]
+    assert json.loads((tmp_path / "full" / "metrics.json").read_text())["final_loss"] == \
+        json.loads((tmp_path / "resumed" / "metrics.json").read_text())["final_loss"]
+    # extending the finished 30-iteration run to 50: from iteration 30 on, the 50-iteration schedule
+    extended = _fit_baseline(tmp_path / "extended", 50, ckpt_path=tmp_path / "full" / "ckpt" / "step=30.ckpt")
+    assert extended.trainer.global_step == 50 and len(extended.lrs) == 20
+    lr, final = extended.lr, extended.lr_final
+    cosine = [final + (lr - final) * 0.5 * (1.0 + math.cos(math.pi * k / 50)) for k in range(30, 50)]
+    assert extended.lrs == pytest.approx(cosine, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match="max_steps = 30 does not exceed the 30 iterations"):
+        _fit_baseline(tmp_path / "again", 30, ckpt_path=tmp_path / "full" / "ckpt" / "step=30.ckpt")

@@ -19,7 +19,7 @@ import torch
 from ..rk4 import rk4_step
 from .base import System
 
-__all__ = ["Recording", "Simulator", "simulate"]
+__all__ = ["Recording", "Simulator", "simulate", "check_simulator_settings"]
 
 
 @dataclass
@@ -51,6 +51,33 @@ def _numpy(value, dtype: type) -> np.ndarray:
     return torch.as_tensor(value).numpy().astype(dtype, copy=True)
 
 
+def check_simulator_settings(fs: float, noise: float, substeps: int, rms_horizon: float = 60.0) -> None:
+    """Validate the settings of a `Simulator` without simulating anything.
+
+    Args:
+        fs: sample rate in Hz; must be a positive finite number.
+        noise: relative noise level; must be a finite number >= 0.
+        substeps: RK4 steps per sample; must be an integer >= 1.
+        rms_horizon: seconds of trajectory behind the channel RMS; must be positive.
+
+    Raises:
+        TypeError: for a non-number (or a non-integer ``substeps``).
+        ValueError: for a value out of range; the message names the setting and the fix.
+    """
+    for name, value in (("fs", fs), ("noise", noise), ("rms_horizon", rms_horizon)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number; got {value!r}.")
+    if not (math.isfinite(fs) and fs > 0):
+        raise ValueError(f"fs (the sample rate in Hz) must be a positive number; got {fs!r}.")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise (relative to each channel's RMS) must be >= 0; got {noise!r}.")
+    if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+        raise ValueError(f"substeps (RK4 steps per sample) must be an integer >= 1; got {substeps!r}. "
+                         "Use 1, or more for a plant whose dynamics are fast at the sample rate.")
+    if not (math.isfinite(rms_horizon) and rms_horizon > 0):
+        raise ValueError(f"rms_horizon must be positive (seconds); got {rms_horizon!r}.")
+
+
 class Simulator:
     """Stream a plant sampled at ``fs`` with Gaussian sensor noise, reproducible from a seed.
 
@@ -68,19 +95,14 @@ class Simulator:
             it is also the length of a simulation block.
 
     Raises:
-        ValueError: for a non-positive rate, negative noise, or substeps < 1.
+        TypeError, ValueError: for settings `check_simulator_settings` rejects.
+        FloatingPointError: when the trajectory becomes non-finite (here or in `read`);
+            the message gives the time and the last finite state.
     """
 
     def __init__(self, system: System, fs: float = 1000.0, noise: float = 0.01, seed: int = 0,
                  substeps: int = 1, rms_horizon: float = 60.0) -> None:
-        if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
-            raise ValueError(f"fs (the sample rate in Hz) must be a positive number; got {fs!r}.")
-        if not (math.isfinite(noise) and noise >= 0):
-            raise ValueError(f"noise (relative to each channel's RMS) must be >= 0; got {noise!r}.")
-        if int(substeps) != substeps or substeps < 1:
-            raise ValueError(f"substeps must be a positive integer; got {substeps!r}.")
-        if not rms_horizon > 0:
-            raise ValueError(f"rms_horizon must be positive (seconds); got {rms_horizon!r}.")
+        check_simulator_settings(fs, noise, substeps, rms_horizon)
         self.system, self.fs, self.noise, self.substeps = system, float(fs), float(noise), int(substeps)
         self.field = system.true_field().double()
         excite_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
@@ -93,7 +115,7 @@ class Simulator:
         if x0.shape != (system.n_states,) or not np.all(np.isfinite(x0)):
             raise ValueError(f"{type(system).__name__}.initial_state() must return {system.n_states} finite numbers.")
         self._open = (x0, self._draw_length())  # (state at its next tick, ticks left)
-        self._buffer_x, self._buffer_seg = self._clean_block()
+        self._buffer_x, self._buffer_seg = self._clean_block(0)
         rms = np.sqrt(np.mean(self._buffer_x**2, axis=0))
         self.sigma = self.noise * rms
 
@@ -103,8 +125,9 @@ class Simulator:
             return 1 << 62
         return max(1, round(self._excite_rng.uniform(*interval) * self.fs))
 
-    def _clean_block(self) -> tuple[np.ndarray, np.ndarray]:
-        """Integrate the next block of ``_block_ticks`` clean samples, all segments batched."""
+    def _clean_block(self, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Integrate the next block of ``_block_ticks`` clean samples (the first at tick
+        ``start``), all segments batched."""
         need = self._block_ticks
         pieces = []  # (start state, ticks in this block, segment id)
         state, left = self._open
@@ -132,11 +155,23 @@ class Simulator:
         self._open = (state, left)
         xs = np.concatenate([traj[: p[1], j] for j, p in enumerate(pieces)])
         seg = np.concatenate([np.full(p[1], p[2], dtype=np.int64) for p in pieces])
-        if not np.all(np.isfinite(xs)):
-            raise FloatingPointError(
-                "the plant's simulated trajectory became non-finite; reduce the step with substeps."
-            )
+        bad = np.flatnonzero(~np.all(np.isfinite(xs), axis=1))
+        if bad.size:
+            self._raise_non_finite(start, bad[0], xs, seg)
         return xs, seg
+
+    def _raise_non_finite(self, start: int, k: int, xs: np.ndarray, seg: np.ndarray) -> None:
+        """Raise the error for the first non-finite sample ``k`` of the block from tick ``start``."""
+        t = (start + k) / self.fs
+        if k > 0 and seg[k - 1] == seg[k]:
+            where = f"after the state {xs[k - 1].tolist()} at t = {(start + k - 1) / self.fs:g} s"
+        else:
+            where = "at the start of a segment (the state the plant was placed in is not finite)"
+        raise FloatingPointError(
+            f"the simulated trajectory of {type(self.system).__name__} became non-finite at t = {t:g} s, {where}. "
+            f"Either the plant's true field diverges there (check its parameters and its re-excitation states), "
+            f"or the RK4 step 1/(fs*substeps) = {1.0 / (self.fs * self.substeps):g} s is too large for its "
+            f"dynamics: raise substeps (now {self.substeps}).")
 
     def state_dict(self) -> dict:
         """Everything needed to continue the stream exactly (generators, buffers, counters)."""
@@ -172,7 +207,7 @@ class Simulator:
         xs, segs, have = [], [], 0
         while have < n_ticks:
             if self._buffer_x.shape[0] == 0:
-                self._buffer_x, self._buffer_seg = self._clean_block()
+                self._buffer_x, self._buffer_seg = self._clean_block(self._tick + have)
             take = min(n_ticks - have, self._buffer_x.shape[0])
             xs.append(self._buffer_x[:take])
             segs.append(self._buffer_seg[:take])

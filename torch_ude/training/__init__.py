@@ -1,8 +1,8 @@
 """Lightning integration: data module, jet-matching module, callbacks, run outputs."""
-from .callbacks import FieldEvaluation as FieldEvaluation
+from .callbacks import FieldEvaluation as FieldEvaluation, PeriodicCheckpoint as PeriodicCheckpoint
 from .data import StreamDataModule as StreamDataModule, run_seed as run_seed
 from .module import JetMatchingModule as JetMatchingModule
-from .outputs import METRIC_KEYS as METRIC_KEYS, residual_figure as residual_figure, write_run_outputs as write_run_outputs
+from .outputs import METRIC_KEYS as METRIC_KEYS, RunOutputs as RunOutputs, residual_figure as residual_figure
 
-__all__ = ["FieldEvaluation", "StreamDataModule", "run_seed", "JetMatchingModule", "METRIC_KEYS",
-           "residual_figure", "write_run_outputs"]
+__all__ = ["FieldEvaluation", "PeriodicCheckpoint", "StreamDataModule", "run_seed", "JetMatchingModule",
+           "METRIC_KEYS", "RunOutputs", "residual_figure"]

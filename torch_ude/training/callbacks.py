@@ -1,9 +1,24 @@
-"""Callbacks: periodic evaluation of the averaged field during training."""
+"""Callbacks: periodic evaluation of the averaged field and periodic checkpoints.
+
+Both follow the module's own update count (``trainer.global_step``), which a trainer
+may advance by several updates per training step (jet matching's replay makes
+``replay_updates`` per chunk): they fire when the count *crossed* a multiple of their
+period, not only when it lands on one.
+"""
 from __future__ import annotations
 
-import lightning as L
+from pathlib import Path
 
-__all__ = ["FieldEvaluation"]
+import lightning as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+__all__ = ["FieldEvaluation", "PeriodicCheckpoint"]
+
+
+def _check_period(every_n_updates: int) -> int:
+    if isinstance(every_n_updates, bool) or not isinstance(every_n_updates, int) or every_n_updates < 1:
+        raise ValueError(f"every_n_updates must be an integer >= 1; got {every_n_updates!r}.")
+    return every_n_updates
 
 
 class FieldEvaluation(L.Callback):
@@ -18,9 +33,7 @@ class FieldEvaluation(L.Callback):
     """
 
     def __init__(self, every_n_updates: int = 1000) -> None:
-        if every_n_updates < 1:
-            raise ValueError(f"every_n_updates must be >= 1; got {every_n_updates}.")
-        self.every = int(every_n_updates)
+        self.every = _check_period(every_n_updates)
         self._last = 0
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
@@ -32,3 +45,48 @@ class FieldEvaluation(L.Callback):
             if trainer.logger is not None:
                 trainer.logger.log_metrics({f"eval/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")},
                                            step=step)
+
+
+class PeriodicCheckpoint(ModelCheckpoint):
+    """Lightning's `ModelCheckpoint`, saving whenever the update count crossed a multiple of
+    ``every_n_updates``, plus ``last.ckpt`` and a checkpoint at the end of the run.
+
+    Lightning's ``every_n_train_steps`` saves only when the step count lands exactly on a
+    multiple, which a trainer that makes several updates per step can jump over. Here the
+    trigger is the only change: file names, ``save_top_k``, ``last.ckpt`` and the
+    end-of-run save are `ModelCheckpoint`'s, except that a run which made no update
+    saves nothing. A killed run resumes from the newest file with
+    ``torch-ude fit --config ... --ckpt_path .../checkpoints/last.ckpt``.
+
+    Args:
+        every_n_updates: checkpoint period in updates (>= 1).
+        dirpath: checkpoint folder; None is Lightning's (``<log dir>/checkpoints``).
+        filename: file-name pattern (Lightning's syntax, e.g. ``"{step}"``).
+        save_last: also keep ``last.ckpt`` (the newest state).
+        save_top_k: periodic files kept: 1 keeps only the newest, -1 keeps all.
+    """
+
+    def __init__(self, every_n_updates: int = 1000, dirpath: str | Path | None = None, filename: str = "{step}",
+                 save_last: bool = True, save_top_k: int = 1) -> None:
+        super().__init__(dirpath=dirpath, filename=filename, save_last=save_last, save_top_k=save_top_k)
+        self.every = _check_period(every_n_updates)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Count periods from the starting update (the checkpoint's, when resuming)."""
+        super().on_train_start(trainer, pl_module)
+        self._start_step = self._last_global_step_saved = trainer.global_step
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Save ``last.ckpt`` if nothing was saved yet, unless the run made no update at all."""
+        if trainer.global_step > self._start_step:
+            super().on_train_end(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        """Save when the update count crossed a multiple of the period since the last save."""
+        if trainer.global_step // self.every <= self._last_global_step_saved // self.every:
+            return
+        if self._should_skip_saving_checkpoint(trainer):
+            return
+        candidates = self._monitor_candidates(trainer)
+        self._save_topk_checkpoint(trainer, candidates)
+        self._save_last_checkpoint(trainer, candidates)

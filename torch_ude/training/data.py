@@ -14,7 +14,7 @@ from ..metrics import evaluation_states
 from ..systems.base import System
 from ..systems.faults import SensorFaults
 from ..systems.pendulum import SinglePendulum
-from ..systems.simulate import Simulator
+from ..systems.simulate import Simulator, check_simulator_settings
 
 __all__ = ["StreamDataModule", "run_seed"]
 
@@ -56,9 +56,12 @@ class StreamDataModule(L.LightningDataModule):
         fs: sample rate in Hz (> 0).
         noise: sensor noise relative to each channel's RMS (>= 0).
         train_rate: training ticks per second; ``fs / train_rate`` must be an integer.
-        substeps: RK4 steps per sample of the simulator.
+        substeps: RK4 steps per sample of the simulator (>= 1).
         faults: optional sensor faults (NaN, Inf, drops, spikes).
         seed: stream seed; None uses the run seed (``seed_everything``).
+
+    Raises:
+        TypeError, ValueError: for any impossible setting, here, before any simulation.
     """
 
     def __init__(self, system: System | None = None, case: str = "A", duration: float = 60.0, fs: float = 1000.0,
@@ -66,15 +69,18 @@ class StreamDataModule(L.LightningDataModule):
                  faults: SensorFaults | None = None, seed: int | None = None) -> None:
         super().__init__()
         self.system = system if system is not None else SinglePendulum()
+        if not isinstance(self.system, System):
+            raise TypeError(f"system must be a torch_ude.systems.System; got {type(self.system).__name__}.")
         self.case = self.system.check_case(case)
         if not (math.isfinite(duration) and duration > 0):
             raise ValueError(f"duration must be positive (seconds); got {duration!r}.")
-        if not (math.isfinite(fs) and fs > 0):
-            raise ValueError(f"fs (the sample rate in Hz) must be positive; got {fs!r}.")
-        if not (math.isfinite(noise) and noise >= 0):
-            raise ValueError(f"noise must be >= 0 (relative to channel RMS); got {noise!r}.")
-        if not train_rate > 0:
+        check_simulator_settings(fs, noise, substeps, min(duration, 60.0))
+        if not (math.isfinite(train_rate) and train_rate > 0):
             raise ValueError(f"train_rate must be positive (Hz); got {train_rate!r}.")
+        if faults is not None and not isinstance(faults, SensorFaults):
+            raise TypeError(f"faults must be a torch_ude.systems.SensorFaults or null; got {type(faults).__name__}.")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an integer or null (the run seed); got {seed!r}.")
         chunk = fs / train_rate
         if abs(chunk - round(chunk)) > 1e-9 or round(chunk) < 1:
             raise ValueError(f"fs / train_rate must be a positive integer; got {fs} / {train_rate} = {chunk}.")
@@ -91,6 +97,12 @@ class StreamDataModule(L.LightningDataModule):
     def seed(self) -> int:
         """The stream seed (the run seed unless set explicitly)."""
         return run_seed() if self._seed is None else int(self._seed)
+
+    def config(self) -> dict:
+        """The data settings of the run (recorded in its output files)."""
+        return {"system": self.system, "case": self.case, "duration": self.duration, "fs": self.fs,
+                "noise": self.noise, "train_rate": self.train_rate, "substeps": self.substeps,
+                "faults": self.faults, "seed": self.seed}
 
     @property
     def live(self) -> bool:

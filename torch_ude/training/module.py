@@ -1,13 +1,15 @@
 """Streaming jet matching (Algorithm 1) as a LightningModule with manual optimization."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from typing import Literal
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from ..field import HybridField
@@ -15,7 +17,7 @@ from ..jet import JetLoss
 from ..calibration import noise_adaptive_weight_decay
 from ..metrics import evaluate_field
 from ..stream import StreamEstimator, StreamSettings
-from .outputs import residual_figure, tensor_bytes, write_run_outputs
+from .outputs import RunOutputs, residual_figure, tensor_bytes
 
 __all__ = ["JetMatchingModule"]
 
@@ -33,6 +35,21 @@ class JetMatchingModule(L.LightningModule):
 
     The plant, case and seed come from the data module; the network's initial
     weights from `HybridField.from_seed` with the run seed. Float64 throughout.
+
+    When the stream ends before the buffer is full, replay trains on what the buffer
+    holds if that is at least ``batch_size`` jets: a warning names the fill, and
+    ``metrics.json`` and the closing summary line say ``buffer_full: false`` with the
+    ``buffer_fill``. A run never writes an untrained model: if the calibration phase did
+    not finish, or the run ends with 0 updates (a buffer with fewer than ``batch_size``
+    jets, ``replay: false`` before the buffer filled, or every update skipped), it fails
+    with a `RuntimeError` naming the cause, ``metrics.json`` says ``"status": "failed"``
+    and the reason, and no ``field.pt``/``field.json`` is written (see
+    `torch_ude.training.outputs`).
+
+    Resuming from a checkpoint (``--ckpt_path``) continues the run exactly. With a
+    ``trainer.max_steps`` N other than the checkpoint's schedule horizon, the cosine
+    schedule is recomputed for N: from the resumed update k on, the learning rate is
+    that of an N-update run at update k. N must exceed k.
 
     Args:
         hidden: hidden widths of the tanh MLP.
@@ -99,15 +116,26 @@ class JetMatchingModule(L.LightningModule):
         self.stats = {"updates": 0, "skipped_updates": 0, "update_s": 0.0, "stream_s": 0.0}
         self._fit_t0: float | None = None
         self.wall_s: float | None = None
+        self.outputs: RunOutputs | None = None
+        self._warned_partial_buffer = False
 
     # ----- construction ------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        """Build the field (and its EMA copy) for the data module's plant, case and seed."""
+        """Build the field (and its EMA copy) for the data module's plant, case and seed.
+
+        Raises:
+            ValueError: if the calibration phase does not fit in the stream (before any work).
+        """
         if self.num_threads is not None:
             torch.set_num_threads(self.num_threads)
         if self.field is not None:
             return
         dm = self.trainer.datamodule
+        if self.stream_settings.calibration_s >= dm.duration:
+            raise ValueError(
+                f"model.stream.calibration_s = {self.stream_settings.calibration_s:g} s is not shorter than the "
+                f"stream (data.duration = {dm.duration:g} s), so nothing would be left to train on; lengthen "
+                f"data.duration or shorten model.stream.calibration_s.")
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
         if self.ema_decay is not None:
             self.ema = AveragedModel(self.field, multi_avg_fn=get_ema_multi_avg_fn(self.ema_decay))
@@ -144,8 +172,11 @@ class JetMatchingModule(L.LightningModule):
 
     # ----- training ----------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        """Start the run's wall clock (interpreter start-up and set-up excluded)."""
+        """Start the run's wall clock (interpreter start-up and set-up excluded) and mark the
+        run folder's outputs as running (`RunOutputs.start`)."""
         self._fit_t0 = time.perf_counter()
+        self.outputs = RunOutputs.of(self, "jet_matching")
+        self.outputs.start()
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Consume one chunk of the stream, then make the updates that are due."""
@@ -155,7 +186,7 @@ class JetMatchingModule(L.LightningModule):
         t0 = time.perf_counter()
         due = 0
         if batch["replay"]:
-            if not (self.replay and self.stream.ready):
+            if not self._can_replay():
                 self.trainer.should_stop = True
                 return
             due = self.replay_updates
@@ -173,6 +204,19 @@ class JetMatchingModule(L.LightningModule):
         self.stats["stream_s"] += time.perf_counter() - t0
         for _ in range(due):
             self._update()
+
+    def _can_replay(self) -> bool:
+        """Whether replay may update: enabled, and the buffer holds a minibatch (warn once if not full)."""
+        buffer = self.stream.buffer
+        if not self.replay or buffer is None or buffer.fill < self.batch_size:
+            return False
+        if not buffer.full and not self._warned_partial_buffer:
+            self._warned_partial_buffer = True
+            rank_zero_warn(
+                f"the stream ended with the sample buffer {buffer.fill}/{buffer.capacity} full; replay trains on the "
+                f"{buffer.fill} jets it holds (metrics.json: buffer_full false). Lengthen data.duration or lower "
+                f"model.stream.capacity to fill it.")
+        return True
 
     def _on_calibrated(self) -> None:
         cal = self.stream.calibration
@@ -270,6 +314,8 @@ class JetMatchingModule(L.LightningModule):
             "calibration": None if cal is None else cal.to_dict(),
             "counters": dict(st.counters),
             "buffer_fill": None if st.buffer is None else st.buffer.fill,
+            "buffer_capacity": self.stream_settings.capacity,
+            "buffer_full": st.ready,
             # the weights twice: themselves and their gradients (same sizes)
             "state_bytes": tensor_bytes(st.state_dict(), self.field.parameters_list(), self.field.parameters_list(),
                                         self.optimizers().optimizer.state_dict()["state"],
@@ -277,19 +323,49 @@ class JetMatchingModule(L.LightningModule):
         })
         return out
 
+    def failure(self) -> str | None:
+        """Why the run has no trained model, or None if it has one (see the class doc)."""
+        st, updates = self.stream, self.stats["updates"]
+        if st.calibration is None:
+            return ("the stream ended before the calibration phase finished, so nothing was trained; lengthen "
+                    "data.duration or shorten model.stream.calibration_s (or check data.faults: the calibration "
+                    "needs the phase's samples).")
+        if updates > 0:
+            return None
+        fill, capacity = st.buffer.fill, st.buffer.capacity
+        if fill < self.batch_size:
+            return (f"the run made 0 updates: the sample buffer holds {fill} jets, fewer than one minibatch "
+                    f"(model.batch_size = {self.batch_size}; {st.counters['accepted']} of {st.counters['windows']} "
+                    f"windows accepted); lengthen data.duration, lower model.batch_size or check the sensor faults.")
+        if not (self.replay or st.ready):
+            return (f"the run made 0 updates: the stream ended with the sample buffer {fill}/{capacity} full and "
+                    f"model.replay is false, so training never started; set model.replay true, lengthen "
+                    f"data.duration or lower model.stream.capacity.")
+        return (f"the run made 0 updates: all {self.stats['skipped_updates']} were skipped for a non-finite loss "
+                f"or gradient; check the sensor data and lower model.lr.")
+
     def on_train_end(self) -> None:
-        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``."""
+        """Stop the wall clock, then write ``field.pt``, ``field.json`` and ``metrics.json``.
+
+        Raises:
+            RuntimeError: if the run has no trained model (`failure`); ``metrics.json``
+                then records ``"status": "failed"`` and the reason, and no field is written.
+        """
         self.wall_s = time.perf_counter() - self._fit_t0
-        if self.stream.calibration is None:
-            raise RuntimeError("the stream ended before the calibration phase finished; lengthen data.duration.")
         dm = self.trainer.datamodule
         metrics = self.run_metrics()
-        paths = write_run_outputs(self.trainer.default_root_dir, self.averaged_field(), dm.system, dm.case,
-                                  metrics, trainer="jet_matching", config=dict(self.hparams))
+        reason = self.failure()
+        if reason is not None:
+            self.outputs.fail(reason, metrics)
+            raise RuntimeError(reason)
+        paths = self.outputs.finish(self.averaged_field(), metrics)
+        buffer = f"buffer {metrics['buffer_fill']}/{metrics['buffer_capacity']}" + (
+            "" if metrics["buffer_full"] else " (never full: trained on what it held)")
         rank_zero_info(
             f"jet matching: e_field = {metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), "
             f"c_hat = {metrics['c_hat']:.4f}, m = {metrics['m']}, lambda2 = {metrics['lambda2']}, "
-            f"{metrics['updates']} updates in {metrics['wall_s']:.1f} s; outputs in {paths['metrics'].parent}")
+            f"{metrics['updates']} updates in {metrics['wall_s']:.1f} s, {buffer}; "
+            f"outputs in {paths['metrics'].parent}")
         logger = self.logger
         if logger is not None and hasattr(logger.experiment, "add_figure"):
             fig = residual_figure(self.averaged_field(), dm.system, dm.case, dm.evaluation_states()["visited"])
@@ -305,9 +381,49 @@ class JetMatchingModule(L.LightningModule):
         checkpoint["jet_stats"] = dict(self.stats)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Restore what `on_save_checkpoint` added (the weights load with the state dict)."""
+        """Restore what `on_save_checkpoint` added (the weights load with the state dict) and,
+        when fitting, fit the schedule to ``trainer.max_steps`` (`resume_schedule`)."""
         self.stream = StreamEstimator.from_state_dict(checkpoint["jet_stream"])
         self._gen.set_state(checkpoint["jet_generator"])
         self.stats = dict(checkpoint["jet_stats"])
         if self.stream.calibration is not None:  # s1, s2 come back with the state dict
             self.loss.lambda2 = self.stream.calibration.lambda2
+        if self._trainer is not None and self._trainer.state.fn == TrainerFn.FITTING:
+            self.resume_schedule(checkpoint, self._trainer.max_steps)
+
+    def resume_schedule(self, checkpoint: dict, max_steps: int) -> None:
+        """Fit a checkpoint's optimizer and schedule state to a run of ``max_steps`` updates.
+
+        With the checkpoint's cosine horizon equal to ``max_steps`` nothing changes (the
+        run continues bit-exactly). Otherwise the schedule is recomputed in closed form,
+        ``lr_k = lr_min + (lr - lr_min) (1 + cos(pi k / N)) / 2`` with ``N = max_steps``
+        (`torch.optim.lr_scheduler.CosineAnnealingLR` with ``T_max = N``), so that from the
+        checkpoint's update k on the rate is that of an N-update run.
+
+        Args:
+            checkpoint: the Lightning checkpoint, edited in place before its optimizer and
+                scheduler states are loaded.
+            max_steps: ``trainer.max_steps`` of the resumed run.
+
+        Raises:
+            ValueError: if ``max_steps`` does not exceed the checkpoint's update count.
+        """
+        done = int(checkpoint["global_step"])
+        if max_steps is not None and 0 <= max_steps <= done:
+            raise ValueError(
+                f"trainer.max_steps = {max_steps} does not exceed the {done} updates the checkpoint has made, so "
+                f"there is nothing left to train; to extend the run pass a larger --trainer.max_steps.")
+        if self.schedule != "cosine":
+            return
+        state = checkpoint["lr_schedulers"][0]
+        if state["T_max"] == max_steps:
+            return
+        k, old = int(state["last_epoch"]), state["T_max"]
+        lrs = [state["eta_min"] + (base - state["eta_min"]) * (1.0 + math.cos(math.pi * k / max_steps)) / 2.0
+               for base in state["base_lrs"]]
+        state["T_max"], state["_last_lr"] = max_steps, lrs
+        for group, lr in zip(checkpoint["optimizer_states"][0]["param_groups"], lrs):
+            group["lr"] = lr
+        rank_zero_info(
+            f"resuming at update {k} with trainer.max_steps = {max_steps} (the checkpoint's cosine schedule spans "
+            f"{old}): the learning rate now follows the {max_steps}-update schedule, {lrs[0]:.4g} at update {k}.")

@@ -1,27 +1,47 @@
-"""The files every trainer of the project writes at the end of a run."""
+"""The files every trainer of the project writes: ``field.pt``, ``field.json``, ``metrics.json``.
+
+A run's folder goes through three states, each file written atomically (a temporary
+file moved into place, `torch_ude.atomic`):
+
+* at fit start, stale ``field.pt``/``field.json`` of an earlier run in the folder are
+  deleted and ``metrics.json`` says ``"status": "running"``; a run killed from here on
+  leaves exactly that behind, never an earlier run's model that looks current;
+* at the end, ``field.pt`` and ``field.json`` are written, then ``metrics.json`` with
+  ``"status": "finished"`` and the metrics;
+* a run that ends without a trained model (see the trainers) writes ``metrics.json``
+  with ``"status": "failed"`` and the ``reason``, and no ``field.pt``/``field.json``.
+
+Every ``metrics.json`` and ``field.json`` records the trainer, the seed, the run
+config, the torch-ude and torch versions and the start time.
+"""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..export import export_field
+from .. import __version__
+from ..atomic import write_text_atomic
+from ..export import FIELD_FILE, SIDECAR_FILE, export_field
 from ..field import HybridField
 from ..systems.base import System
 
-__all__ = ["METRIC_KEYS", "write_run_outputs", "residual_figure", "to_jsonable", "tensor_bytes"]
+__all__ = ["METRIC_KEYS", "METRICS_FILE", "RunOutputs", "residual_figure", "to_jsonable", "tensor_bytes"]
 
+METRICS_FILE = "metrics.json"
 METRIC_KEYS = ("e_field", "e_field_visited", "c_hat", "sigma_hat", "m", "lambda2", "reject_rate", "updates",
                "wall_s")
 
 
 def to_jsonable(value: object) -> object:
-    """Convert tensors, arrays, dataclasses, tuples and non-finite floats for JSON."""
+    """Convert tensors, arrays, dataclasses, tuples, plants and non-finite floats for JSON."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_jsonable(dataclasses.asdict(value))
     if isinstance(value, dict):
@@ -34,6 +54,8 @@ def to_jsonable(value: object) -> object:
         return to_jsonable(value.item())
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, System):
+        return to_jsonable(value.spec())
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)
@@ -60,34 +82,79 @@ def tensor_bytes(*objects: object) -> int:
     return total
 
 
-def write_run_outputs(directory: str | Path, field: HybridField, system: System, case: str, metrics: dict,
-                      trainer: str, config: dict | None = None) -> dict[str, Path]:
-    """Write ``field.pt``, ``field.json`` and ``metrics.json`` into ``directory``.
+class RunOutputs:
+    """The output files of one run in its folder (see the module doc).
 
     Args:
-        directory: the run folder (``trainer.default_root_dir``).
-        field: the trained field to export (the EMA weights where a trainer averages).
+        directory: the run folder (``trainer.default_root_dir``), created if missing.
+        trainer: the trainer's name, recorded in both JSON files.
         system: the plant.
         case: the known-model case.
-        metrics: must contain every key of `METRIC_KEYS` (None where not applicable).
-        trainer: the trainer's name, recorded in both JSON files.
-        config: the run's hyperparameters, recorded in ``field.json``.
-
-    Returns:
-        Paths of the three files.
-
-    Raises:
-        KeyError: if a required metric key is missing.
+        seed: the seed that fixed the stream and the initial weights.
+        config: the run's settings (JSON-serializable after `to_jsonable`).
     """
-    missing = [k for k in METRIC_KEYS if k not in metrics]
-    if missing:
-        raise KeyError(f"metrics.json must contain {list(METRIC_KEYS)}; missing {missing}.")
-    out = Path(directory)
-    pt, js = export_field(field, out, system, case, extra=to_jsonable({"trainer": trainer, "config": config}))
-    mpath = out / "metrics.json"
-    payload = {"trainer": trainer, "plant": type(system).__name__, "case": case, **metrics}
-    mpath.write_text(json.dumps(to_jsonable(payload), indent=2) + "\n")
-    return {"field": pt, "sidecar": js, "metrics": mpath}
+
+    def __init__(self, directory: str | Path, trainer: str, system: System, case: str, seed: int,
+                 config: dict) -> None:
+        self.directory = Path(directory)
+        self.system, self.case = system, case
+        self.record = {
+            "trainer": trainer, "plant": type(system).__name__, "case": case, "seed": int(seed),
+            "config": to_jsonable(config), "library_version": __version__, "torch_version": torch.__version__,
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        }
+
+    @classmethod
+    def of(cls, module: L.LightningModule, trainer: str) -> RunOutputs:
+        """The outputs of ``module``'s run: its trainer's folder, its data module's plant, case,
+        seed and settings (``config()``), its hyperparameters and ``trainer.max_steps``."""
+        dm = module.trainer.datamodule
+        config = {"model": dict(module.hparams), "data": dm.config(), "max_steps": module.trainer.max_steps}
+        return cls(module.trainer.default_root_dir, trainer, dm.system, dm.case, dm.seed, config)
+
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.json`` of this run."""
+        return self.directory / METRICS_FILE
+
+    def _write_metrics(self, status: str, extra: dict) -> Path:
+        payload = {"status": status, **self.record, **extra}
+        return write_text_atomic(self.metrics_path, json.dumps(to_jsonable(payload), indent=2) + "\n")
+
+    def _remove_field(self) -> None:
+        for name in (FIELD_FILE, SIDECAR_FILE):
+            (self.directory / name).unlink(missing_ok=True)
+
+    def start(self) -> Path:
+        """Delete an earlier run's field files and write ``metrics.json`` with ``"status": "running"``."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._remove_field()
+        return self._write_metrics("running", {})
+
+    def finish(self, field: HybridField, metrics: dict) -> dict[str, Path]:
+        """Write ``field.pt`` and ``field.json``, then ``metrics.json`` with ``"status": "finished"``.
+
+        Args:
+            field: the trained field to export (the EMA weights where a trainer averages).
+            metrics: must contain every key of `METRIC_KEYS` (None where not applicable).
+
+        Returns:
+            Paths of the three files (``"field"``, ``"sidecar"``, ``"metrics"``).
+
+        Raises:
+            KeyError: if a required metric key is missing.
+        """
+        missing = [k for k in METRIC_KEYS if k not in metrics]
+        if missing:
+            raise KeyError(f"metrics.json must contain {list(METRIC_KEYS)}; missing {missing}.")
+        extra = {k: self.record[k] for k in ("trainer", "seed", "config", "started")}
+        pt, js = export_field(field, self.directory, self.system, self.case, extra=extra)
+        return {"field": pt, "sidecar": js, "metrics": self._write_metrics("finished", metrics)}
+
+    def fail(self, reason: str, metrics: dict | None = None) -> Path:
+        """Remove any field files and write ``metrics.json`` with ``"status": "failed"`` and ``reason``."""
+        self._remove_field()
+        return self._write_metrics("failed", {"reason": reason, **(metrics or {})})
 
 
 def residual_figure(field: HybridField, system: System, case: str, states: torch.Tensor) -> Figure:

@@ -1,10 +1,14 @@
 """Simulator: RK4 accuracy, reproducibility, chunking, noise scale, segments, bad input."""
+import re
+
 import numpy as np
 import pytest
 import torch
 
 from torch_ude import DoublePendulum, SinglePendulum
+from tests.baselines.helpers import Explosive
 from torch_ude.systems import Simulator, simulate
+from torch_ude.systems.simulate import check_simulator_settings
 
 
 def test_reproducible_from_a_seed_and_seed_dependent():
@@ -91,3 +95,30 @@ def test_state_dict_continues_the_stream_exactly():
     rest = b.read(5000 - 2345)
     assert np.array_equal(np.concatenate([first.y, rest.y]), whole.y)
     assert np.array_equal(np.concatenate([first.t, rest.t]), whole.t)
+
+
+class Exploding(SinglePendulum):
+    """A plant whose true field blows up: ``x' = 0.5 x^2`` from ``x0 = (1.2, 0)``, at t = 1/0.6 s."""
+
+    def true_field(self):
+        return Explosive(gain=0.5)
+
+
+def test_a_diverging_plant_names_the_time_the_state_and_both_causes():
+    with pytest.raises(FloatingPointError) as err:
+        Simulator(Exploding(reexcite_interval=(100.0, 100.0)), noise=0.0, rms_horizon=1.0).read(3000)
+    message = str(err.value)
+    assert re.search(r"Exploding became non-finite at t = 1\.66\d* s, after the state \[[-+0-9.e]+, 0\.0\] at "
+                     r"t = 1\.66\d* s", message), message
+    assert "the plant's true field diverges there" in message
+    assert "RK4 step 1/(fs*substeps) = 0.001 s is too large" in message and "raise substeps (now 1)" in message
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"substeps": 1.5}, ValueError, r"substeps \(RK4 steps per sample\) must be an integer >= 1; got 1\.5"),
+    ({"fs": "fast"}, TypeError, "fs must be a number"),
+    ({"noise": float("nan")}, ValueError, "noise"),
+])
+def test_simulator_settings_are_checked_before_simulating(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        check_simulator_settings(**{"fs": 1000.0, "noise": 0.01, "substeps": 1, **kwargs})

@@ -1,5 +1,7 @@
 """The streaming jet-matching LightningModule end to end (short runs)."""
 import json
+import math
+import re
 
 import lightning as L
 import numpy as np
@@ -7,7 +9,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from torch_ude.cli import main
+import torch_ude
+from torch_ude.cli import console, main
 from torch_ude.export import load_field
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import SensorFaults, SinglePendulum, System, VectorField
@@ -203,3 +206,130 @@ def test_console_script_exits_with_status_zero(tmp_path):
                            "--trainer.logger", "false"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "metrics.json").is_file()
+
+
+# ----- issue 12: never a silent wrong model, never a lost run -----------------------------------
+def _trainer(tmp_path, max_steps, **kwargs):
+    return L.Trainer(max_steps=max_steps, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                     default_root_dir=tmp_path, num_sanity_val_steps=0, limit_val_batches=0,
+                     **{"enable_checkpointing": False, **kwargs})
+
+
+def _stale_outputs(folder):
+    """An earlier, finished run's files in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "field.pt").write_text("an earlier run's model")
+    (folder / "field.json").write_text("{}")
+    (folder / "metrics.json").write_text('{"status": "finished", "e_field": 0.001}')
+
+
+def test_a_buffer_that_never_fills_trains_on_what_it_holds_and_says_so(tmp_path):
+    dm = StreamDataModule(SinglePendulum(), duration=4.0, noise=0.01, seed=3)
+    model = JetMatchingModule(stream=StreamSettings(capacity=4096, calibration_s=1.0))
+    with pytest.warns(UserWarning, match=r"sample buffer \d+/4096 full; replay trains on the \d+ jets it holds"):
+        _trainer(tmp_path, 150).fit(model, dm)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["updates"] == 150
+    assert metrics["buffer_full"] is False and 64 <= metrics["buffer_fill"] < 4096
+    assert metrics["buffer_fill"] == model.stream.buffer.fill and metrics["buffer_capacity"] == 4096
+    assert (tmp_path / "field.pt").is_file()
+
+
+@pytest.mark.parametrize("settings,reason", [
+    # the calibration phase loses most of its samples to long dropouts and never finishes
+    ({"duration": 1.5, "faults": SensorFaults(dropout_rate=0.01, dropout_length=200)}, "calibration phase finished"),
+    # 0.1 s of stream after calibration: fewer jets than one minibatch
+    ({"duration": 1.1}, r"0 updates: the sample buffer holds \d+ jets, fewer than one minibatch"),
+])
+def test_a_run_without_a_trained_model_fails_and_leaves_no_model(tmp_path, settings, reason):
+    _stale_outputs(tmp_path)
+    dm = StreamDataModule(SinglePendulum(), noise=0.01, seed=3, **settings)
+    model = JetMatchingModule(stream=StreamSettings(capacity=4096, calibration_s=1.0))
+    with pytest.raises(RuntimeError, match=reason):
+        _trainer(tmp_path, 100).fit(model, dm)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and re.search(reason, metrics["reason"]) and metrics["updates"] == 0
+    assert not (tmp_path / "field.pt").exists() and not (tmp_path / "field.json").exists()
+
+
+def test_a_run_without_replay_whose_buffer_never_fills_fails_through_the_cli(tmp_path, capsys, monkeypatch):
+    _stale_outputs(tmp_path)
+    monkeypatch.setattr("sys.argv", ["torch-ude", "fit", "--config", "configs/pendulum_case_a.yaml", *SHORT,
+                                     "--data.duration", "4", "--model.stream.capacity", "4096",
+                                     "--model.replay", "false", "--trainer.default_root_dir", str(tmp_path),
+                                     "--trainer.logger", "false"])
+    with pytest.raises(SystemExit) as exit_:
+        console()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(r"torch-ude: error: the run made 0 updates: the stream ended with the sample buffer "
+                     r"\d+/4096 full and model.replay is false", err) and "Traceback" not in err
+    assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "failed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "metrics.json"]  # no model, no checkpoint
+
+
+def test_outputs_record_the_run_and_replace_an_earlier_runs(tmp_path):
+    _stale_outputs(tmp_path)
+    seen = {}
+
+    class Spy(L.Callback):
+        def on_train_start(self, trainer, pl_module):
+            seen["files"] = sorted(p.name for p in tmp_path.iterdir())
+            seen["metrics"] = json.loads((tmp_path / "metrics.json").read_text())
+
+    dm = StreamDataModule(SinglePendulum(), duration=4.0, noise=0.01, seed=7)
+    model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0))
+    _trainer(tmp_path, 60, callbacks=[Spy()]).fit(model, dm)
+    # while running: the earlier model is gone and metrics.json says so
+    assert seen["files"] == ["metrics.json"] and seen["metrics"]["status"] == "running"
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    _, sidecar = load_field(tmp_path)
+    for record in (seen["metrics"], metrics, {**sidecar["extra"], **sidecar}):
+        assert record["seed"] == 7 and record["library_version"] == torch_ude.__version__
+        assert record["torch_version"] == torch.__version__ and record["started"]
+        assert record["config"]["model"]["stream"]["capacity"] == 256
+        assert record["config"]["data"]["duration"] == 4.0 and record["config"]["max_steps"] == 60
+        assert record["config"]["data"]["system"]["class_path"] == "torch_ude.systems.pendulum.SinglePendulum"
+    assert metrics["status"] == "finished" and metrics["started"] == seen["metrics"]["started"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+class LrRecorder(JetMatchingModule):
+    """Records the learning rate each update uses."""
+
+    def _update(self):
+        self.__dict__.setdefault("lrs", []).append(self.optimizers().optimizer.param_groups[0]["lr"])
+        super()._update()
+
+
+def test_extending_a_finished_run_follows_the_schedule_of_the_new_horizon(tmp_path):
+    def fit(max_steps, ckpt_path=None):
+        dm = StreamDataModule(SinglePendulum(), duration=4.0, noise=0.01, seed=5)
+        model = LrRecorder(stream=StreamSettings(capacity=256, calibration_s=1.0), lr=5e-3, lr_min=5e-5)
+        trainer = _trainer(tmp_path / str(max_steps), max_steps, enable_checkpointing=True)
+        trainer.fit(model, dm, ckpt_path=ckpt_path)
+        return model, trainer
+
+    first, trainer = fit(200)
+    ckpt = trainer.checkpoint_callback.best_model_path
+    extended, _ = fit(500, ckpt)
+    assert extended.stats["updates"] == 500 and len(extended.lrs) == 300
+    cosine = [5e-5 + (5e-3 - 5e-5) * (1 + math.cos(math.pi * k / 500)) / 2 for k in range(200, 500)]
+    assert extended.lrs == pytest.approx(cosine, rel=1e-10, abs=0)
+    # without the recomputation the rate would climb back from lr_min towards lr
+    assert first.lrs[-1] < 1e-4 and extended.lrs[0] > 2e-3
+    with pytest.raises(ValueError, match=r"max_steps = 200 does not exceed the 200 updates the checkpoint has made"):
+        fit(200, ckpt)
+
+
+def test_settings_that_cannot_work_fail_before_any_simulation(tmp_path):
+    with pytest.raises(ValueError, match=r"substeps \(RK4 steps per sample\) must be an integer >= 1; got 0"):
+        StreamDataModule(SinglePendulum(), substeps=0)
+    with pytest.raises(TypeError, match="faults must be a torch_ude.systems.SensorFaults"):
+        StreamDataModule(SinglePendulum(), faults={"nan_rate": 0.1})
+    dm = StreamDataModule(SinglePendulum(), duration=2.0)
+    model = JetMatchingModule(stream=StreamSettings(calibration_s=3.0))
+    trainer = _trainer(tmp_path, 10)
+    with pytest.raises(ValueError, match=r"calibration_s = 3 s is not shorter than the stream \(data.duration = 2 s\)"):
+        trainer.fit(model, dm)
+    assert dm._sim is None and not any(tmp_path.iterdir())  # nothing was simulated or written
