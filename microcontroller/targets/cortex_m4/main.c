@@ -5,10 +5,12 @@
  *                                              train on the firmware's own simulated pendulum
  *   app.elf measure STREAM_FILE                instructions per update and per chunk of stream
  *                                              (run QEMU with -icount shift=0)
+ *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
  * instructions since the previous line (CMSDK timer 0: 40 instructions a tick under
- * -icount shift=0). Exit status: 0 done, 1 the trainer failed, 2 a file is missing or bad. */
+ * -icount shift=0). Exit status: 0 done, 1 the trainer failed, 2 a file is missing or bad,
+ * 3 a fault. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,9 @@ static void progress(const tu_trainer *t, void *context)
 static int finish(const char *result_path)
 {
     print_report("done");
+#if TU_PLANT == TU_PLANT_PENDULUM
+    printf("c_hat %.4f\n", (double)tu_pendulum_damping(&trainer));
+#endif
     if (tu_result_file_write(result_path, &trainer) != 0) {
         printf("error: could not write the result file %s\n", result_path);
         return 2;
@@ -134,7 +139,6 @@ static int simulate(const char *result, float seconds, float damping_after, floa
     while (r.updates < TU_MAX_STEPS && tu_trainer_step(&trainer) != TU_ERR_NOT_READY) {
         tu_trainer_report(&trainer, &r);
     }
-    printf("c_hat %.4f\n", (double)tu_pendulum_damping(&trainer));
     return finish(result);
 }
 #endif
@@ -204,12 +208,15 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "measure") == 0) {
         return measure(argv[2]);
     }
+    if (argc == 2 && strcmp(argv[1], "fault") == 0) {
+        return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault */
+    }
 #if TU_PLANT == TU_PLANT_PENDULUM
     if ((argc == 4 || argc == 6) && strcmp(argv[1], "simulate") == 0) {
         return simulate(argv[2], (float)atof(argv[3]), argc == 6 ? (float)atof(argv[4]) : 0.0f,
                         argc == 6 ? (float)atof(argv[5]) : -1.0f);
     }
 #endif
-    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT]\n");
+    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT] | fault\n");
     return 2;
 }

@@ -1,0 +1,94 @@
+"""The C trainer as Cortex-M4F firmware under QEMU (mps2-an386): replay, bad files, faults.
+
+The firmware is built with Debian's arm-none-eabi-gcc and run by qemu-system-arm with a time
+limit; files pass through semihosting. The full 60 s / 8000-update replay is in
+tests/microcontroller/test_backend.py; here a short stream checks that the emulated core and
+the host build of the same sources agree.
+"""
+import numpy as np
+import pytest
+
+from microcontroller.ctrainer import CTrainer
+from microcontroller.files import read_result, write_stream
+from microcontroller.generate import spec_from_config
+from microcontroller.golden import chunks, golden_stream
+from microcontroller.target import build_firmware, run_firmware, sizes
+from torch_ude.systems import SensorFaults
+
+SMALL = ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50",
+         "--trainer.max_steps", "400"]
+
+
+@pytest.fixture(scope="module")
+def firmware(tmp_path_factory):
+    spec = spec_from_config("configs/pendulum_case_a.yaml", SMALL)
+    folder = tmp_path_factory.mktemp("firmware")
+    faults = SensorFaults(drop_rate=0.01, nan_rate=0.001, spike_rate=0.002, seed=4)
+    y, ticks, segment = golden_stream(spec, 10.0, 0.01, faults)
+    write_stream(folder / "stream.bin", y, ticks, segment)
+    return spec, build_firmware(spec), folder, (y, ticks, segment)
+
+
+def test_the_emulated_core_and_the_host_build_train_the_same_weights(firmware):
+    spec, elf, folder, (y, ticks, segment) = firmware
+    run = run_firmware(elf, ["replay", "stream.bin", "result.bin"], cwd=folder, timeout_s=120)
+    assert run.returncode == 0, run.output
+    assert "done: updates 400," in run.output and "c_hat 0." in run.output
+    ema, raw, _ = read_result(folder / "result.bin")
+    host = CTrainer(spec)
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
+    host.steps(spec.max_steps - host.report()["updates"])
+    # newlib's and glibc's sinf may differ in the last bit; everything else is the same code
+    assert np.abs(host.weights(True) - ema).max() < 1e-5
+    assert np.abs(host.weights(False) - raw).max() < 1e-5
+    report = host.report()["counters"]
+    assert f"nonfinite_samples {report['nonfinite_samples']}," in run.output and report["nonfinite_samples"] > 0
+
+
+def test_the_device_holds_the_same_trainer_instance_as_the_host(firmware):
+    spec, elf, _, _ = firmware
+    s = sizes(elf)
+    # the instance on the device is the whole trainer state; on the host it has the same size
+    assert s["trainer"] == CTrainer(spec).static_bytes
+    assert s["bss"] >= s["trainer"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "could not be opened"),
+    (b"not a stream file at all", "bad magic"),
+    ("truncate", "truncated"),
+])
+def test_bad_stream_files_give_a_clear_status(firmware, content, message):
+    spec, elf, folder, _ = firmware
+    name = f"bad-{message.split()[0]}.bin"
+    if content == "truncate":
+        data = (folder / "stream.bin").read_bytes()
+        (folder / name).write_bytes(data[: len(data) - 5])
+    elif content is not None:
+        (folder / name).write_bytes(content)
+    run = run_firmware(elf, ["replay", name, "out.bin"], cwd=folder, timeout_s=60)
+    assert run.returncode == 2, run.output
+    assert message in run.output and "error:" in run.output
+
+
+def test_garbage_values_are_counted_not_fatal(firmware, tmp_path):
+    spec, elf, folder, (y, ticks, segment) = firmware
+    bad = y.copy()
+    rng = np.random.default_rng(0)
+    rows = rng.choice(len(bad), 300, replace=False)
+    bad[rows[:100], 0] = np.nan
+    bad[rows[100:200], 1] = np.inf
+    bad[rows[200:], 0] = 3.0e38
+    write_stream(tmp_path / "garbage.bin", bad, ticks, segment)
+    run = run_firmware(elf, ["replay", "garbage.bin", "out.bin"], cwd=tmp_path, timeout_s=120)
+    assert run.returncode == 0, run.output
+    assert f"nonfinite_samples {int((~np.isfinite(bad)).any(axis=1).sum())}," in run.output
+    ema, raw, _ = read_result(tmp_path / "out.bin")
+    assert np.isfinite(ema).all() and np.isfinite(raw).all()
+
+
+def test_a_fault_ends_the_emulation_with_status_3(firmware):
+    _, elf, folder, _ = firmware
+    run = run_firmware(elf, ["fault"], cwd=folder, timeout_s=30)
+    assert run.returncode == 3, run.output
