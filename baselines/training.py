@@ -27,6 +27,7 @@ from torch_ude.systems.pendulum import SinglePendulum
 from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import RunOutputs, residual_figure, tensor_bytes
+from torch_ude.training.resume import check_extends
 
 from .initialization import initial_field, stream_calibration
 from .optimize import ShootingAdam
@@ -316,11 +317,7 @@ class ShootingModule(L.LightningModule):
         self.adam.scheduler.load_state_dict(saved["scheduler"])
         if not fitting:
             return
-        done, total = int(checkpoint["global_step"]) + self.adam.skipped, self._trainer.max_steps
-        if done >= total:
-            raise ValueError(
-                f"trainer.max_steps = {total} does not exceed the {done} iterations the checkpoint has run, so "
-                f"there is nothing left to train; to extend the run pass a larger --trainer.max_steps.")
+        check_extends(int(checkpoint["global_step"]) + self.adam.skipped, self._trainer.max_steps, "iterations")
         factor = self.adam.lr_factor(self.adam.scheduler.last_epoch)
         for group, base in zip(checkpoint["optimizer_states"][0]["param_groups"], self.adam.scheduler.base_lrs):
             group["lr"] = base * factor

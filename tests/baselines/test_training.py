@@ -142,5 +142,5 @@ def test_a_resumed_run_equals_an_uninterrupted_one_and_extends_on_the_new_schedu
     lr, final = extended.lr, extended.lr_final
     cosine = [final + (lr - final) * 0.5 * (1.0 + math.cos(math.pi * k / 50)) for k in range(30, 50)]
     assert extended.lrs == pytest.approx(cosine, rel=1e-12, abs=0)
-    with pytest.raises(ValueError, match="max_steps = 30 does not exceed the 30 iterations"):
+    with pytest.raises(ValueError, match="max_steps = 30 does not exceed the 30 iterations the checkpoint has made"):
         _fit_baseline(tmp_path / "again", 30, ckpt_path=tmp_path / "full" / "ckpt" / "step=30.ckpt")

@@ -1,7 +1,6 @@
 """Streaming jet matching (Algorithm 1) as a LightningModule with manual optimization."""
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from typing import Literal
@@ -18,6 +17,7 @@ from ..calibration import noise_adaptive_weight_decay
 from ..metrics import evaluate_field
 from ..stream import StreamEstimator, StreamSettings
 from .outputs import RunOutputs, residual_figure, tensor_bytes
+from .resume import check_extends, extend_cosine_schedule
 
 __all__ = ["JetMatchingModule"]
 
@@ -392,38 +392,16 @@ class JetMatchingModule(L.LightningModule):
             self.resume_schedule(checkpoint, self._trainer.max_steps)
 
     def resume_schedule(self, checkpoint: dict, max_steps: int) -> None:
-        """Fit a checkpoint's optimizer and schedule state to a run of ``max_steps`` updates.
-
-        With the checkpoint's cosine horizon equal to ``max_steps`` nothing changes (the
-        run continues bit-exactly). Otherwise the schedule is recomputed in closed form,
-        ``lr_k = lr_min + (lr - lr_min) (1 + cos(pi k / N)) / 2`` with ``N = max_steps``
-        (`torch.optim.lr_scheduler.CosineAnnealingLR` with ``T_max = N``), so that from the
-        checkpoint's update k on the rate is that of an N-update run.
-
-        Args:
-            checkpoint: the Lightning checkpoint, edited in place before its optimizer and
-                scheduler states are loaded.
-            max_steps: ``trainer.max_steps`` of the resumed run.
+        """Fit a checkpoint's optimizer and schedule state to a run of ``max_steps`` updates
+        (`torch_ude.training.resume.extend_cosine_schedule`), and say so in one line.
 
         Raises:
             ValueError: if ``max_steps`` does not exceed the checkpoint's update count.
         """
-        done = int(checkpoint["global_step"])
-        if max_steps is not None and 0 <= max_steps <= done:
-            raise ValueError(
-                f"trainer.max_steps = {max_steps} does not exceed the {done} updates the checkpoint has made, so "
-                f"there is nothing left to train; to extend the run pass a larger --trainer.max_steps.")
-        if self.schedule != "cosine":
-            return
-        state = checkpoint["lr_schedulers"][0]
-        if state["T_max"] == max_steps:
-            return
-        k, old = int(state["last_epoch"]), state["T_max"]
-        lrs = [state["eta_min"] + (base - state["eta_min"]) * (1.0 + math.cos(math.pi * k / max_steps)) / 2.0
-               for base in state["base_lrs"]]
-        state["T_max"], state["_last_lr"] = max_steps, lrs
-        for group, lr in zip(checkpoint["optimizer_states"][0]["param_groups"], lrs):
-            group["lr"] = lr
-        rank_zero_info(
-            f"resuming at update {k} with trainer.max_steps = {max_steps} (the checkpoint's cosine schedule spans "
-            f"{old}): the learning rate now follows the {max_steps}-update schedule, {lrs[0]:.4g} at update {k}.")
+        check_extends(int(checkpoint["global_step"]), max_steps)
+        changed = extend_cosine_schedule(checkpoint, max_steps) if self.schedule == "cosine" else None
+        if changed is not None:
+            k, old, lr = changed
+            rank_zero_info(
+                f"resuming at update {k} with trainer.max_steps = {max_steps} (the checkpoint's cosine schedule "
+                f"spans {old}): the learning rate now follows the {max_steps}-update schedule, {lr:.4g} at update {k}.")
