@@ -27,7 +27,7 @@ ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=har
              "-fdata-sections"]
 ARM_CC = "arm-none-eabi-gcc"
 QEMU = "qemu-system-arm"
-SUPPORT = [ROOT / "support" / name for name in ("tu_stream_file.c", "tu_replay.c", "tu_eval.c")]
+SUPPORT = [ROOT / "support" / name for name in ("tu_stream_file.c", "tu_replay.c", "tu_eval.c", "tu_app.c")]
 
 
 def _need(tool: str) -> str:

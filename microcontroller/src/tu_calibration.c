@@ -2,17 +2,13 @@
 #include <math.h>
 
 #include "tu_calibration.h"
+#include "tu_math.h"
 #include "tu_savgol.h"
 #include "tu_select.h"
 
 #define TU_MAD_TO_SD 1.4826f
 #define TU_MAX_ROUNDS 5
 #define TU_SCALE_STRIDE 5  /* window stride of the scale estimates (calibrate's stride) */
-
-static int tu_finite(float v)
-{
-    return v - v == 0.0f;  /* false for NaN and +-Inf */
-}
 
 static unsigned tu_key(const tu_cal_record *r, int k)
 {
@@ -89,7 +85,7 @@ static void tu_screen_outliers(tu_cal_record *r)
 
 /* Window of TU_TAPS taps `spacing` apart starting at `start`: all taps finite and not outliers
  * (and real, for the noise estimate) in every channel, first and last tap in one segment. */
-static int tu_window(const tu_cal_record *r, int start, int spacing, int real_only, float taps[TU_N][TU_TAPS])
+static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int real_only, float taps[TU_N][TU_TAPS])
 {
     const int last = start + (TU_TAPS - 1) * spacing;
     int c, j;
@@ -119,7 +115,7 @@ static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float s
     float taps[TU_N][TU_TAPS], sum[TU_N] = {0.0f};
     int start, c, count = 0;
     for (start = 0; start + TU_TAPS <= TU_CAL_LEN; ++start) {
-        if (tu_window(r, start, 1, 1, taps)) {
+        if (tu_cal_window(r, start, 1, 1, taps)) {
             for (c = 0; c < TU_N; ++c) {
                 const float e = tu_savgol_centre_residual(model, taps[c]);
                 sum[c] += e * e;
@@ -147,7 +143,7 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
     int start, c, d, count = 0;
     for (start = 0; start + (TU_TAPS - 1) * m < TU_CAL_LEN; start += TU_SCALE_STRIDE) {
         float est[3][TU_N];
-        if (!tu_window(r, start, m, 0, taps)) {
+        if (!tu_cal_window(r, start, m, 0, taps)) {
             continue;
         }
         tu_savgol_estimate(model, &taps[0][0], dt, est[0], est[1], est[2]);

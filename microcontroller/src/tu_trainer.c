@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tu_math.h"
 #include "tu_mlp.h"
 #include "tu_optim.h"
 #include "tu_savgol.h"
@@ -10,11 +11,6 @@
 
 #define TU_MAGIC 0x54554445u  /* "TUDE" */
 #define TU_SPAN(m) ((TU_TAPS - 1) * (m))
-
-static int tu_finite(float v)
-{
-    return v - v == 0.0f;
-}
 
 static tu_status tu_check(const tu_trainer *self)
 {

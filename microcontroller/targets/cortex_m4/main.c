@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tu_app.h"
 #include "tu_eval.h"
 #include "tu_replay.h"
 #include "tu_stream_file.h"
@@ -103,42 +104,18 @@ static int replay(const char *stream, const char *result)
 }
 
 #if TU_PLANT == TU_PLANT_PENDULUM
+static uint64_t instructions(void)
+{
+    return (uint64_t)timer_now() * TU_INSTRUCTIONS_PER_TICK;
+}
+
 static int simulate(const char *result, float seconds, float damping_after, float change_at)
 {
-    static tu_pendulum_sim sim;
-    int64_t ticks[TU_TRAIN_EVERY];
-    int32_t segments[TU_TRAIN_EVERY];
-    float y[TU_TRAIN_EVERY][TU_N];
-    const int64_t total = (int64_t)(seconds * TU_FS), change = (int64_t)(change_at * TU_FS);
-    uint32_t last = 0;
-    int64_t tick = 0;
-    tu_report r;
-    int i, due;
-    tu_pendulum_sim_init(&sim, TU_DEFAULT_SEED, TU_SIM_NOISE, seconds < 60.0f ? seconds : 60.0f);
+    tu_clock clock;
+    clock.now = instructions;
+    clock.unit = "instructions";
     timer_start();
-    while (tick < total) {
-        for (i = 0; i < TU_TRAIN_EVERY; ++i, ++tick) {
-            if (tick == change) {
-                sim.truth.damping = damping_after;
-                printf("tick %ld: the plant's damping becomes %.3f\n", (long)tick, (double)damping_after);
-            }
-            ticks[i] = tick;
-            segments[i] = tu_pendulum_sim_next(&sim, y[i]);
-        }
-        tu_trainer_push_chunk(&trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_N, &due);
-        while (due-- > 0) {
-            if (tu_trainer_step(&trainer) == TU_OK) {
-                tu_trainer_report(&trainer, &r);
-                if (r.updates % 1000 == 0) {
-                    progress(&trainer, &last);
-                }
-            }
-        }
-    }
-    tu_trainer_report(&trainer, &r);
-    while (r.updates < TU_MAX_STEPS && tu_trainer_step(&trainer) != TU_ERR_NOT_READY) {
-        tu_trainer_report(&trainer, &r);
-    }
+    tu_app_simulate(&trainer, seconds, damping_after, change_at, clock);
     return finish(result);
 }
 #endif

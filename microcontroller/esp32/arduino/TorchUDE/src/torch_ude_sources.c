@@ -1,0 +1,17 @@
+/* The torch-ude library and the on-device application, compiled from the repository's sources
+ * (Arduino compiles only files under a library's src/, so they are included here, not copied). */
+#include "../../../../src/tu_calibration.c"
+#include "../../../../src/tu_gate.c"
+#include "../../../../src/tu_jet.c"
+#include "../../../../src/tu_math.c"
+#include "../../../../src/tu_mlp.c"
+#include "../../../../src/tu_model.c"
+#include "../../../../src/tu_optim.c"
+#include "../../../../src/tu_plant.c"
+#include "../../../../src/tu_prng.c"
+#include "../../../../src/tu_savgol.c"
+#include "../../../../src/tu_select.c"
+#include "../../../../src/tu_status.c"
+#include "../../../../src/tu_trainer.c"
+#include "../../../../support/tu_eval.c"
+#include "../../../../support/tu_app.c"
