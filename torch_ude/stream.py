@@ -44,7 +44,7 @@ from .prng import STREAM_RESERVOIR, Pcg32
 from .reservoir import SampleBuffer
 from .savgol import SavitzkyGolay
 
-__all__ = ["StreamSettings", "StreamEstimator"]
+__all__ = ["StreamSettings", "StreamEstimator", "reject_rate"]
 
 _COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows",
              "nonfinite", "boundary", "misfit", "accepted")
@@ -160,6 +160,16 @@ class StreamSettings:
         return ticks
 
 
+def reject_rate(counters: dict) -> float:
+    """Fraction of the windows formed after calibration that were rejected, for any reason (a
+    non-finite tap, a long gap or segment boundary, or the misfit gate); 0 before any window.
+
+    Args:
+        counters: the event counts of a `StreamEstimator` (or of the C trainer).
+    """
+    return (counters["windows"] - counters["accepted"]) / counters["windows"] if counters["windows"] else 0.0
+
+
 torch.serialization.add_safe_globals([StreamSettings])  # checkpoints store it in the module's hyperparameters
 
 
@@ -236,11 +246,8 @@ class StreamEstimator:
         return self.buffer is not None and self.buffer.full
 
     def reject_rate(self) -> float:
-        """Fraction of all windows formed after calibration that were rejected, for any reason
-
-        (a non-finite tap, a long gap or segment boundary, or the misfit gate); 0 before any window."""
-        c = self.counters
-        return (c["windows"] - c["accepted"]) / c["windows"] if c["windows"] else 0.0
+        """Fraction of all windows formed after calibration that were rejected (`reject_rate`)."""
+        return reject_rate(self.counters)
 
     def misfit_rate(self) -> float:
         """Fraction of the windows that reached the misfit gate (Eq. 27) and failed it."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 import lightning as L
@@ -11,15 +12,40 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from ..calibration import Calibration
 from ..field import HybridField
-from ..jet import JetLoss
-from ..calibration import noise_adaptive_weight_decay
+from ..jet import JetLoss, JetResult
 from ..metrics import evaluate_field
-from ..stream import StreamEstimator, StreamSettings
+from ..stream import StreamEstimator, StreamSettings, reject_rate
+from ..update import apply_calibration, due_updates, jet_update
 from .outputs import RunOutputs, residual_figure, tensor_bytes
 from .resume import check_extends, extend_cosine_schedule
 
-__all__ = ["JetMatchingModule"]
+__all__ = ["JetMatchingModule", "StreamStatus"]
+
+
+@dataclass
+class StreamStatus:
+    """What the module reports of its streaming estimator, whichever engine runs it.
+
+    Attributes:
+        calibration: the `Calibration`, or None before it finished.
+        counters: the event counts of `torch_ude.stream` (windows, accepted, ...).
+        fill: jets in the sample buffer (0 before calibration).
+        capacity: the buffer capacity B.
+        seen: jets offered to the buffer so far.
+    """
+
+    calibration: Calibration | None
+    counters: dict
+    fill: int
+    capacity: int
+    seen: int
+
+    @property
+    def full(self) -> bool:
+        """True once the buffer holds ``capacity`` jets."""
+        return self.fill >= self.capacity
 
 
 class JetMatchingModule(L.LightningModule):
@@ -193,42 +219,46 @@ class JetMatchingModule(L.LightningModule):
             if self.trainer.max_steps is not None and self.trainer.max_steps > 0:
                 due = min(due, self.trainer.max_steps - self.trainer.global_step)
         else:
-            before = self.stream.last_tick
-            calibrated = self.stream.calibration is not None
-            self.stream.push(batch["y"], batch["ticks"], batch["segment"])
-            if not calibrated and self.stream.calibration is not None:
-                self._on_calibrated()
-            if self.stream.ready and self.stream.last_tick is not None:
-                lo = -1 if before is None else before
-                due = self.stream.last_tick // self._train_every - lo // self._train_every
+            due = self._push(batch)
         self.stats["stream_s"] += time.perf_counter() - t0
-        for _ in range(due):
+        self._make_updates(due)
+
+    def _push(self, batch: dict) -> int:
+        """Ingest a live chunk; returns the updates the training rate asks for (`due_updates`)."""
+        before = self.stream.last_tick
+        calibrated = self.stream.calibration is not None
+        self.stream.push(batch["y"], batch["ticks"], batch["segment"])
+        if not calibrated and self.stream.calibration is not None:
+            self._on_calibrated()
+        return due_updates(before, self.stream.last_tick, self._train_every) if self.stream.ready else 0
+
+    def _make_updates(self, count: int) -> None:
+        """Make ``count`` updates (`_update`)."""
+        for _ in range(count):
             self._update()
+
+    def stream_status(self) -> StreamStatus:
+        """Calibration, counters and buffer fill of the streaming estimator."""
+        st = self.stream
+        return StreamStatus(st.calibration, dict(st.counters), 0 if st.buffer is None else st.buffer.fill,
+                            self.stream_settings.capacity, 0 if st.buffer is None else st.buffer.seen)
 
     def _can_replay(self) -> bool:
         """Whether replay may update: enabled, and the buffer holds a minibatch (warn once if not full)."""
-        buffer = self.stream.buffer
-        if not self.replay or buffer is None or buffer.fill < self.batch_size:
+        status = self.stream_status()
+        if not self.replay or status.calibration is None or status.fill < self.batch_size:
             return False
-        if not buffer.full and not self._warned_partial_buffer:
+        if not status.full and not self._warned_partial_buffer:
             self._warned_partial_buffer = True
             rank_zero_warn(
-                f"the stream ended with the sample buffer {buffer.fill}/{buffer.capacity} full; replay trains on the "
-                f"{buffer.fill} jets it holds (metrics.json: buffer_full false). Lengthen data.duration or lower "
+                f"the stream ended with the sample buffer {status.fill}/{status.capacity} full; replay trains on the "
+                f"{status.fill} jets it holds (metrics.json: buffer_full false). Lengthen data.duration or lower "
                 f"model.stream.capacity to fill it.")
         return True
 
     def _on_calibrated(self) -> None:
-        cal = self.stream.calibration
-        for f in {id(self.field): self.field, id(self.averaged_field()): self.averaged_field()}.values():
-            f.set_scales(cal.x_rms, cal.s1)
-        self.loss.s1.copy_(cal.s1)
-        self.loss.s2.copy_(cal.s2)
-        self.loss.lambda2 = cal.lambda2
-        if self.weight_decay > 0:  # the optimizer is AdamW
-            decay = noise_adaptive_weight_decay(cal.sigma_rel, self.weight_decay, self.weight_decay_full_at)
-            for group in self.optimizers().optimizer.param_groups:
-                group["weight_decay"] = decay
+        apply_calibration(self.stream.calibration, [self.field, self.averaged_field()], self.loss, self.optimizers(),
+                          self.weight_decay, self.weight_decay_full_at)
 
     def weight_decay_in_use(self) -> float:
         """The optimizer's current weight decay (0 for plain Adam)."""
@@ -237,33 +267,27 @@ class JetMatchingModule(L.LightningModule):
     def _update(self) -> None:
         t0 = time.perf_counter()
         opt, sched = self.optimizers(), self.lr_schedulers()
-        batch = self.stream.buffer.sample(self.batch_size, self._gen)
         logging = (self.stats["updates"] + 1) % self.log_every == 0
-        res = self.loss.value_and_grad(self.field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
-                                       report_r2=logging)
-        self.field.write_grad(res.grads)
-        norm = torch.nn.utils.clip_grad_norm_(self.field.parameters_list(), self.grad_clip)
-        if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
+        step = jet_update(self.field, self.loss, self.stream.buffer, self.batch_size, self._gen, opt, sched, self.ema,
+                          self.grad_clip, report_r2=logging)
+        if step.skipped:
             self.stats["skipped_updates"] += 1
-            opt.zero_grad()
             return
-        opt.step()
-        sched.step()
-        if self.ema is not None:
-            self.ema.update_parameters(self.field)
         self.stats["updates"] += 1
         self.stats["update_s"] += time.perf_counter() - t0
         if logging:
-            self._log_training(res, norm, sched.get_last_lr()[0])
+            self._log_training(step.result, float(step.grad_norm), sched.get_last_lr()[0])
 
-    def _log_training(self, res, norm: torch.Tensor, lr: float) -> None:
-        st, cal = self.stream, self.stream.calibration
+    def _log_training(self, res: JetResult, norm: float, lr: float) -> None:
+        """Log the update's loss terms and the stream's state at the update count."""
+        status = self.stream_status()
+        cal = status.calibration
         values = {
             "train/loss": res.loss, "train/loss_r1": res.loss_r1, "train/loss_r2": res.loss_r2,
-            "train/lambda2": self.loss.lambda2, "train/lr": lr, "train/grad_norm": norm,
+            "train/lambda2": cal.lambda2, "train/lr": lr, "train/grad_norm": norm,
             "train/weight_decay": self.weight_decay_in_use(),
-            "stream/m": float(cal.m), "stream/reject_rate": st.reject_rate(),
-            "stream/reservoir_fill": float(st.buffer.fill), "stream/seen": float(st.buffer.seen),
+            "stream/m": float(cal.m), "stream/reject_rate": reject_rate(status.counters),
+            "stream/reservoir_fill": float(status.fill), "stream/seen": float(status.seen),
             "stream/snr2": min(cal.snr2, 1e9),
         }
         sigma_true = self.trainer.datamodule.true_sigma
@@ -297,47 +321,51 @@ class JetMatchingModule(L.LightningModule):
     def run_metrics(self) -> dict:
         """The keys every trainer reports in ``metrics.json``, plus stream diagnostics."""
         out = self.evaluate()
-        cal, st, dm = self.stream.calibration, self.stream, self.trainer.datamodule
-        updates = self.stats["updates"]
+        status, dm = self.stream_status(), self.trainer.datamodule
+        cal, updates = status.calibration, self.stats["updates"]
         out.update({
             "sigma_hat": None if cal is None else cal.sigma.tolist(),
             "sigma_true": None if dm.true_sigma is None else dm.true_sigma.tolist(),
             "m": None if cal is None else cal.m,
             "lambda2": None if cal is None else cal.lambda2,
             "weight_decay": self.weight_decay_in_use(),
-            "reject_rate": st.reject_rate(),
+            "reject_rate": reject_rate(status.counters),
             "updates": updates,
             "skipped_updates": self.stats["skipped_updates"],
             "wall_s": self.wall_s,
             "update_ms": 1e3 * self.stats["update_s"] / updates if updates else None,
             "stream_s": self.stats["stream_s"],
             "calibration": None if cal is None else cal.to_dict(),
-            "counters": dict(st.counters),
-            "buffer_fill": None if st.buffer is None else st.buffer.fill,
-            "buffer_capacity": self.stream_settings.capacity,
-            "buffer_full": st.ready,
-            # the weights twice: themselves and their gradients (same sizes)
-            "state_bytes": tensor_bytes(st.state_dict(), self.field.parameters_list(), self.field.parameters_list(),
-                                        self.optimizers().optimizer.state_dict()["state"],
-                                        None if self.ema is None else self.ema.state_dict()),
+            "counters": status.counters,
+            "buffer_fill": status.fill,
+            "buffer_capacity": status.capacity,
+            "buffer_full": status.full,
+            "state_bytes": self.state_bytes(),
         })
         return out
 
+    def state_bytes(self) -> int:
+        """Bytes of the training state: the estimator (its buffer), the weights and their gradients,
+        the optimizer moments and the EMA (`torch_ude.training.outputs.tensor_bytes`)."""
+        return tensor_bytes(self.stream.state_dict(), self.field.parameters_list(), self.field.parameters_list(),
+                            self.optimizers().optimizer.state_dict()["state"],
+                            None if self.ema is None else self.ema.state_dict())
+
     def failure(self) -> str | None:
         """Why the run has no trained model, or None if it has one (see the class doc)."""
-        st, updates = self.stream, self.stats["updates"]
-        if st.calibration is None:
+        status, updates = self.stream_status(), self.stats["updates"]
+        if status.calibration is None:
             return ("the stream ended before the calibration phase finished, so nothing was trained; lengthen "
                     "data.duration or shorten model.stream.calibration_s (or check data.faults: the calibration "
                     "needs the phase's samples).")
         if updates > 0:
             return None
-        fill, capacity = st.buffer.fill, st.buffer.capacity
+        fill, capacity = status.fill, status.capacity
         if fill < self.batch_size:
             return (f"the run made 0 updates: the sample buffer holds {fill} jets, fewer than one minibatch "
-                    f"(model.batch_size = {self.batch_size}; {st.counters['accepted']} of {st.counters['windows']} "
+                    f"(model.batch_size = {self.batch_size}; {status.counters['accepted']} of {status.counters['windows']} "
                     f"windows accepted); lengthen data.duration, lower model.batch_size or check the sensor faults.")
-        if not (self.replay or st.ready):
+        if not (self.replay or status.full):
             return (f"the run made 0 updates: the stream ended with the sample buffer {fill}/{capacity} full and "
                     f"model.replay is false, so training never started; set model.replay true, lengthen "
                     f"data.duration or lower model.stream.capacity.")
