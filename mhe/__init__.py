@@ -16,7 +16,8 @@ from .identification import (
 )
 from .kkt import hypergradient_adjoint as hypergradient_adjoint, hypergradient_explicit as hypergradient_explicit
 from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
-from .outer import OuterSettings as OuterSettings, PEMLoop as PEMLoop, PEMResult as PEMResult, PEMStep as PEMStep
+from .outer import OuterSettings as OuterSettings, PEMLoop as PEMLoop
+from .report import PEMResult as PEMResult, PEMStep as PEMStep
 from .pem import PEMIdentifier as PEMIdentifier
 from .simulate import Recording as Recording, simulate as simulate
 from .solver import SolverSettings as SolverSettings, WindowSolver as WindowSolver

@@ -130,6 +130,23 @@ class IdentificationProblem:
             raise ValueError(f"arrival.box needs one entry ([lo, hi] or null) per state, {self.n_x}; got "
                              f"{list(arrival.box)}.")
 
+    def replace(self, **changes: object) -> "IdentificationProblem":
+        """A copy with some constructor arguments changed; a recording already produced is shared, not redone.
+
+        Raises:
+            ValueError: for a name that is not a constructor argument.
+        """
+        args = {"recording": self.source, "mhe": self.mhe, "arrival": self.arrival, "measured": self.measured,
+                "physics": self.physics, "residual": self.residual, "stride": self.stride, "windows": self.limit,
+                "n_x": self.n_x}
+        unknown = sorted(set(changes) - set(args))
+        if unknown:
+            raise ValueError(f"replace() takes the constructor arguments {sorted(args)}; got unknown {unknown}.")
+        new = IdentificationProblem(**{**args, **changes})
+        if new.source is self.source and "recording" in self.__dict__:
+            new.__dict__["recording"] = self.recording
+        return new
+
     @cached_property
     def recording(self) -> Recording:
         """The recording (produced by the source on first use, in float64)."""

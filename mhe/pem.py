@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 
 from .identification import IdentificationProblem
-from .outer import OuterSettings, PEMLoop, PEMResult, PEMStep
+from .outer import OuterSettings, PEMLoop
+from .report import PEMResult, PEMStep
 from .solver import SolverSettings, WindowSolver
 
 __all__ = ["PEMIdentifier"]

@@ -62,15 +62,20 @@ class SolverSettings:
         workers: solver processes (1: in the calling process, no pool).
         build_dir: folder of L4CasADi's generated code (per worker and per DDP process a subfolder).
         batch: windows stacked into one NLP (1: one NLP per window).
+        num_threads: torch intra-op threads of the calling process, set when the solver is
+            made (None leaves torch's setting); the per-window tensors are small, so one
+            thread is fastest and does not stall when other processes load the cores.
     """
 
     workers: int = 1
     build_dir: str = "build/l4casadi/pem"
     batch: int = 1
+    num_threads: int | None = 1
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.batch < 1:
-            raise ValueError(f"workers and batch must be >= 1; got workers={self.workers}, batch={self.batch}.")
+        if self.workers < 1 or self.batch < 1 or (self.num_threads is not None and self.num_threads < 1):
+            raise ValueError(f"workers, batch and num_threads (unless None) must be >= 1; got workers={self.workers}, "
+                             f"batch={self.batch}, num_threads={self.num_threads}.")
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,12 @@ class WindowSolver:
     @classmethod
     def from_settings(cls, estimator: MovingHorizonEstimator, settings: SolverSettings,
                       build_dir: str | Path | None = None) -> "WindowSolver":
-        """The solver of ``settings``; ``build_dir`` overrides ``settings.build_dir`` (e.g. one folder per process)."""
+        """The solver of ``settings`` (sets the process's torch threads); ``build_dir`` overrides ``settings.build_dir``.
+
+        Both PEM front-ends make their solver here, so they compute with the same settings.
+        """
+        if settings.num_threads is not None:
+            torch.set_num_threads(settings.num_threads)
         return cls(estimator, settings.build_dir if build_dir is None else build_dir, workers=settings.workers,
                    batch=settings.batch)
 

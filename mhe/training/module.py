@@ -24,7 +24,8 @@ from torch import Tensor
 
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
-from ..outer import LOCAL, Collective, OuterSettings, PEMLoop, PEMResult, PEMStep
+from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
+from ..report import PEMResult, PEMStep
 from ..solver import SolverSettings, WindowSolver
 from .outputs import write_pem_outputs
 
@@ -117,6 +118,7 @@ class PEMModule(L.LightningModule):
         stats = {"train/J": step.loss, "train/grad_norm": step.grad_norm, "train/n_used": float(step.n_used),
                  "train/n_failed": float(step.n_failed), "train/failed_total": float(c.failed),
                  "train/failed_trials_total": float(c.failed_trials), "train/skipped_total": float(c.skipped),
+                 "train/evaluations": float(step.evaluations),
                  "solver/wall_s": step.solve_s, "solver/hypergradient_s": step.hypergradient_s,
                  "solver/ipopt_iterations": step.iterations, "solver/kkt_residual_max": step.kkt_residual}
         if self.outer.optimizer == "gauss_newton":

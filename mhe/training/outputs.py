@@ -21,7 +21,7 @@ from torch_ude.training.outputs import METRIC_KEYS, to_jsonable
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..model import StateSpaceModel
-from ..outer import PEMResult
+from ..report import PEMResult
 
 __all__ = ["write_pem_outputs"]
 

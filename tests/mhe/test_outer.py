@@ -13,7 +13,7 @@ import torch
 from mhe import (BoundedParameters, GaussNewtonStopping, MHESettings, MovingHorizonEstimator, OuterSettings, PEMLoop,
                  PhysicsField, StateSpaceModel, WindowSolver, make_windows)
 from mhe.kkt import prediction_loss
-from mhe.outer import PEMCounters, PEMResult
+from mhe.report import PEMCounters, PEMResult
 from tests.mhe.helpers import estimator, vehicle_windows
 
 
