@@ -5,7 +5,7 @@ allocated inside one iteration (tape included, from torch's profiler), the matri
 MACs (profiler FLOPs / 2 and the count from the layer widths) and the wall time of
 one iteration (median of repeats, without the profiler).
 
-    python benchmarks/baseline_accounting.py [--steps 1 3 5 10 20 40 80] [--windows 128]
+    python -m benchmarks.baseline_accounting [--steps 1 3 5 10 20 40 80] [--windows 128]
 
 Writes ``results/baseline_accounting/accounting.json``.
 """
@@ -46,14 +46,14 @@ def account(plant: str, steps: int, n_windows: int, rate: float, repeats: int) -
             "iteration_s": statistics.median(times)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, nargs="+", default=[1, 3, 5, 10, 20, 40, 80])
     parser.add_argument("--windows", type=int, default=128)
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default="results/baseline_accounting")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = [account("single", k, args.windows, args.rate, args.repeats) for k in args.steps]
     rows.append(account("double", 40, args.windows, args.rate, args.repeats))
@@ -64,7 +64,7 @@ def main() -> None:
               f"{r['matmul_macs_profiled']:13,d} {r['matmul_macs_counted']:13,d} {r['iteration_s']:7.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "accounting.json").write_text(json.dumps({"command": "python benchmarks/baseline_accounting.py",
+    (out / "accounting.json").write_text(json.dumps({"command": "python -m benchmarks.baseline_accounting",
                                                      "torch": torch.__version__, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out / 'accounting.json'}")
 

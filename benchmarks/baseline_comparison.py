@@ -59,14 +59,14 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run (or collect) the grid, print the table and save the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--levels", type=float, nargs="+", default=[0.0, 0.001, 0.005, 0.01, 0.02, 0.05])
     ap.add_argument("--trainers", nargs="+", default=list(TRAINERS), choices=TRAINERS)
     ap.add_argument("--fresh", action="store_true", help="train again even where a finished run exists")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     runs = [run(t, level, seed, not args.fresh) for level in args.levels for seed in args.seeds
             for t in args.trainers]
     summary: dict = {}

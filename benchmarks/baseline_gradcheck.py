@@ -1,11 +1,12 @@
 """The discrete adjoint against complex-step differentiation and autograd, across K, plants and cases.
 
-For each condition: a random non-trivial field (the tests' ``random_field``: output
-gain 1, random biases and scales), windows from a short 1 % noise stream with the shooting states moved off
-the observations, and the relative errors ``||g - g_ref|| / ||g_ref||`` of the
-gradients in theta and in the shooting states against complex step (complex128,
-h = 1e-30, one parameter at a time, the tests' helper) and against ``torch.autograd`` through the
-core's unrolled RK4 (Section 4.1 and Figure 11 of the jet-matching paper).
+For each condition: a random field whose every weight matters (seeded Glorot weights with
+the output layer at full gain, random calibration scales in [0.5, 1.5]), windows from a
+short 1 % noise stream with the shooting states moved off the observations, and the
+relative errors ``||g - g_ref|| / ||g_ref||`` of the gradients in theta and in the
+shooting states against complex step (complex128, h = 1e-30, one parameter at a time,
+`baselines.gradcheck`) and against ``torch.autograd`` through the core's unrolled RK4
+(Section 4.1 and Figure 11 of the jet-matching paper).
 
     python -m benchmarks.baseline_gradcheck [--steps 1 3 5 10] [--windows 3]
 
@@ -18,11 +19,12 @@ import argparse
 import torch
 
 from baselines import ShootingObjective, observe, shooting_windows
+from baselines.gradcheck import complex_copy, complex_step_gradient
 from benchmarks.jet_runs import save
-from tests.baselines.helpers import PLANTS, complex_copy, complex_step_gradient
-from tests.torch_ude.helpers import random_field
-from torch_ude import simulate
+from torch_ude import DoublePendulum, HybridField, SinglePendulum, simulate
 from torch_ude.rk4 import rk4_rollout
+
+PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -33,7 +35,10 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def condition(plant: str, case: str, steps: int, n_windows: int, seed: int) -> dict:
     """Errors of one condition."""
     system = PLANTS[plant]()
-    field = random_field(plant, case, seed)
+    gen = torch.Generator().manual_seed(seed)
+    field = HybridField(system.known_field(case), generator=gen, last_layer_gain=1.0)
+    field.set_scales(0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64),
+                     0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64))
     windows = shooting_windows(observe(simulate(system, 6.0, noise=0.01, seed=seed), 50.0), steps, n_windows)
     scale = torch.linspace(0.5, 1.5, system.n_states, dtype=torch.float64)
     objective = ShootingObjective(field, windows, scale)
@@ -57,12 +62,12 @@ def condition(plant: str, case: str, steps: int, n_windows: int, seed: int) -> d
             "theta_vs_autograd": relative(theta, theta_ag), "states_vs_autograd": relative(result.state_grad, ag[-1])}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the conditions, print and save them."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, nargs="+", default=[1, 3, 5, 10])
     ap.add_argument("--windows", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
     for plant, cases in (("single", ("A", "C")), ("double", ("A", "C"))):

@@ -28,7 +28,7 @@ from benchmarks.jet_runs import save, summarize  # noqa: E402
 NAME = "baseline_k_sweep"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run (or collect) the sweep, save JSON and the plot."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, nargs="+", default=[1, 3, 5, 10, 20, 40, 80])
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--rates", type=float, nargs="+", default=[50.0])
     ap.add_argument("--fresh", action="store_true", help="train again even where a finished run exists")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     runs = [baseline_run(k, level, seed, rate, reuse=not args.fresh) for rate in args.rates for level in args.levels
             for k in args.steps for seed in args.seeds]
     summary = {}

@@ -33,14 +33,14 @@ NAME = "baseline_tuning"
 CONFIG_ROW = 4  # the row that equals configs/baseline_pendulum_case_a.yaml: its runs are the shared ones
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the cumulative tuning steps, print the table and save the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--noise", type=float, default=0.01)
     ap.add_argument("--steps", type=int, nargs="+", default=list(range(len(STEPS))),
                     help="which rows to run (the overrides of earlier rows still apply)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     overrides: list[str] = ["--data.noise", str(args.noise)]
     table = []
     for i, (name, extra) in enumerate(STEPS):

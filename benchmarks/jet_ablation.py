@@ -41,12 +41,12 @@ STEPS = [
 ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the cumulative ablation and save JSON + PNG."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--noise", type=float, default=0.01)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     overrides: list[str] = ["--data.noise", str(args.noise)]
     rows, table = [], []
     for i, (name, extra) in enumerate(STEPS):

@@ -15,13 +15,13 @@ CONFIGS = {"A": "configs/pendulum_case_a.yaml", "B": "configs/pendulum_case_b.ya
            "C": "configs/pendulum_case_c.yaml", "double_A": "configs/double_pendulum_case_a.yaml"}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the cases and the double pendulum, save JSON."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--double-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--cases", nargs="+", default=list(CONFIGS))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows, table = [], {}
     for case in args.cases:
         seeds = args.double_seeds if case.startswith("double") else args.seeds

@@ -24,13 +24,13 @@ VARIANTS = {"v2": ("configs/pendulum_case_a.yaml", []),
 KEYS = ("e_field", "e_field_visited", "c_hat", "m", "lambda2", "wall_s", "reject_rate")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the sweep and save JSON + PNG."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--levels", type=float, nargs="+", default=[0.0, 0.001, 0.005, 0.01, 0.02, 0.05])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows, table = [], {}
     for variant in args.variants:
         for level in args.levels:

@@ -7,6 +7,7 @@ the paper's numbers beside ours.
 """
 from __future__ import annotations
 
+import argparse
 import json
 
 from benchmarks.jet_runs import RESULTS
@@ -63,8 +64,9 @@ def cases_table(data: dict) -> str:
     return "\n".join(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Print every table whose results exist."""
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     for title, name, fn in (("Noise sweep", "jet_noise_sweep", noise_table), ("Ablation", "jet_ablation", ablation_table),
                             ("Cases", "jet_cases", cases_table)):
         data = _load(name)

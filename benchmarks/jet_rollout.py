@@ -32,13 +32,13 @@ def initial_states(plant: SinglePendulum) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float64)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Evaluate rollouts and save JSON + PNG."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", nargs="+", required=True, help="v2 run folders (Case A)")
     ap.add_argument("--v1-runs", nargs="*", default=[])
     ap.add_argument("--horizon", type=float, default=8.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     plant = SinglePendulum()
     true, known = plant.true_field(), plant.known_field("A")
     x0 = initial_states(plant)

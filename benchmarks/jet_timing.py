@@ -113,13 +113,13 @@ def memory(duration: float) -> dict:
             "rss_growth_second_half_mb": max(rss[half:]) - rss[half], "updates": model.stats["updates"]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Dispatch to one measurement and save its JSON."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("what", choices=("run", "profile", "macs", "memory"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--duration", type=float, default=3600.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     result = {"run": lambda: timing(args.seeds), "profile": profile, "macs": macs,
               "memory": lambda: memory(args.duration)}[args.what]()

@@ -21,7 +21,7 @@ from benchmarks.jet_runs import RESULTS, fit, save, summarize
 NAME = "jet_weight_decay"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run (or collect) the grid and print mean e_field_visited per case and decay."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--double-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--constant", action="store_true", help="constant decay (no noise-adaptive rule)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rule = "const" if args.constant else "rule"
     table, rows = {}, []
     for case in args.cases:

@@ -4,7 +4,7 @@ KKT matrices of the physics-only racing MHE at IPOPT solutions, batched over M
 windows; only the linear solve is timed (blocks and the dense matrix are assembled
 beforehand). Expected: block-tridiagonal O(N s^3), dense O(N^3 s^3).
 
-    python benchmarks/mhe_adjoint_solve.py
+    python -m benchmarks.mhe_adjoint_solve [--horizons 10 20 40 80 160 320] [--windows 4]
 
 Writes results/mhe_adjoint_solve/{adjoint_solve.json, adjoint_solve.png}.
 """
@@ -17,27 +17,29 @@ from pathlib import Path
 
 import torch
 
-from mhe import (IDENTIFIED, MHESettings, MovingHorizonEstimator, SingleTrackVehicle, StateSpaceModel,
-                 WindowSolver, block_tridiagonal_dense, block_tridiagonal_solve, kkt_blocks, prediction_loss)
-from mhe.racing import MEASURED, RacingData
+from mhe import ArrivalCost, IdentificationProblem, MHESettings, SingleTrackVehicle, WindowSolver
+from mhe.blocktri import block_tridiagonal_dense, block_tridiagonal_solve
+from mhe.kkt import kkt_blocks, prediction_loss
+from mhe.racing import MEASURED, RacingSimulation
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Time both solves per horizon and write the table and the plot."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--horizons", type=int, nargs="+", default=[10, 20, 40, 80, 160, 320])
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--out", type=Path, default=Path("results/mhe_adjoint_solve"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in args.horizons:
-        data = RacingData(steps=max(2000, (n + 1) * args.windows + 50), horizon=n, stride=n)
-        windows = data.windows()[: args.windows]
-        model = StateSpaceModel(SingleTrackVehicle(identify=IDENTIFIED), dt=0.02, measured=MEASURED)
-        est = MovingHorizonEstimator(model, MHESettings(n, data.process_std, data.measurement_std),
-                                     (1.5, 0.0, 0.0), (1.0, 0.3, 3.0))
+        sim = RacingSimulation(steps=max(2000, (n + 1) * args.windows + 50))
+        problem = IdentificationProblem(sim, MHESettings(n, sim.process_std, sim.measurement_std),
+                                        ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0)), MEASURED, SingleTrackVehicle(),
+                                        stride=n, windows=args.windows)
+        est, windows = problem.estimator(), problem.windows
         sol = WindowSolver(est, "build/l4casadi/mhe_adjoint_solve").solve(windows)
         z = sol.point.stages()
         d, e = kkt_blocks(est, z, windows)

@@ -7,7 +7,7 @@ evaluation is timed. KKT points come from undamped Newton on the torch KKT syste
 The explicit form is run only while its matrices (`explicit_memory_bytes`) stay under
 ``--explicit-cap-gib`` (default 8 GiB: this machine's 24 GiB are shared).
 
-    python benchmarks/mhe_hypergradient.py
+    python -m benchmarks.mhe_hypergradient [--widths 27 64 ...] [--explicit-cap-gib 16]
 
 Writes results/mhe_hypergradient/{hypergradient.json, hypergradient.png}.
 """
@@ -20,26 +20,36 @@ from pathlib import Path
 
 import torch
 
-from mhe import (MHESettings, MovingHorizonEstimator, NeuralResidual, StateSpaceModel, hypergradient_adjoint,
-                 hypergradient_explicit, refine)
-from mhe.kkt import explicit_memory_bytes
-from mhe.racing import MEASURED, RacingData
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, Recording,
+                 ResidualSettings, hypergradient_adjoint, hypergradient_explicit)
+from mhe.kkt import explicit_memory_bytes, refine
+from mhe.racing import MEASURED, RacingSimulation
 
 IN_SCALE, OUT_SCALE = (2.0, 0.3, 3.0, 0.3, 1.0), (1.0, 1.0, 20.0)
 
 
-def neural_estimator(width: int, data: RacingData, horizon: int) -> MovingHorizonEstimator:
-    net = NeuralResidual(3, 2, width=width, in_scale=IN_SCALE, out_scale=OUT_SCALE, seed=0)
+def neural_problem(width: int, recording: Recording, horizon: int, windows: int) -> IdentificationProblem:
+    """The neural-only racing problem: ``f_c = N(x, u) + w``, two tanh layers of ``width``."""
+    sim = RacingSimulation()
+    return IdentificationProblem(recording, MHESettings(horizon, sim.process_std, sim.measurement_std),
+                                 ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0)), MEASURED,
+                                 residual=ResidualSettings(width, IN_SCALE, OUT_SCALE, seed=0), stride=50,
+                                 windows=windows, n_x=3)
+
+
+def neural_estimator(problem: IdentificationProblem) -> MovingHorizonEstimator:
+    """The problem's estimator with a small random last layer, so that every weight has a gradient."""
+    est = problem.estimator()
+    width = problem.residual.width
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        w_last = net.mlp.ordered_parameters()[-2]
+        w_last = est.model.residual.mlp.ordered_parameters()[-2]
         w_last.copy_(torch.randn(w_last.shape, generator=gen, dtype=torch.float64) * (0.5 / width ** 0.5))
-    model = StateSpaceModel(None, net, dt=0.02, measured=MEASURED, n_x=3, n_u=2)
-    return MovingHorizonEstimator(model, MHESettings(horizon, data.process_std, data.measurement_std),
-                                  (1.5, 0.0, 0.0), (1.0, 0.3, 3.0))
+    return est
 
 
 def timed(fn, repeats: int):
+    """The best wall time of ``repeats`` calls of ``fn`` and its last result."""
     best, out = float("inf"), None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -48,7 +58,8 @@ def timed(fn, repeats: int):
     return best, out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Time both forms per width and write the table and the plot."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[27, 64, 128, 256, 512, 1024, 1200, 1448, 2045])
     ap.add_argument("--horizon", type=int, default=40)
@@ -56,15 +67,15 @@ def main() -> None:
     ap.add_argument("--explicit-cap-gib", type=float, default=8.0)
     ap.add_argument("--chunk", type=int, default=16, help="rows of A per vectorized pass (explicit form)")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_hypergradient"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    data = RacingData(steps=400, horizon=args.horizon, stride=50)
-    windows = data.windows()[: args.windows]
+    recording = RacingSimulation(steps=400).record()
     rows = []
     for width in args.widths:
-        est = neural_estimator(width, data, args.horizon)
+        problem = neural_problem(width, recording, args.horizon, args.windows)
+        est, windows = neural_estimator(problem), problem.windows
         n_alpha = sum(p.numel() for p in est.parameters())
         z = est.initial_point(windows).stages()
         for _ in range(30):  # undamped Newton until the relative KKT residual is at round-off

@@ -8,7 +8,7 @@ the worker processes parallelize) and the float64 Newton polish in the main proc
 NLP of all M windows in one process. The machine this was measured on has 2 cores
 shared with other jobs, so speedups above 2 are impossible and below 2 are expected.
 
-    python benchmarks/mhe_pem_iteration.py
+    python -m benchmarks.mhe_pem_iteration [--windows 25 50 100 200] [--workers 1 2] [--no-batched]
 
 Writes results/mhe_pem_iteration/{pem_iteration.json, pem_iteration.png}.
 """
@@ -22,12 +22,13 @@ from pathlib import Path
 
 import torch
 
-from mhe import (IDENTIFIED, MHESettings, MovingHorizonEstimator, SingleTrackVehicle, StateSpaceModel, WindowSolver,
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, SingleTrackVehicle, WindowSolver,
                  hypergradient_adjoint)
-from mhe.racing import MEASURED, RacingData, perturbed_values
+from mhe.racing import MEASURED, RacingSimulation, perturbed_values
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Time the iterations and write the table and the plot."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", type=int, nargs="+", default=[25, 50, 100, 200])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
@@ -35,19 +36,19 @@ def main() -> None:
                     help="also time one batched NLP of all windows (1 process)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("results/mhe_pem_iteration"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    data = RacingData(steps=10 * max(args.windows) + 20)
-    all_windows = data.windows()
+    sim = RacingSimulation(steps=10 * max(args.windows) + 20)
+    problem = IdentificationProblem(sim, MHESettings(10, sim.process_std, sim.measurement_std),
+                                    ArrivalCost((1.5, 0.0, 0.0), (10.0, 10.0, 100.0)), MEASURED,
+                                    SingleTrackVehicle(perturbed_values(0.1, fixed={"Er": 0.0})), stride=10)
+    all_windows = problem.windows
     rows = []
     modes = [(w, False) for w in args.workers] + ([(1, True)] if args.batched else [])
     for workers, batched in modes:
-        model = StateSpaceModel(SingleTrackVehicle(perturbed_values(0.1, fixed={"Er": 0.0}), identify=IDENTIFIED),
-                                dt=0.02, measured=MEASURED)
-        est = MovingHorizonEstimator(model, MHESettings(data.horizon, data.process_std, data.measurement_std),
-                                     (1.5, 0.0, 0.0), (10.0, 10.0, 100.0))
+        est = problem.estimator()
         for m in args.windows:
             t0 = time.perf_counter()
             solver = WindowSolver(est, "build/l4casadi/mhe_pem_iteration", workers=workers,
@@ -74,7 +75,7 @@ def main() -> None:
                 with torch.no_grad():
                     raw.copy_(base)
                 row = {"mode": "batched" if batched else f"{workers} worker(s)", "workers": workers, "M": m,
-                       "N": data.horizon, **best, "first_solve_s": first, "n_failed": sol.n_failed,
+                       "N": problem.mhe.horizon, **best, "first_solve_s": first, "n_failed": sol.n_failed,
                        "ipopt_iterations_mean": float(sol.iterations.double().mean()), "cpu_count": os.cpu_count()}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -90,7 +91,7 @@ def main() -> None:
     for mode in dict.fromkeys(r["mode"] for r in rows):
         sel = [r for r in rows if r["mode"] == mode]
         ax.loglog([r["M"] for r in sel], [r["iteration_s"] for r in sel], "o-", label=mode)
-    ax.set(xlabel="windows M", ylabel="one PEM iteration [s]", title=f"N = {data.horizon}, physics-only")
+    ax.set(xlabel="windows M", ylabel="one PEM iteration [s]", title=f"N = {problem.mhe.horizon}, physics-only")
     ax.legend()
     fig.tight_layout()
     fig.savefig(args.out / "pem_iteration.png", dpi=120)

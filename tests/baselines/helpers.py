@@ -1,15 +1,11 @@
 """Builders shared by the baseline tests: short streams, windows and test fields."""
 from __future__ import annotations
 
-import copy
-import warnings
-
 import torch
 from torch import Tensor
 
-from baselines.shooting import ShootingObjective
 from baselines.windows import ShootingWindows, observe, shooting_windows
-from torch_ude import DoublePendulum, HybridField, SinglePendulum, simulate
+from torch_ude import DoublePendulum, SinglePendulum, simulate
 from torch_ude.systems.base import VectorField
 
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
@@ -20,29 +16,6 @@ def short_windows(plant: str, steps: int, n_windows: int, noise: float = 0.01, s
     """Windows from a short simulated stream of the plant."""
     rec = simulate(PLANTS[plant](), duration, noise=noise, seed=seed)
     return shooting_windows(observe(rec, rate), steps, n_windows)
-
-
-def complex_copy(field: HybridField) -> HybridField:
-    """The field in complex128 (for complex-step differentiation)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch flags complex modules as experimental
-        return copy.deepcopy(field).to(torch.complex128)
-
-
-def complex_step_gradient(objective: ShootingObjective, step: float = 1e-30) -> tuple[Tensor, Tensor]:
-    """``dL/dtheta`` (flattened) and ``dL/ds`` (B, n) of a complex128 objective, one entry at a time."""
-    def derivative(tensor: Tensor) -> Tensor:
-        flat = tensor.view(-1)
-        out = torch.empty(flat.numel(), dtype=torch.float64)
-        for j in range(flat.numel()):
-            flat[j] += step * 1j
-            out[j] = objective.loss().imag / step
-            flat[j] -= step * 1j
-        return out
-    with torch.no_grad():
-        theta = torch.cat([derivative(p) for p in objective.field.parameters_list()])
-        states = derivative(objective.shooting_states).reshape(objective.shooting_states.shape)
-    return theta, states
 
 
 class Explosive(VectorField):

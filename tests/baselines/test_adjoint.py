@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from baselines.adjoint import rk4_adjoint
+from baselines.gradcheck import complex_copy, complex_step_gradient
 from baselines.rk4 import RK4Tape, rk4_forward
 from baselines.shooting import ShootingObjective
-from tests.baselines.helpers import complex_copy, complex_step_gradient, short_windows
+from tests.baselines.helpers import short_windows
 from tests.torch_ude.helpers import random_field
 from torch_ude.rk4 import rk4_rollout
 

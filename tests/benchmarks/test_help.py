@@ -1,0 +1,34 @@
+"""Every benchmark runs as ``python -m benchmarks.NAME`` with ``--help``, and none imports the tests."""
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+FOLDER = Path(__file__).resolve().parents[2] / "benchmarks"
+MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
+SCRIPTS = [m for m in MODULES if 'if __name__ == "__main__":' in (FOLDER / f"{m}.py").read_text()]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help(name, capsys):
+    module = importlib.import_module(f"benchmarks.{name}")
+    with pytest.raises(SystemExit) as done:
+        module.main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage:")
+    assert f"python -m benchmarks.{name}" in module.__doc__  # the docstring shows the command
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_imports_no_tests_and_runs_one_way(name):
+    source = (FOLDER / f"{name}.py").read_text()
+    assert not re.search(r"^\s*(from|import) tests\b", source, re.M)
+    assert "python benchmarks/" not in source
+    importlib.import_module(f"benchmarks.{name}")
+
+
+def test_every_helper_module_is_used_by_a_script():
+    helpers = set(MODULES) - set(SCRIPTS)
+    used = {h for h in helpers for s in SCRIPTS if f"benchmarks.{h} import" in (FOLDER / f"{s}.py").read_text()}
+    assert helpers == used and helpers
