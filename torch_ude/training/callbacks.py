@@ -36,6 +36,10 @@ class FieldEvaluation(L.Callback):
         self.every = _check_period(every_n_updates)
         self._last = 0
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Count periods from the starting update (the checkpoint's, when resuming)."""
+        self._last = trainer.global_step
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
         """Evaluate when the update count crossed a multiple of the period."""
         step = trainer.global_step
