@@ -34,7 +34,8 @@ from torch_ude.systems import SinglePendulum, System
 from torch_ude.systems.double_pendulum import DoublePendulumField
 from torch_ude.systems.pendulum import PendulumField
 
-__all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "write_headers", "main", "GENERATOR"]
+__all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "main",
+           "GENERATOR"]
 
 GENERATOR = "microcontroller.generate 1.0"
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
@@ -143,8 +144,23 @@ class DeviceSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _spec(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
-          max_steps: int, seed: int, source: str) -> DeviceSpec:
+def spec_from_settings(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
+                       max_steps: int, seed: int, source: str) -> DeviceSpec:
+    """The spec of a plant, an initial field and a trainer's settings, validated.
+
+    Args:
+        system, case: the plant and its known-model case.
+        field: the initial field; ``pretrained`` keeps its scales on the device.
+        model: the jet-matching module's settings (``JetMatchingModule`` arguments: ``stream``,
+            ``batch_size``, ``lr``, ...), as a dict.
+        data: the stream's ``fs``, ``train_rate``, ``noise`` and ``duration``.
+        max_steps: the cosine schedule's length in updates.
+        seed: the run seed.
+        source: where the settings came from (recorded in the stamp).
+
+    Raises:
+        ValueError: for settings the C port cannot run (`DeviceSpec.validate`).
+    """
     stream = model.get("stream")
     stream = stream if isinstance(stream, StreamSettings) else StreamSettings(**(stream or {}))
     spec = DeviceSpec(
@@ -176,7 +192,7 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))))
     data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
-    return _spec(dm.system, dm.case, field, False, hp, data,
+    return spec_from_settings(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
 
 
@@ -226,8 +242,8 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
     recorded = sidecar.get("extra", {}).get("config")
     if not recorded or "model" not in recorded or "data" not in recorded:
         raise ValueError(f"{folder / SIDECAR_FILE} records no run settings; pass --config for the device run.")
-    return _spec(system, case, field, True, recorded["model"], recorded["data"], int(recorded["max_steps"]),
-                 int(sidecar["extra"].get("seed", 0)), f"run {folder}")
+    return spec_from_settings(system, case, field, True, recorded["model"], recorded["data"],
+                              int(recorded["max_steps"]), int(sidecar["extra"].get("seed", 0)), f"run {folder}")
 
 
 def _f(value: float) -> str:
@@ -298,6 +314,7 @@ def config_header(spec: DeviceSpec) -> str:
         ("TU_GATE_HISTORY", st.gate_history, "gate: windows in the running median"),
         ("TU_BUFFER_RESERVOIR", int(st.buffer == "reservoir"), "1: reservoir sampling, 0: FIFO"),
         ("TU_CAPACITY", st.capacity, "reservoir capacity B"),
+        ("TU_JET_ROWS", 3 if st.lambda2 > 0 else 2, "rows of a stored jet (2: no second-order term)"),
         ("TU_BATCH", spec.batch_size, "minibatch size"),
         ("TU_LR", _f(spec.lr), "learning rate"),
         ("TU_LR_MIN", _f(spec.lr_min), "final learning rate of the cosine schedule"),

@@ -14,7 +14,9 @@
  *  - then, at every tick divisible by the stride s, the window of TU_TAPS taps m apart ending
  *    there is formed; windows with a non-finite tap (nonfinite), across a segment boundary
  *    (boundary) or failing the misfit gate (misfit) are rejected; accepted ones (accepted)
- *    are offered to the reservoir (TU_CAPACITY jets, reservoir sampling with its own PRNG).
+ *    are offered to the reservoir (TU_CAPACITY jets, reservoir sampling with its own PRNG). A jet
+ *    is (x_hat, xdot_hat, xddot_hat), or (x_hat, xdot_hat) when the configuration has no
+ *    second-order term (TU_JET_ROWS 2: lambda2^0 = 0), which saves a third of the reservoir.
  *
  * Updates (tu_trainer_step): a minibatch of TU_BATCH jets drawn uniformly from the reservoir,
  * the exact jet gradient (Eq. 14-16), gradient-norm clipping, AdamW with the cosine schedule
@@ -88,7 +90,7 @@ typedef struct {
     tu_gate gate;
     uint32_t seen;           /**< jets offered to the reservoir */
     union {
-        float reservoir[TU_CAPACITY][3][TU_N];  /**< (x_hat, xdot_hat, xddot_hat) per slot */
+        float reservoir[TU_CAPACITY][TU_JET_ROWS][TU_N]; /**< (x_hat, xdot_hat[, xddot_hat]) per slot */
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
     } mem;
     /* network and optimizer */

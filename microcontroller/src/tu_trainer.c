@@ -351,7 +351,9 @@ tu_status tu_trainer_step(tu_trainer *self)
     memset(self->grad, 0, sizeof self->grad);
     for (b = 0; b < TU_BATCH; ++b) {
         const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];
-        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_N, jet + 2 * TU_N, 0, self->grad, &sq1, &sq2);
+        /* without stored second derivatives lambda2 is 0 and xddot_hat is never read */
+        const float *xddot = TU_JET_ROWS == 3 ? jet + 2 * TU_N : jet + TU_N;
+        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_N, xddot, 0, self->grad, &sq1, &sq2);
     }
     sq1 /= (float)TU_BATCH;
     sq2 /= (float)TU_BATCH;

@@ -21,6 +21,9 @@ SMALL = ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0"
 CASES = {
     "pendulum": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300"], 8.0),
     "double_pendulum": ("configs/double_pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "150"], 5.0),
+    # no second-order term: the reservoir keeps (x_hat, xdot_hat) only
+    "pendulum_first_order": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
+                                                              "--model.stream.lambda2", "0"], 6.0),
 }
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]

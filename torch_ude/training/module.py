@@ -98,16 +98,22 @@ class JetMatchingModule(L.LightningModule):
             ``trainer.max_steps`` (Algorithm 1, line 19); False stops with the stream (v1).
         replay_updates: updates per replay chunk (fewer trips through the training
             loop's per-batch machinery; the update sequence does not depend on it).
+        chunks_per_step: live chunks of the stream consumed per training step, each
+            followed by its due updates (fewer trips through Lightning's per-batch
+            machinery; the update sequence does not depend on it).
         num_threads: torch intra-op threads set at start-up (None leaves torch's
             setting); the per-update tensors are tiny, so one thread is fastest and
             immune to contention from other processes.
     """
 
+    trainer_name = "jet_matching"  # recorded in the run's output files
+
     def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  weight_decay: float = 0.0, weight_decay_full_at: float | None = None, grad_clip: float = 5.0,
-                 lambda1: float = 1.0, log_every: int = 50, replay: bool = True, replay_updates: int = 25, num_threads: int | None = 1) -> None:
+                 lambda1: float = 1.0, log_every: int = 50, replay: bool = True, replay_updates: int = 25,
+                 chunks_per_step: int = 1, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.stream_settings = stream if stream is not None else StreamSettings()
@@ -133,6 +139,9 @@ class JetMatchingModule(L.LightningModule):
         self.replay, self.replay_updates = bool(replay), int(replay_updates)
         if self.replay_updates < 1:
             raise ValueError(f"replay_updates must be >= 1; got {replay_updates}.")
+        self.chunks_per_step = int(chunks_per_step)
+        if self.chunks_per_step < 1:
+            raise ValueError(f"chunks_per_step must be >= 1; got {chunks_per_step}.")
         self.save_hyperparameters()
         self.field: HybridField | None = None
         self.ema: AveragedModel | None = None
@@ -157,11 +166,7 @@ class JetMatchingModule(L.LightningModule):
         if self.field is not None:
             return
         dm = self.trainer.datamodule
-        if self.stream_settings.calibration_s >= dm.duration:
-            raise ValueError(
-                f"model.stream.calibration_s = {self.stream_settings.calibration_s:g} s is not shorter than the "
-                f"stream (data.duration = {dm.duration:g} s), so nothing would be left to train on; lengthen "
-                f"data.duration or shorten model.stream.calibration_s.")
+        self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
         if self.ema_decay is not None:
             self.ema = AveragedModel(self.field, multi_avg_fn=get_ema_multi_avg_fn(self.ema_decay))
@@ -170,6 +175,13 @@ class JetMatchingModule(L.LightningModule):
         self.loss = JetLoss(ones, ones, self.lambda1, self.stream_settings.lambda2)  # scales set at calibration
         self._gen.manual_seed(dm.seed + 1)
         self._train_every = dm.chunk
+
+    def _check_stream_length(self, duration: float) -> None:
+        if self.stream_settings.calibration_s >= duration:
+            raise ValueError(
+                f"model.stream.calibration_s = {self.stream_settings.calibration_s:g} s is not shorter than the "
+                f"stream (data.duration = {duration:g} s), so nothing would be left to train on; lengthen "
+                f"data.duration or shorten model.stream.calibration_s.")
 
     def configure_optimizers(self) -> dict:
         """Adam (AdamW with weight decay) with a cosine-annealed (or constant) learning rate.
@@ -201,27 +213,33 @@ class JetMatchingModule(L.LightningModule):
         """Start the run's wall clock (interpreter start-up and set-up excluded) and mark the
         run folder's outputs as running (`RunOutputs.start`)."""
         self._fit_t0 = time.perf_counter()
-        self.outputs = RunOutputs.of(self, "jet_matching")
+        self.outputs = RunOutputs.of(self, self.trainer_name)
         self.outputs.start()
 
     def training_step(self, dataloader_iter: Iterator) -> None:
-        """Consume one chunk of the stream, then make the updates that are due."""
-        batch = next(dataloader_iter)
-        if isinstance(batch, tuple):  # (batch, batch_idx, dataloader_idx)
-            batch = batch[0]
-        t0 = time.perf_counter()
-        due = 0
-        if batch["replay"]:
-            if not self._can_replay():
-                self.trainer.should_stop = True
+        """Consume up to ``chunks_per_step`` live chunks of the stream, each followed by the
+        updates that are due, or one replay chunk."""
+        max_steps = self.trainer.max_steps if self.trainer.max_steps is not None and self.trainer.max_steps > 0 \
+            else None
+        for _ in range(self.chunks_per_step):
+            batch = next(dataloader_iter)
+            if isinstance(batch, tuple):  # (batch, batch_idx, dataloader_idx)
+                batch = batch[0]
+            if batch["replay"]:
+                if not self._can_replay():
+                    self.trainer.should_stop = True
+                    return
+                due = self.replay_updates
+                if max_steps is not None:
+                    due = min(due, max_steps - self.trainer.global_step)
+                self._make_updates(due)
                 return
-            due = self.replay_updates
-            if self.trainer.max_steps is not None and self.trainer.max_steps > 0:
-                due = min(due, self.trainer.max_steps - self.trainer.global_step)
-        else:
+            t0 = time.perf_counter()
             due = self._push(batch)
-        self.stats["stream_s"] += time.perf_counter() - t0
-        self._make_updates(due)
+            self.stats["stream_s"] += time.perf_counter() - t0
+            self._make_updates(due)
+            if max_steps is not None and self.trainer.global_step >= max_steps:
+                return
 
     def _push(self, batch: dict) -> int:
         """Ingest a live chunk; returns the updates the training rate asks for (`due_updates`)."""

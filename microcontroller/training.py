@@ -1,0 +1,141 @@
+"""Algorithm 1 run by the C trainer from ``torch-ude fit``: the C library as a fast backend.
+
+``torch-ude fit --config configs/pendulum_case_a_c.yaml`` trains with `CJetMatchingModule`:
+the same arguments, data module (plant, noise, seed: the same stream), outputs
+(``field.pt``, ``field.json``, ``metrics.json`` with ``static_bytes`` added) and TensorBoard
+scalars as `torch_ude.training.JetMatchingModule`, whose loop, metrics and failure checks it
+inherits; only the engine differs. Its settings are generated into the C headers, the library
+is built on the host (`microcontroller.ctrainer.CTrainer`, cached), and every chunk of the
+stream and every update goes through it, in float32 and static memory.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from torch_ude.calibration import Calibration
+from torch_ude.field import HybridField
+from torch_ude.jet import JetResult
+from torch_ude.training.module import JetMatchingModule, StreamStatus
+
+from .ctrainer import COUNTERS, CTrainer
+from .generate import spec_from_settings
+
+__all__ = ["CJetMatchingModule"]
+
+
+class CJetMatchingModule(JetMatchingModule):
+    """Streaming jet matching with the C trainer (``microcontroller/``) as the engine.
+
+    Takes `torch_ude.training.JetMatchingModule`'s arguments; they, the data module's
+    plant, case, rate and seed, and ``trainer.max_steps`` (the cosine schedule is compiled in)
+    are the generator's settings. Lightning counts the updates of a manually optimized
+    module by its optimizer steps (``trainer.global_step``); the C trainer's updates are added
+    to that count directly (`_count_updates`), so ``trainer.max_steps``, checkpoints and
+    callbacks see them. A checkpoint holds the C instance's bytes and resumes it exactly; its
+    schedule cannot be extended (``max_steps`` is compiled).
+    """
+
+    trainer_name = "jet_matching_c"
+
+    def setup(self, stage: str) -> None:
+        """Generate and build the C trainer for this run (cached) and the field that receives its weights."""
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+        if self.field is not None:
+            return
+        dm = self.trainer.datamodule
+        self._check_stream_length(dm.duration)
+        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
+        data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
+        spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
+                                  self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")
+        self.engine = CTrainer(spec, seed=dm.seed)
+        self._train_every = dm.chunk
+
+    def configure_optimizers(self) -> None:
+        """None: the C trainer optimizes (Lightning then warns once that it has no optimizer)."""
+        return None
+
+    def _count_updates(self, made: int) -> None:
+        """Add ``made`` updates to ``trainer.global_step`` (Lightning's count of a manually
+        optimized module's optimizer steps; checked by tests/microcontroller/test_backend.py)."""
+        progress = self.trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress
+        progress.total.ready += made
+        progress.total.completed += made
+        progress.current.ready += made
+        progress.current.completed += made
+
+    # ----- the engine -------------------------------------------------------------------------
+    def _push(self, batch: dict) -> int:
+        return self.engine.push_chunk(batch["y"].numpy(), batch["ticks"].numpy(), batch["segment"].numpy())
+
+    def _make_updates(self, count: int) -> None:
+        t0 = time.perf_counter()
+        before = self.stats["updates"]
+        attempted = self.engine.steps(count)
+        report = self.engine.report()
+        made = report["updates"] - before
+        self.stats["updates"] = report["updates"]
+        self.stats["skipped_updates"] += attempted - made
+        self.stats["update_s"] += time.perf_counter() - t0
+        self._count_updates(made)
+        if made and report["updates"] // self.log_every > before // self.log_every:
+            loss = JetResult(loss=torch.tensor(report["loss"]), loss_r1=torch.tensor(report["loss_r1"]),
+                             loss_r2=torch.tensor(report["loss_r2"]), grads=[])
+            self._log_training(loss, report["grad_norm"], report["lr"])
+
+    def stream_status(self) -> StreamStatus:
+        """Calibration, counters and reservoir fill of the C trainer."""
+        report = self.engine.report()
+        cal = report["calibration"]
+        calibration = None if cal is None else Calibration(
+            x_rms=torch.tensor(cal["x_rms"], dtype=torch.float64), s1=torch.tensor(cal["s1"], dtype=torch.float64),
+            s2=torch.tensor(cal["s2"], dtype=torch.float64), sigma=torch.tensor(cal["sigma"], dtype=torch.float64),
+            sigma_rel=cal["sigma_rel"], omega_c=cal["omega_c"], m=cal["m"], dt_eff=cal["dt_eff"], snr2=cal["snr2"],
+            lambda2=cal["lambda2"])
+        counters = {k: v for k, v in report["counters"].items() if k in COUNTERS}
+        return StreamStatus(calibration, counters, report["fill"], self.stream_settings.capacity, report["seen"])
+
+    def weight_decay_in_use(self) -> float:
+        """The AdamW decay the C trainer set at calibration (its configured value before)."""
+        cal = self.engine.report()["calibration"]
+        return self.weight_decay if cal is None else float(cal["weight_decay"])
+
+    def averaged_field(self) -> HybridField:
+        """The field with the C trainer's EMA weights and scales (float64 for evaluation and export)."""
+        report = self.engine.report()
+        weights = torch.as_tensor(self.engine.weights(ema=True), dtype=torch.float64)
+        with torch.no_grad():
+            offset = 0
+            for p in self.field.parameters_list():
+                p.copy_(weights[offset: offset + p.numel()].reshape(p.shape))
+                offset += p.numel()
+        self.field.set_scales(torch.tensor(report["in_scale"], dtype=torch.float64),
+                              torch.tensor(report["out_scale"], dtype=torch.float64))
+        return self.field
+
+    def state_bytes(self) -> int:
+        """``sizeof(tu_trainer)``: all the C trainer's state."""
+        return self.engine.static_bytes
+
+    def run_metrics(self) -> dict:
+        """The jet-matching metrics plus ``static_bytes`` (the C trainer's static memory)."""
+        return {**super().run_metrics(), "static_bytes": self.engine.static_bytes}
+
+    # ----- checkpoints ------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Add the C instance's bytes and the run counters."""
+        checkpoint["c_trainer"] = torch.frombuffer(bytearray(self.engine.state_bytes()), dtype=torch.uint8)
+        checkpoint["jet_stats"] = dict(self.stats)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Restore the C instance exactly (the schedule cannot be extended: it is compiled)."""
+        self.engine.load_state_bytes(checkpoint["c_trainer"].numpy().tobytes())
+        self.stats = dict(checkpoint["jet_stats"])
+        if self._trainer is not None and self._trainer.max_steps != self.engine.spec.max_steps:
+            raise ValueError(
+                f"the C trainer's schedule is compiled for {self.engine.spec.max_steps} updates; resume it with "
+                f"trainer.max_steps = {self.engine.spec.max_steps} (or start a new run to train longer).")
+
