@@ -10,6 +10,7 @@ stream and every update goes through it, in float32 and static memory.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import torch
@@ -18,6 +19,7 @@ from torch_ude.calibration import Calibration
 from torch_ude.field import HybridField
 from torch_ude.jet import JetResult
 from torch_ude.training.module import JetMatchingModule, StreamStatus
+from torch_ude.training.resume import check_extends
 
 from .ctrainer import COUNTERS, CTrainer
 from .generate import spec_from_settings
@@ -33,8 +35,11 @@ class CJetMatchingModule(JetMatchingModule):
     are the generator's settings. Lightning counts the updates of a manually optimized
     module by its optimizer steps (``trainer.global_step``); the C trainer's updates are added
     to that count directly (`_count_updates`), so ``trainer.max_steps``, checkpoints and
-    callbacks see them. A checkpoint holds the C instance's bytes and resumes it exactly; its
-    schedule cannot be extended (``max_steps`` is compiled).
+    callbacks see them. A checkpoint holds the C instance's bytes and resumes it exactly. The C
+    trainer computes its cosine rate in closed form from its update count, so resuming with a
+    larger ``trainer.max_steps`` (a build for the new horizon) follows the longer schedule from
+    the checkpoint's update on, as the Python module does; any other change of settings is an
+    error.
     """
 
     trainer_name = "jet_matching_c"
@@ -125,17 +130,29 @@ class CJetMatchingModule(JetMatchingModule):
         return {**super().run_metrics(), "static_bytes": self.engine.static_bytes}
 
     # ----- checkpoints ------------------------------------------------------------------------
+    def _build_settings(self) -> str:
+        """The settings of this build apart from the schedule's length (a checkpoint must match them)."""
+        settings = self.engine.spec.settings()
+        settings.pop("max_steps")
+        return json.dumps(settings, sort_keys=True, default=str)
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """Add the C instance's bytes and the run counters."""
+        """Add the C instance's bytes, the settings it was built with and the run counters."""
         checkpoint["c_trainer"] = torch.frombuffer(bytearray(self.engine.state_bytes()), dtype=torch.uint8)
+        checkpoint["c_settings"] = self._build_settings()
         checkpoint["jet_stats"] = dict(self.stats)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Restore the C instance exactly (the schedule cannot be extended: it is compiled)."""
+        """Restore the C instance exactly (`trainer.max_steps` may grow; see the class doc).
+
+        Raises:
+            ValueError: if the checkpoint's C trainer was built with other settings, or
+                ``trainer.max_steps`` does not exceed its update count.
+        """
+        if checkpoint.get("c_settings") != self._build_settings():
+            raise ValueError("the checkpoint's C trainer was built with other settings than this run's (plant, "
+                             "network, stream or optimizer); resume with the settings of the run that wrote it.")
         self.engine.load_state_bytes(checkpoint["c_trainer"].numpy().tobytes())
         self.stats = dict(checkpoint["jet_stats"])
-        if self._trainer is not None and self._trainer.max_steps != self.engine.spec.max_steps:
-            raise ValueError(
-                f"the C trainer's schedule is compiled for {self.engine.spec.max_steps} updates; resume it with "
-                f"trainer.max_steps = {self.engine.spec.max_steps} (or start a new run to train longer).")
+        check_extends(int(checkpoint["global_step"]), self.engine.spec.max_steps)
 

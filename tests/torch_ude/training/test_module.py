@@ -181,11 +181,12 @@ def test_impossible_configs_are_clear_errors():
         StreamDataModule(SinglePendulum(), fs=-1.0)
 
 
-def test_replay_granularity_does_not_change_the_updates(tmp_path):
+@pytest.mark.parametrize("granularity", ["replay_updates", "chunks_per_step"])
+def test_replay_and_chunk_granularity_do_not_change_the_updates(tmp_path, granularity):
     fields = []
     for k in (1, 25):
         dm = StreamDataModule(SinglePendulum(), duration=6.0, noise=0.01, seed=2)
-        model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0), replay_updates=k)
+        model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0), **{granularity: k})
         trainer = L.Trainer(max_steps=320, logger=False, enable_progress_bar=False, enable_checkpointing=False,
                             default_root_dir=tmp_path / str(k), num_sanity_val_steps=0, limit_val_batches=0)
         trainer.fit(model, dm)

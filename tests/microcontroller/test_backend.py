@@ -1,0 +1,71 @@
+"""The C trainer behind `torch-ude fit` (microcontroller.training.CJetMatchingModule)."""
+import json
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from microcontroller.training import CJetMatchingModule
+from torch_ude.cli import main
+from torch_ude.export import load_field
+from torch_ude.stream import StreamSettings
+from torch_ude.systems import SinglePendulum
+from torch_ude.training import PeriodicCheckpoint, StreamDataModule
+from torch_ude.training.outputs import METRIC_KEYS
+
+SHORT = ["--data.duration", "12", "--model.stream.capacity", "512", "--model.stream.calibration_s", "1.0",
+         "--trainer.max_steps", "600", "--trainer.enable_progress_bar", "false",
+         "--trainer.callbacks.init_args.every_n_updates", "200"]
+
+
+def test_fit_with_the_c_trainer_writes_every_output_and_learns(tmp_path):
+    cli = main(["fit", "--config", "configs/pendulum_case_a_c.yaml", *SHORT, "--trainer.default_root_dir",
+                str(tmp_path), "--trainer.logger.init_args.save_dir", str(tmp_path)])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["trainer"] == "jet_matching_c"
+    assert set(METRIC_KEYS) <= set(metrics) and metrics["updates"] == 600
+    assert cli.trainer.global_step == 600  # Lightning counted the C trainer's updates
+    assert metrics["static_bytes"] == metrics["state_bytes"] > 512 * 3 * 2 * 4
+    assert np.allclose(metrics["sigma_hat"], metrics["sigma_true"], rtol=0.1)
+    assert metrics["e_field_visited"] < 0.06  # the known model alone: about 0.12
+    module, meta = load_field(tmp_path)
+    assert meta["extra"]["trainer"] == "jet_matching_c"
+    grid = torch.zeros(3, 2, dtype=torch.float64)
+    assert torch.isfinite(module(grid)).all()
+    acc = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents.*")).parent))
+    acc.Reload()
+    assert {"train/loss_r1", "train/lr", "stream/m", "stream/reject_rate", "eval/e_field"} <= set(acc.Tags()["scalars"])
+
+
+def _fit(tmp_path, max_steps, chunks=1, ckpt_path=None, every=None, lr=5e-3):
+    dm = StreamDataModule(SinglePendulum(), duration=8.0, noise=0.01, seed=4)
+    model = CJetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50),
+                               chunks_per_step=chunks, replay_updates=40, lr=lr)
+    callbacks = [PeriodicCheckpoint(every_n_updates=every, dirpath=tmp_path / "ckpt", save_top_k=-1)] if every else []
+    trainer = L.Trainer(max_steps=max_steps, logger=False, enable_progress_bar=False, callbacks=callbacks,
+                        enable_checkpointing=bool(callbacks), default_root_dir=tmp_path, num_sanity_val_steps=0,
+                        limit_val_batches=0)
+    trainer.fit(model, dm, ckpt_path=ckpt_path)
+    return model
+
+
+def test_chunking_does_not_change_the_c_updates(tmp_path):
+    a, b = _fit(tmp_path / "a", 400, chunks=1), _fit(tmp_path / "b", 400, chunks=25)
+    assert np.array_equal(a.engine.weights(), b.engine.weights())
+
+
+def test_a_c_run_resumes_exactly_extends_its_schedule_and_refuses_other_settings(tmp_path):
+    full = _fit(tmp_path / "a", 400, every=200)
+    # the first periodic checkpoint, taken after the replay chunk that crossed 200 updates
+    ckpt = min((tmp_path / "a" / "ckpt").glob("step=*.ckpt"), key=lambda p: int(p.stem.split("=")[1]))
+    assert int(ckpt.stem.split("=")[1]) < 400
+    resumed = _fit(tmp_path / "b", 400, ckpt_path=ckpt)
+    assert np.array_equal(full.engine.weights(), resumed.engine.weights())
+    assert full.engine.report()["counters"] == resumed.engine.report()["counters"]
+    longer = _fit(tmp_path / "c", 800, ckpt_path=ckpt)  # the 800-update schedule from the checkpoint on
+    report = longer.engine.report()
+    assert report["updates"] == 800 and report["lr"] == pytest.approx(5e-5, rel=1e-3)
+    with pytest.raises(ValueError, match="built with other settings"):
+        _fit(tmp_path / "d", 400, ckpt_path=ckpt, lr=1e-3)
