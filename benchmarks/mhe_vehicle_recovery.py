@@ -15,7 +15,7 @@ the relative errors from the exact residual Jacobian, which tell which parameter
 can pin.
 
     python -m benchmarks.mhe_vehicle_recovery --config configs/mhe_racing_physics_gn.yaml
-    python -m benchmarks.mhe_vehicle_recovery --out results/mhe_vehicle_recovery_cli_check --compare runs/mhe_racing_physics_gn
+    python -m benchmarks.mhe_vehicle_recovery --compare runs/mhe_racing_physics_gn
     python -m benchmarks.mhe_vehicle_recovery --truth --out results/mhe_vehicle_recovery_truth
 
 Any further argument is a ``torch-ude`` override of the config, e.g. ``--trainer.max_steps 20``

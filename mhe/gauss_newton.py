@@ -28,7 +28,7 @@ predicted decrease of ``J`` (Madsen, Nielsen & Tingleff 2004, Alg. 3.16).
   matrix stays numerically full rank and Nielsen's multiplicative update cannot
   underflow to a ``mu = 0`` it could never leave.
 
-`mhe.pem.PEMIdentifier` and the Lightning module accept a step only if ``J`` re-solved
+The outer loop (`mhe.outer.PEMLoop`) accepts a step only if ``J`` re-solved
 at the trial ``alpha`` decreases (`levenberg_marquardt_step`). The trial solves are
 warm-started, and warm starts follow the local minimum of each (nonconvex) window problem
 they came from, so a decrease measured on them may belong to a branch that is not the

@@ -177,9 +177,10 @@ class WindowSolver:
     @classmethod
     def from_settings(cls, estimator: MovingHorizonEstimator, settings: SolverSettings,
                       build_dir: str | Path | None = None) -> "WindowSolver":
-        """The solver of ``settings`` (sets the process's torch threads); ``build_dir`` overrides ``settings.build_dir``.
+        """The solver of ``settings``; ``build_dir`` overrides ``settings.build_dir`` (e.g. one folder per process).
 
-        Both PEM front-ends make their solver here, so they compute with the same settings.
+        Sets the process's torch threads (``settings.num_threads``). Both PEM front-ends make
+        their solver here, so they compute with the same settings.
         """
         if settings.num_threads is not None:
             torch.set_num_threads(settings.num_threads)
@@ -316,7 +317,8 @@ def cold_guesses(estimator: MovingHorizonEstimator, windows: Windows, count: int
     open_ = [j for j in hidden if bounds[j].lower is None or bounds[j].upper is None]
     if count < 1 or (count > 1 and open_):
         raise ValueError(f"count must be >= 1, and more than one cold start needs two-sided s_bar bounds of the "
-                         f"unmeasured states (mhe.arrival_bounds); got count={count}, unbounded states {open_}.")
+                         f"unmeasured states (data.problem.arrival.box, mhe.arrival.arrival_bounds); got count={count}, "
+                         f"unbounded states {open_}.")
     out = [first]
     for k in range(1, count):
         x = first.x.clone()

@@ -81,7 +81,8 @@ def test_replace_changes_settings_and_shares_the_recording():
     problem = racing_problem(recording=_Counting(steps=120))
     _Counting.calls = 0
     problem.windows
-    wider = problem.replace(windows=None, arrival=ArrivalCost((1.2, 0.0, 0.0), (1.0, 0.3, 3.0), (None, (-1.0, 1.0), None)))
+    box = ArrivalCost((1.2, 0.0, 0.0), (1.0, 0.3, 3.0), (None, (-1.0, 1.0), None))
+    wider = problem.replace(windows=None, arrival=box)
     assert len(wider.windows) > len(problem.windows) == 5 and _Counting.calls == 1
     assert wider.estimator().arrival_mean_bounds[1].upper == pytest.approx(1.2) and wider.mhe is problem.mhe
     with pytest.raises(ValueError, match="unknown \\['horizon'\\]"):

@@ -1,4 +1,8 @@
-"""The package: ``import mhe`` builds nothing, and its public API fits one screen without test data or internals."""
+"""The package: ``import mhe`` builds nothing, its public API fits one screen without test data or internals, and the
+example of docs/mhe.md runs."""
+import contextlib
+import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +29,15 @@ def test_public_api_fits_one_screen_and_leaves_internals_out():
                  "BAYESRACE_TRUTH", "BAYESRACE_BOUNDS", "IDENTIFIED", "vehicle_policy", "perturbed_values"}
     assert not internals & set(dir(mhe))
     assert len(Path(mhe.__file__).read_text().splitlines()) <= 40
+
+
+def test_the_python_example_of_docs_mhe_runs(tmp_path, monkeypatch):
+    (block,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "mhe.md").read_text(), re.S)
+    monkeypatch.chdir(ROOT)
+    code = block.replace('"--trainer.logger", "false"]',
+                         f'"--trainer.logger", "false", "--model.solver.build_dir", "{tmp_path}"]')
+    assert code != block
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/mhe.md", "exec"), {"__name__": "docs_example"})
+    assert out.getvalue().strip().splitlines()[-1].startswith("PEM-MHE: mean relative parameter error")
