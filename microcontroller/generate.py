@@ -315,6 +315,7 @@ def config_header(spec: DeviceSpec) -> str:
         ("TU_BUFFER_RESERVOIR", int(st.buffer == "reservoir"), "1: reservoir sampling, 0: FIFO"),
         ("TU_CAPACITY", st.capacity, "reservoir capacity B"),
         ("TU_JET_ROWS", 3 if st.lambda2 > 0 else 2, "rows of a stored jet (2: no second-order term)"),
+        ("TU_FORGET_WINDOW", st.forget_window or 0, "forgetting window of the reservoir (0: uniform)"),
         ("TU_BATCH", spec.batch_size, "minibatch size"),
         ("TU_LR", _f(spec.lr), "learning rate"),
         ("TU_LR_MIN", _f(spec.lr_min), "final learning rate of the cosine schedule"),

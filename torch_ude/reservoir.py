@@ -23,6 +23,12 @@ class SampleBuffer:
         a uniform random subset of everything seen (Vitter 1985).
         ``"fifo"``: the most recent ``capacity`` samples (the paper's v1 rolling buffer).
 
+    Forgetting (ours, for a plant that changes): with ``forget_window`` W >= capacity, the
+    i-th sample replaces a slot with probability ``capacity / min(i + 1, W)``: uniform over
+    everything seen until W samples, then a constant ``capacity / W``, so an old sample
+    survives n later ones with probability ``(1 - 1/W)^n``: the buffer holds roughly the last
+    W samples' worth of the stream.
+
     Args:
         capacity: B, number of samples held (>= 1).
         n_states: n.
@@ -30,17 +36,23 @@ class SampleBuffer:
         seed: seed of the replacement generator (numpy's, unless ``generator`` is given).
         dtype: storage dtype (float64 host, float32 device).
         generator: a `torch_ude.prng.Pcg32` to draw the replacement slots from instead,
-            one ``below(i + 1)`` per sample offered past the capacity, exactly as the C
-            trainer does.
+            one ``below(min(i, W - 1) + 1)`` per sample offered past the capacity, exactly as
+            the C trainer does.
+        forget_window: W of the forgetting reservoir (>= capacity), or None for Vitter's
+            uniform reservoir.
     """
 
     def __init__(self, capacity: int, n_states: int, mode: str = "reservoir", seed: int = 0,
-                 dtype: torch.dtype = torch.float64, generator: Pcg32 | None = None) -> None:
+                 dtype: torch.dtype = torch.float64, generator: Pcg32 | None = None,
+                 forget_window: int | None = None) -> None:
         if int(capacity) != capacity or capacity < 1:
             raise ValueError(f"capacity must be a positive integer; got {capacity!r}.")
         if mode not in ("reservoir", "fifo"):
             raise ValueError(f"mode must be 'reservoir' or 'fifo'; got {mode!r}.")
+        if forget_window is not None and (int(forget_window) != forget_window or forget_window < capacity):
+            raise ValueError(f"forget_window must be an integer >= capacity ({capacity}) or None; got {forget_window!r}.")
         self.capacity, self.mode = int(capacity), mode
+        self._bound_cap = None if forget_window is None else int(forget_window) - 1
         self.data = torch.zeros(self.capacity, 3, n_states, dtype=dtype)
         self.seen = 0
         self._rng = np.random.default_rng(seed)
@@ -68,10 +80,12 @@ class SampleBuffer:
         index = self.seen + np.arange(w)
         if self.mode == "fifo":
             slots = index % self.capacity
-        elif self._pcg is not None:
-            slots = np.array([i if i < self.capacity else self._pcg.below(int(i) + 1) for i in index])
         else:
-            slots = np.where(index < self.capacity, index, self._rng.integers(0, index + 1))
+            drawn = index if self._bound_cap is None else np.minimum(index, self._bound_cap)
+            if self._pcg is not None:
+                slots = np.array([i if i < self.capacity else self._pcg.below(int(d) + 1) for i, d in zip(index, drawn)])
+            else:
+                slots = np.where(index < self.capacity, index, self._rng.integers(0, drawn + 1))
         keep = slots < self.capacity
         # a later sample that lands on the same slot overwrites an earlier one
         order = np.flatnonzero(keep)

@@ -75,6 +75,9 @@ class StreamSettings:
         outlier_threshold: the calibration's outlier screen for the noise estimate, in
             robust standard deviations (`torch_ude.calibration.screen_outliers`); None
             turns the screen off (the paper's plain Eq. (23)).
+        forget_window: make the reservoir forget (`torch_ude.reservoir.SampleBuffer`): it
+            then holds roughly the jets of the last ``forget_window`` windows (>= capacity),
+            for a plant that changes; None keeps Vitter's uniform reservoir.
     """
 
     half_width: int = 5
@@ -95,6 +98,7 @@ class StreamSettings:
     capacity: int = 4096
     max_bridge: int = 5
     outlier_threshold: float | None = 5.0
+    forget_window: int | None = None
 
     def validate(self) -> None:
         """Check every setting before any work.
@@ -131,6 +135,7 @@ class StreamSettings:
                                ("snr_threshold", False), ("gate_factor", True), ("gate_floor", False)):
             number(name, positive)
         number("outlier_threshold", True, optional=True)
+        integer("forget_window", self.capacity, optional=True)
         if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int)
                                    or not 1 <= self.m <= self.m_max):
             raise ValueError(f"stream.m must be an integer in [1, m_max = {self.m_max}]; got {self.m}.")
@@ -380,7 +385,8 @@ class StreamEstimator:
     def _buffer(self) -> SampleBuffer:
         st = self.settings
         generator = Pcg32(self.seed, STREAM_RESERVOIR) if self.pcg32 else None
-        return SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed, dtype=self.dtype, generator=generator)
+        return SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed, dtype=self.dtype, generator=generator,
+                            forget_window=st.forget_window)
 
     def _gate(self) -> QualityGate:
         st = self.settings

@@ -17,6 +17,8 @@
  *    are offered to the reservoir (TU_CAPACITY jets, reservoir sampling with its own PRNG). A jet
  *    is (x_hat, xdot_hat, xddot_hat), or (x_hat, xdot_hat) when the configuration has no
  *    second-order term (TU_JET_ROWS 2: lambda2^0 = 0), which saves a third of the reservoir.
+ *    With TU_FORGET_WINDOW W > 0 the replacement probability stops falling at B / W, so the
+ *    reservoir holds roughly the last W windows (for a plant that changes).
  *
  * Updates (tu_trainer_step): a minibatch of TU_BATCH jets drawn uniformly from the reservoir,
  * the exact jet gradient (Eq. 14-16), gradient-norm clipping, AdamW with the cosine schedule

@@ -137,8 +137,10 @@ static void tu_reservoir_offer(tu_trainer *self, const float *jet)
 {
     uint32_t slot;
     if (TU_BUFFER_RESERVOIR && self->seen >= (uint32_t)TU_CAPACITY) {
-        const uint32_t bound = self->seen < UINT32_MAX ? self->seen + 1u : UINT32_MAX;
-        slot = tu_prng_below(&self->reservoir_rng, bound);  /* Vitter's algorithm R */
+        /* Vitter's algorithm R; with a forgetting window W the bound stops growing at W */
+        const uint32_t cap = TU_FORGET_WINDOW > 0 ? (uint32_t)TU_FORGET_WINDOW - 1u : UINT32_MAX - 1u;
+        const uint32_t bound = (self->seen < cap ? self->seen : cap) + 1u;
+        slot = tu_prng_below(&self->reservoir_rng, bound);
     } else {
         slot = self->seen % (uint32_t)TU_CAPACITY;  /* filling, or FIFO */
     }

@@ -24,6 +24,10 @@ CASES = {
     # no second-order term: the reservoir keeps (x_hat, xdot_hat) only
     "pendulum_first_order": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
                                                               "--model.stream.lambda2", "0"], 6.0),
+    # a forgetting reservoir and a constant learning rate (on-device adaptation)
+    "pendulum_forgetting": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
+                                                             "--model.stream.forget_window", "300",
+                                                             "--model.schedule", "constant"], 8.0),
 }
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]

@@ -62,3 +62,19 @@ def test_bad_buffers_are_errors():
         SampleBuffer(4, 2, mode="lifo")
     with pytest.raises(RuntimeError, match="empty"):
         SampleBuffer(4, 2).sample(2, torch.Generator())
+
+
+def test_a_forgetting_reservoir_keeps_about_the_last_window():
+    cap, window, n = 200, 400, 6000
+    buffers = {w: SampleBuffer(cap, 1, seed=3, forget_window=w) for w in (None, window)}
+    for start in range(0, n, 50):
+        stamps = torch.arange(start, start + 50, dtype=torch.float64).reshape(-1, 1, 1).expand(-1, 3, 1)
+        for b in buffers.values():
+            b.add(stamps)
+    ages = {w: n - b.data[:, 0, 0].numpy() for w, b in buffers.items()}
+    # uniform: the slots are spread over the whole history; forgetting: survival (1 - 1/W)^age,
+    # a mean age of about W
+    assert np.median(ages[None]) > 0.3 * n
+    assert 0.5 * window < ages[window].mean() < 1.5 * window
+    with pytest.raises(ValueError, match="forget_window must be an integer >= capacity"):
+        SampleBuffer(cap, 1, forget_window=cap - 1)
