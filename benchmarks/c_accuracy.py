@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> None:
             out[f"{name}-{engine}"] = {"runs": runs, **{k: summarize([r[k] for r in runs])
                                                          for k in ("e_field", "e_field_visited", "c_hat", "wall_s")}}
             s = out[f"{name}-{engine}"]
+            seeds_text = ", ".join(f"{r['e_field_visited']:.5f}" for r in runs)
             print(f"{name:6s} {engine:6s} e_field_visited mean {s['e_field_visited']['mean']:.5f} "
-                  f"(seeds {', '.join(f'{r['e_field_visited']:.5f}' for r in runs)}), e_field mean "
+                  f"(seeds {seeds_text}), e_field mean "
                   f"{s['e_field']['mean']:.5f}, c_hat mean {s['c_hat']['mean']:.4f}, wall {s['wall_s']['mean']:.1f} s")
     print(f"saved in {save('c_accuracy', out)}")
 

@@ -12,11 +12,14 @@ import ctypes
 from pathlib import Path
 
 import numpy as np
+import torch
+
+from torch_ude.field import HybridField
 
 from .build import BUILD_ROOT, build
 from .generate import DeviceSpec, write_headers
 
-__all__ = ["CTrainer", "report_type", "COUNTERS", "STATUS"]
+__all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "COUNTERS", "STATUS"]
 
 COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
             "boundary", "misfit", "accepted", "calibration_failures", "skipped_updates")
@@ -43,6 +46,36 @@ def report_type(n: int) -> type[ctypes.Structure]:
                     ("grad_norm", ctypes.c_float), ("lr", ctypes.c_float), ("in_scale", f32n), ("out_scale", f32n)]
 
     return Report
+
+
+def report_dict(rep: ctypes.Structure) -> dict:
+    """A ``tu_report`` (a `report_type` instance) as plain Python values."""
+    cal = rep.calibration
+    return {
+        "counters": {name: int(getattr(rep.counters, name)) for name in COUNTERS},
+        "calibrated": bool(rep.calibrated), "updates": int(rep.updates), "fill": int(rep.fill),
+        "seen": int(rep.seen), "loss": rep.loss, "loss_r1": rep.loss_r1, "loss_r2": rep.loss_r2,
+        "grad_norm": rep.grad_norm, "lr": rep.lr, "in_scale": list(rep.in_scale), "out_scale": list(rep.out_scale),
+        "calibration": None if not rep.calibrated else {
+            "x_rms": list(cal.x_rms), "s1": list(cal.s1), "s2": list(cal.s2), "sigma": list(cal.sigma),
+            "sigma_rel": cal.sigma_rel, "omega_c": cal.omega_c, "m": int(cal.m), "dt_eff": cal.dt_eff,
+            "snr2": cal.snr2, "lambda2": cal.lambda2, "weight_decay": cal.weight_decay},
+    }
+
+
+def load_weights(field: HybridField, weights: np.ndarray, in_scale, out_scale) -> HybridField:
+    """Write the C trainer's flat weights (`HybridField.parameters_list` order) and scales into ``field``."""
+    flat = torch.as_tensor(np.asarray(weights), dtype=field.in_scale.dtype)
+    if flat.numel() != field.num_parameters():
+        raise ValueError(f"the C trainer holds {flat.numel()} weights; the field has {field.num_parameters()}.")
+    with torch.no_grad():
+        offset = 0
+        for p in field.parameters_list():
+            p.copy_(flat[offset: offset + p.numel()].reshape(p.shape))
+            offset += p.numel()
+    field.set_scales(torch.tensor(in_scale, dtype=field.in_scale.dtype),
+                     torch.tensor(out_scale, dtype=field.out_scale.dtype))
+    return field
 
 
 class CTrainer:
@@ -127,17 +160,7 @@ class CTrainer:
         """Counters, calibration, update count, reservoir fill, the last update's loss terms, scales."""
         rep = self._report_type()
         self._check(self._lib.tu_trainer_report(self._memory, ctypes.byref(rep)), "report")
-        cal = rep.calibration
-        return {
-            "counters": {name: int(getattr(rep.counters, name)) for name in COUNTERS},
-            "calibrated": bool(rep.calibrated), "updates": int(rep.updates), "fill": int(rep.fill),
-            "seen": int(rep.seen), "loss": rep.loss, "loss_r1": rep.loss_r1, "loss_r2": rep.loss_r2,
-            "grad_norm": rep.grad_norm, "lr": rep.lr, "in_scale": list(rep.in_scale), "out_scale": list(rep.out_scale),
-            "calibration": None if not rep.calibrated else {
-                "x_rms": list(cal.x_rms), "s1": list(cal.s1), "s2": list(cal.s2), "sigma": list(cal.sigma),
-                "sigma_rel": cal.sigma_rel, "omega_c": cal.omega_c, "m": int(cal.m), "dt_eff": cal.dt_eff,
-                "snr2": cal.snr2, "lambda2": cal.lambda2, "weight_decay": cal.weight_decay},
-        }
+        return report_dict(rep)
 
     def weights(self, ema: bool = True) -> np.ndarray:
         """The weights in `HybridField.parameters_list` order, flat float32: the EMA (or raw) ones."""

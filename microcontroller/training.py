@@ -21,7 +21,7 @@ from torch_ude.jet import JetResult
 from torch_ude.training.module import JetMatchingModule, StreamStatus
 from torch_ude.training.resume import check_extends
 
-from .ctrainer import COUNTERS, CTrainer
+from .ctrainer import COUNTERS, CTrainer, load_weights
 from .generate import spec_from_settings
 
 __all__ = ["CJetMatchingModule"]
@@ -111,15 +111,7 @@ class CJetMatchingModule(JetMatchingModule):
     def averaged_field(self) -> HybridField:
         """The field with the C trainer's EMA weights and scales (float64 for evaluation and export)."""
         report = self.engine.report()
-        weights = torch.as_tensor(self.engine.weights(ema=True), dtype=torch.float64)
-        with torch.no_grad():
-            offset = 0
-            for p in self.field.parameters_list():
-                p.copy_(weights[offset: offset + p.numel()].reshape(p.shape))
-                offset += p.numel()
-        self.field.set_scales(torch.tensor(report["in_scale"], dtype=torch.float64),
-                              torch.tensor(report["out_scale"], dtype=torch.float64))
-        return self.field
+        return load_weights(self.field, self.engine.weights(ema=True), report["in_scale"], report["out_scale"])
 
     def state_bytes(self) -> int:
         """``sizeof(tu_trainer)``: all the C trainer's state."""

@@ -10,6 +10,8 @@ typedef struct {
     tu_clock clock;
     uint64_t last;
     int32_t reported;
+    int32_t every;
+    int64_t tick;
 } tu_progress;
 
 static void tu_report_line(const tu_trainer *trainer, tu_status status, tu_progress *p)
@@ -17,17 +19,19 @@ static void tu_report_line(const tu_trainer *trainer, tu_status status, tu_progr
     const uint64_t now = p->clock.now();
     tu_report r;
     tu_trainer_report(trainer, &r);
-    if (r.updates - p->reported < 1000) {
+    if (r.updates - p->reported < p->every) {
         return;
     }
-    printf("update %d: %s, loss %.5g, c_hat %.4f, %lu %s per update\n", (int)r.updates, tu_status_string(status),
-           (double)r.loss, (double)tu_pendulum_damping(trainer),
-           (unsigned long)((now - p->last) / (uint64_t)(r.updates - p->reported)), p->clock.unit);
+    printf("update %d (t %.2f s): %s, loss %.5g, c_hat %.4f, %lu %s per update\n", (int)r.updates,
+           (double)((float)p->tick / TU_FS), tu_status_string(status), (double)r.loss,
+           (double)tu_pendulum_damping(trainer), (unsigned long)((now - p->last) / (uint64_t)(r.updates - p->reported)),
+           p->clock.unit);
     p->reported = r.updates;
     p->last = p->clock.now();
 }
 
-float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, float change_at, tu_clock clock)
+float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, float change_at, tu_clock clock,
+                      int32_t report_every)
 {
     static tu_pendulum_sim sim;
     static int64_t ticks[TU_TRAIN_EVERY];
@@ -35,7 +39,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
     static float y[TU_TRAIN_EVERY][TU_N];
     const int64_t total = (int64_t)(seconds * TU_FS);
     const int64_t change = change_at >= 0.0f ? (int64_t)(change_at * TU_FS) : -1;
-    tu_progress p;
+    tu_progress p = {{NULL, NULL}, 0u, 0, 0, 0};
     tu_status st = TU_OK;
     tu_report r;
     int64_t tick = 0;
@@ -43,6 +47,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
     p.clock = clock;
     p.last = clock.now();
     p.reported = 0;
+    p.every = report_every > 0 ? report_every : 1000;
     tu_pendulum_sim_init(&sim, TU_DEFAULT_SEED, TU_SIM_NOISE, seconds < 60.0f ? seconds : 60.0f);
     while (tick < total) {
         for (i = 0; i < TU_TRAIN_EVERY; ++i, ++tick) {
@@ -53,6 +58,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
             ticks[i] = tick;
             segments[i] = tu_pendulum_sim_next(&sim, y[i]);
         }
+        p.tick = tick;
         st = tu_trainer_push_chunk(trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_N, &due);
         if (st < 0) {
             printf("tick %ld: %s\n", (long)tick, tu_status_string(st));

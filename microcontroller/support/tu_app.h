@@ -18,10 +18,11 @@ typedef struct {
 
 /** Train `trainer` (initialized) on `seconds` of the simulated pendulum (noise TU_SIM_NOISE, seed
  * TU_DEFAULT_SEED); from `change_at` seconds on (if >= 0) the plant's damping is `damping_after`.
- * Then replay the reservoir to TU_MAX_STEPS updates. Every 1000 updates one line: the update
- * count, the status of the last update, the loss, c_hat and the clock counts per update since the
- * previous line. Returns the final c_hat. */
-float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, float change_at, tu_clock clock);
+ * Then replay the reservoir to TU_MAX_STEPS updates. Every `report_every` updates one line: the
+ * update count, the stream time, the status of the last update, the loss, c_hat and the clock
+ * counts per update since the previous line. Returns the final c_hat. */
+float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, float change_at, tu_clock clock,
+                      int32_t report_every);
 
 #endif
 

@@ -1,7 +1,7 @@
 /* torch-ude firmware for the Cortex-M4F of QEMU's mps2-an386 (semihosting for files and stdout).
  *
  *   app.elf replay STREAM_FILE RESULT_FILE     train on a recorded stream, write the weights
- *   app.elf simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS]
+ *   app.elf simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
  *                                              train on the firmware's own simulated pendulum
  *   app.elf measure STREAM_FILE                instructions per update and per chunk of stream
  *                                              (run QEMU with -icount shift=0)
@@ -109,13 +109,13 @@ static uint64_t instructions(void)
     return (uint64_t)timer_now() * TU_INSTRUCTIONS_PER_TICK;
 }
 
-static int simulate(const char *result, float seconds, float damping_after, float change_at)
+static int simulate(const char *result, float seconds, float damping_after, float change_at, int report_every)
 {
     tu_clock clock;
     clock.now = instructions;
     clock.unit = "instructions";
     timer_start();
-    tu_app_simulate(&trainer, seconds, damping_after, change_at, clock);
+    tu_app_simulate(&trainer, seconds, damping_after, change_at, clock, report_every);
     return finish(result);
 }
 #endif
@@ -189,11 +189,12 @@ int main(int argc, char **argv)
         return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault */
     }
 #if TU_PLANT == TU_PLANT_PENDULUM
-    if ((argc == 4 || argc == 6) && strcmp(argv[1], "simulate") == 0) {
-        return simulate(argv[2], (float)atof(argv[3]), argc == 6 ? (float)atof(argv[4]) : 0.0f,
-                        argc == 6 ? (float)atof(argv[5]) : -1.0f);
+    if ((argc == 4 || argc == 6 || argc == 7) && strcmp(argv[1], "simulate") == 0) {
+        return simulate(argv[2], (float)atof(argv[3]), argc >= 6 ? (float)atof(argv[4]) : 0.0f,
+                        argc >= 6 ? (float)atof(argv[5]) : -1.0f, argc == 7 ? atoi(argv[6]) : 1000);
     }
 #endif
-    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT] | fault\n");
+    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT [EVERY]] "
+           "| fault\n");
     return 2;
 }

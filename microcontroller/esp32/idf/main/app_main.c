@@ -21,5 +21,5 @@ void app_main(void)
            (unsigned)sizeof trainer, tu_status_string(st));
     clock.now = micros;
     clock.unit = "us";
-    printf("final c_hat %.4f\n", (double)tu_app_simulate(&trainer, TU_SIM_SECONDS, 0.0f, -1.0f, clock));
+    printf("final c_hat %.4f\n", (double)tu_app_simulate(&trainer, TU_SIM_SECONDS, 0.0f, -1.0f, clock, 1000));
 }

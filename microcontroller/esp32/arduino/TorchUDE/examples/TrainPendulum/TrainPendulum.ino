@@ -9,7 +9,7 @@ void setup() {
   Serial.begin(115200);
   tu_trainer_init(&trainer, TU_DEFAULT_SEED);
   tu_clock clock = {clock_micros, "us"};
-  float c_hat = tu_app_simulate(&trainer, TU_SIM_SECONDS, 0.0f, -1.0f, clock);
+  float c_hat = tu_app_simulate(&trainer, TU_SIM_SECONDS, 0.0f, -1.0f, clock, 1000);
   Serial.printf("final c_hat %.4f\n", (double)c_hat);
 }
 

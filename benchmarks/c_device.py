@@ -1,0 +1,188 @@
+"""The C trainer on an MCU-class core: Cortex-M4F under QEMU (mps2-an386), against the paper's ESP32.
+
+``python -m benchmarks.c_device`` (needs arm-none-eabi-gcc and qemu-system-arm; ``make test``
+installs them) builds the firmware for ``configs/pendulum_case_a_c.yaml`` (B = 2048) and
+measures, saving ``results/c_device/c_device.json`` and ``adaptation.png``:
+
+* memory: the trainer instance, ``.data + .bss`` and ``.text`` of the firmware;
+* instructions per update and per chunk of stream (40 samples, one 25 Hz tick), exactly, with
+  ``-icount shift=0`` and the CMSDK timer, and the time per update they project at 240 MHz for
+  1.0, 1.5 and 2.0 cycles per instruction (QEMU models no pipeline, cache or wait state; a
+  Cortex-M4 stands in for the ESP32's Xtensa LX6);
+* replay: the firmware reads the 60 s, 1 % noise stream of seeds 0-2 (written by the Python
+  simulator) through semihosting, trains 8000 updates and writes its weights back; Python scores
+  them (e_field, c_hat) and writes field.pt, field.json, metrics.json; the host build of the same
+  sources on the same stream gives the largest weight difference;
+* self-contained: the firmware simulates the pendulum itself (RK4, PCG32 noise), 60 s;
+* adaptation: a field pretrained on the host keeps training on the device
+  (``configs/pendulum_case_a_adapt_c.yaml``) while the damping changes from 0.40 to 0.55 at 60 s of
+  120 s: c_hat every 50 updates, the time to within 0.02 of 0.55, e_field against the new plant.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from microcontroller.ctrainer import CTrainer, load_weights, report_type, report_dict
+from microcontroller.files import read_result, write_stream
+from microcontroller.generate import spec_from_config, spec_from_run
+from microcontroller.golden import chunks, golden_stream
+from microcontroller.target import build_firmware, run_firmware, sizes
+from torch_ude.field import HybridField
+from torch_ude.metrics import evaluate_field
+from torch_ude.systems import SinglePendulum
+from torch_ude.training.data import StreamDataModule
+from torch_ude.training.outputs import RunOutputs, to_jsonable
+
+from .jet_runs import RESULTS, fit, save
+
+CONFIG = "configs/pendulum_case_a_c.yaml"
+ADAPT = "configs/pendulum_case_a_adapt_c.yaml"
+CPI = (1.0, 1.5, 2.0)
+MHZ = 240.0
+
+
+def _field(spec, weights, report) -> HybridField:
+    field = HybridField.from_seed(spec.system.known_field(spec.case), spec.seed, hidden=spec.field.mlp.sizes[1:-1])
+    return load_weights(field, weights, report["in_scale"], report["out_scale"])
+
+
+def _score(system, spec, field, duration, seed) -> dict:
+    dm = StreamDataModule(system, spec.case, duration=duration, noise=spec.noise, seed=seed)
+    return evaluate_field(field.evaluate, system, spec.case, dm.evaluation_states())
+
+
+def measure_instructions(spec, elf, folder: Path) -> dict:
+    """Instructions per update and per chunk (QEMU icount), and the projected time per update."""
+    run = run_firmware(elf, ["measure", "stream-seed0.bin"], cwd=folder, timeout_s=600, icount=True)
+    m = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk", run.output)
+    if run.returncode != 0 or m is None:
+        raise RuntimeError(f"the measure run failed:\n{run.output}")
+    per_update, per_chunk = int(m.group(1)), int(m.group(2))
+    return {"instructions_per_update": per_update, "instructions_per_chunk": per_chunk,
+            "projected_ms_per_update": {str(c): per_update * c / (MHZ * 1e3) for c in CPI},
+            "projected_ms_per_chunk": {str(c): per_chunk * c / (MHZ * 1e3) for c in CPI}}
+
+
+def replay(spec, elf, folder: Path, seed: int) -> dict:
+    """One replay on the emulated core, scored and compared with the host build."""
+    y, ticks, segment = golden_stream(spec, 60.0, spec.noise, seed=seed)
+    write_stream(folder / f"stream-seed{seed}.bin", y, ticks, segment)
+    t0 = time.perf_counter()
+    run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-seed{seed}.bin"], cwd=folder, timeout_s=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"the replay of seed {seed} failed:\n{run.output}")
+    ema, raw, report_bytes = read_result(folder / f"result-seed{seed}.bin")
+    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
+    field = _field(spec, ema, report)
+    metrics = _score(spec.system, spec, field, 60.0, seed)
+    host = CTrainer(spec, seed=seed)
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
+    host.steps(spec.max_steps - host.report()["updates"])
+    out = {"seed": seed, "e_field": metrics["e_field"], "e_field_visited": metrics["e_field_visited"],
+           "c_hat": metrics["c_hat"], "m": report["calibration"]["m"], "updates": report["updates"],
+           "counters": report["counters"], "qemu_wall_s": round(time.perf_counter() - t0, 1),
+           "max_weight_difference_to_host": float(np.abs(host.weights(True) - ema).max())}
+    outputs = RunOutputs(folder / f"replay-seed{seed}", "jet_matching_c_cortex_m4", spec.system, spec.case, seed,
+                         {"settings": spec.settings()})
+    outputs.start()
+    outputs.finish(field, {**out, "sigma_hat": report["calibration"]["sigma"], "lambda2": report["calibration"]["lambda2"],
+                           "reject_rate": None, "wall_s": out["qemu_wall_s"]})
+    return out
+
+
+def self_contained(spec, elf, folder: Path) -> dict:
+    """60 s on the firmware's own simulated pendulum."""
+    run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"the self-contained run failed:\n{run.output}")
+    ema, _, report_bytes = read_result(folder / "simulate.bin")
+    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
+    field = _field(spec, ema, report)
+    grid = spec.system.evaluation_grid()
+    visited = grid[spec.system.visited_region(grid)]
+    metrics = evaluate_field(field.evaluate, spec.system, spec.case, {"grid": grid, "visited": visited})
+    return {"c_hat_on_device": float(re.findall(r"c_hat ([\d.-]+)", run.output)[-1]),
+            "c_hat": metrics["c_hat"], "e_field_visited": metrics["e_field_visited"], "e_field": metrics["e_field"],
+            "m": report["calibration"]["m"]}
+
+
+def adaptation(folder: Path) -> dict:
+    """Pretrain on the host (C backend), then adapt on the device while the damping grows."""
+    pretrained = RESULTS / "c_device" / "pretrained"
+    fit(CONFIG, pretrained, 0, reuse=True)
+    spec = spec_from_run(pretrained, ADAPT)
+    elf = build_firmware(spec)
+    run = run_firmware(elf, ["simulate", "adapt.bin", "120", "0.55", "60", "50"], cwd=folder, timeout_s=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"the adaptation run failed:\n{run.output}")
+    points = [(float(t), float(c)) for t, c in re.findall(r"\(t ([\d.]+) s\).*?c_hat ([\d.-]+)", run.output)]
+    after = [(t - 60.0, c) for t, c in points if t > 60.0]
+    first = next((t for t, c in after if abs(c - 0.55) <= 0.02), None)
+    stays = next((t for i, (t, _) in enumerate(after) if all(abs(c - 0.55) <= 0.02 for _, c in after[i:])), None)
+    ema, _, report_bytes = read_result(folder / "adapt.bin")
+    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
+    field = _field(spec, ema, report)
+    new_plant = SinglePendulum(damping=0.55)
+    grid = new_plant.evaluation_grid()
+    metrics = evaluate_field(field.evaluate, new_plant, spec.case, {"grid": grid, "visited": grid[new_plant.visited_region(grid)]})
+    try:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5, 3))
+        ax = fig.subplots()
+        ax.plot([t for t, _ in points], [c for _, c in points], ".-", ms=3)
+        for level in (0.40, 0.55):
+            ax.axhline(level, color="k", lw=0.6, ls="--")
+        ax.axvline(60.0, color="r", lw=0.6)
+        ax.set_xlabel("stream time (s)")
+        ax.set_ylabel("c_hat on the device")
+        fig.tight_layout()
+        fig.savefig(folder / "adaptation.png", dpi=120)
+    except ImportError:
+        pass
+    return {"c_hat_over_time": points, "seconds_to_within_0.02": first, "seconds_to_stay_within_0.02": stays,
+            "final_c_hat": points[-1][1] if points else None, "e_field_new_plant": metrics["e_field"],
+            "e_field_visited_new_plant": metrics["e_field_visited"], "c_hat_new_plant": metrics["c_hat"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: see the module doc."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.c_device", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    folder = RESULTS / "c_device"
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = spec_from_config(CONFIG)
+    elf = build_firmware(spec)
+    out = {"sizes": sizes(elf), "replay": [replay(spec, elf, folder, s) for s in args.seeds]}
+    out["instructions"] = measure_instructions(spec, elf, folder)
+    out["self_contained"] = self_contained(spec, elf, folder)
+    out["adaptation"] = adaptation(folder)
+    r = out["replay"]
+    print(f"memory: tu_trainer {out['sizes']['trainer']:,} bytes; .data + .bss {out['sizes']['data'] + out['sizes']['bss']:,}; "
+          f".text {out['sizes']['text']:,}")
+    errors = ", ".join(f"{x['e_field_visited']:.5f}" for x in r)
+    dampings = ", ".join(f"{x['c_hat']:.4f}" for x in r)
+    print(f"replay (seeds {args.seeds}): e_field_visited {errors} (mean {np.mean([x['e_field_visited'] for x in r]):.5f}), "
+          f"c_hat {dampings}, host vs device weights within {max(x['max_weight_difference_to_host'] for x in r):.2g}")
+    ins = out["instructions"]
+    print(f"instructions: {ins['instructions_per_update']:,} per update, {ins['instructions_per_chunk']:,} per chunk; "
+          f"at 240 MHz " + ", ".join(f"CPI {c}: {v:.2f} ms" for c, v in ins["projected_ms_per_update"].items()))
+    sc, ad = out["self_contained"], out["adaptation"]
+    print(f"self-contained: c_hat {sc['c_hat']:.4f}, e_field_visited {sc['e_field_visited']:.5f}")
+    print(f"adaptation: within 0.02 of 0.55 after {ad['seconds_to_within_0.02']} s (stays after "
+          f"{ad['seconds_to_stay_within_0.02']} s), final c_hat {ad['final_c_hat']}, e_field_visited against the new "
+          f"plant {ad['e_field_visited_new_plant']:.5f}")
+    print(f"saved in {save('c_device', to_jsonable(out))}")
+
+
+if __name__ == "__main__":
+    main()
