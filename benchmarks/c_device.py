@@ -30,7 +30,7 @@ import torch
 
 from microcontroller.ctrainer import CTrainer, load_weights, report_type, report_dict
 from microcontroller.files import read_result, write_stream
-from microcontroller.generate import spec_from_config, spec_from_run
+from microcontroller.generate import headers_for, spec_from_config, spec_from_run
 from microcontroller.golden import chunks, golden_stream
 from microcontroller.target import build_firmware, run_firmware, sizes
 from torch_ude.field import HybridField
@@ -118,7 +118,7 @@ def adaptation(folder: Path) -> dict:
     pretrained = RESULTS / "c_device" / "pretrained"
     fit(CONFIG, pretrained, 0, reuse=True)
     spec = spec_from_run(pretrained, ADAPT)
-    elf = build_firmware(spec)
+    elf = build_firmware(headers_for(spec))
     run = run_firmware(elf, ["simulate", "adapt.bin", "120", "0.55", "60", "50"], cwd=folder, timeout_s=600)
     if run.returncode != 0:
         raise RuntimeError(f"the adaptation run failed:\n{run.output}")
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = RESULTS / "c_device"
     folder.mkdir(parents=True, exist_ok=True)
     spec = spec_from_config(CONFIG)
-    elf = build_firmware(spec)
+    elf = build_firmware(headers_for(spec))
     out = {"sizes": sizes(elf), "replay": [replay(spec, elf, folder, s) for s in args.seeds]}
     out["instructions"] = measure_instructions(spec, elf, folder)
     out["self_contained"] = self_contained(spec, elf, folder)

@@ -13,8 +13,8 @@ import json
 import shutil
 import subprocess
 
-from microcontroller.build import BUILD_ROOT, ROOT, build
-from microcontroller.generate import spec_from_config, write_headers
+from microcontroller.build import ROOT, build
+from microcontroller.generate import headers_for, spec_from_config
 
 from .jet_runs import save
 
@@ -39,14 +39,12 @@ def measure() -> dict:
     out = {}
     for name, (config, overrides) in CASES.items():
         spec = spec_from_config(config, overrides)
-        gen = BUILD_ROOT / f"gen-{spec.config_hash()}"
-        write_headers(spec, gen)
-        exe = build(gen, "program", [ROOT / "support" / "tu_sizes.c"])
+        exe = build(headers_for(spec), "program", [ROOT / "support" / "tu_sizes.c"])
         sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
         if shutil.which("arm-none-eabi-gcc"):
             from microcontroller.target import build_firmware, sizes as elf_sizes
 
-            sizes["cortex_m4"] = elf_sizes(build_firmware(spec))
+            sizes["cortex_m4"] = elf_sizes(build_firmware(headers_for(spec)))
         out[name] = sizes
     return out
 

@@ -16,8 +16,8 @@ import torch
 
 from torch_ude.field import HybridField
 
-from .build import BUILD_ROOT, build
-from .generate import DeviceSpec, write_headers
+from .build import build
+from .generate import DeviceSpec, headers_for
 
 __all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "COUNTERS", "STATUS"]
 
@@ -97,9 +97,7 @@ class CTrainer:
         self.spec = spec
         self.n = spec.field.n_states
         self.num_params = spec.field.num_parameters()
-        gen = Path(build_root or BUILD_ROOT) / f"gen-{spec.config_hash()}"
-        write_headers(spec, gen)
-        self.library = build(gen, "shared")
+        self.library = build(headers_for(spec, build_root), "shared")
         lib = ctypes.CDLL(str(self.library))
         i64p, i32p, f32p = (np.ctypeslib.ndpointer(t, flags="C_CONTIGUOUS") for t in (np.int64, np.int32, np.float32))
         lib.tu_trainer_size.restype = lib.tu_report_size.restype = ctypes.c_size_t

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .build import BUILD_ROOT, ROOT, build
-from .generate import spec_from_config, write_headers
+from .build import ROOT, build
+from .generate import headers_for, spec_from_config
 
 __all__ = ["FUZZ_CONFIG", "build_fuzzer", "fuzz", "main"]
 
@@ -37,9 +37,7 @@ def build_fuzzer(compiler: str = CLANG) -> Path:
         raise FileNotFoundError(f"{compiler} is not installed; `make test` installs clang-14 and libclang-rt-14-dev.")
     config, overrides = FUZZ_CONFIG
     spec = spec_from_config(ROOT.parent / config, overrides)
-    gen = BUILD_ROOT / f"gen-fuzz-{spec.config_hash()}"
-    write_headers(spec, gen)
-    return build(gen, "program", [ROOT / "tests" / "fuzz_stream.c"], compiler=compiler, opt="-O1",
+    return build(headers_for(spec), "program", [ROOT / "tests" / "fuzz_stream.c"], compiler=compiler, opt="-O1",
                  extra_flags=["-g", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"])
 
 

@@ -34,8 +34,8 @@ from torch_ude.systems import SinglePendulum, System
 from torch_ude.systems.double_pendulum import DoublePendulumField
 from torch_ude.systems.pendulum import PendulumField
 
-__all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "main",
-           "GENERATOR"]
+__all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "headers_for",
+           "main", "GENERATOR"]
 
 GENERATOR = "microcontroller.generate 1.0"
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
@@ -376,6 +376,15 @@ def write_headers(spec: DeviceSpec, out: str | Path) -> tuple[Path, Path]:
     for path, text in zip(paths, (config_header(spec), model_header(spec))):
         path.write_text(text)
     return paths
+
+
+def headers_for(spec: DeviceSpec, root: str | Path | None = None) -> Path:
+    """Write the headers of ``spec`` into the build cache (``root``/gen-<settings hash>) and return the folder."""
+    from .build import BUILD_ROOT
+
+    folder = Path(root or BUILD_ROOT) / f"gen-{spec.config_hash()}"
+    write_headers(spec, folder)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:

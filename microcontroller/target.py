@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .build import ROOT, build
-from .generate import DeviceSpec, write_headers
-from .build import BUILD_ROOT
 
 __all__ = ["ARM_FLAGS", "build_firmware", "run_firmware", "FirmwareRun", "sizes", "TARGET"]
 
@@ -38,11 +36,9 @@ def _need(tool: str) -> str:
     return path
 
 
-def build_firmware(spec: DeviceSpec, opt: str = "-O2") -> Path:
-    """Generate the headers for ``spec`` and build ``app.elf`` for the mps2-an386 (cached)."""
+def build_firmware(gen: str | Path, opt: str = "-O2") -> Path:
+    """Build ``app.elf`` for the mps2-an386 against the generated headers in ``gen`` (cached)."""
     _need(ARM_CC)
-    gen = BUILD_ROOT / f"gen-{spec.config_hash()}"
-    write_headers(spec, gen)
     return build(gen, "program", [*SUPPORT, TARGET / "startup.c", TARGET / "main.c"], compiler=ARM_CC, opt=opt,
                  extra_flags=ARM_FLAGS,
                  link_flags=["--specs=rdimon.specs", "-T", str(TARGET / "mps2_an386.ld"), "-Wl,--gc-sections",
@@ -83,3 +79,48 @@ def sizes(elf: Path) -> dict[str, int]:
     nm = subprocess.run([_need("arm-none-eabi-nm"), "-S", str(elf)], capture_output=True, text=True, check=True).stdout
     trainer = next(int(m.group(1), 16) for m in re.finditer(r"^[0-9a-f]+ ([0-9a-f]+) [bBdD] trainer$", nm, re.M))
     return {"text": sec.get("text", 0), "data": sec.get("data", 0), "bss": sec.get("bss", 0), "trainer": trainer}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: build the firmware for generated headers and run it under QEMU.
+
+    ``python -m microcontroller.target --gen DIR simulate result.bin 60`` (any firmware
+    arguments after the options: ``replay STREAM RESULT``, ``measure STREAM`` with ``--icount``,
+    ``simulate RESULT SECONDS [DAMPING AT [EVERY]]``). ``--stream FILE --config CONFIG`` writes
+    the stream file of a config's simulated plant instead (for ``replay``). Paths are relative
+    to ``--cwd`` (default: here). Returns the firmware's exit status.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m microcontroller.target", description=main.__doc__.split("\n")[0])
+    parser.add_argument("--gen", help="folder of tu_config.h and tu_model_data.h (python -m microcontroller.generate)")
+    parser.add_argument("--cwd", default=".", help="working directory of the firmware's files")
+    parser.add_argument("--icount", action="store_true", help="one instruction per ns of virtual time (measure)")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds before the emulation is cut")
+    parser.add_argument("--stream", help="write the simulated stream of --config to this file and stop")
+    parser.add_argument("--config", help="torch-ude config whose stream --stream writes")
+    args, firmware_args = parser.parse_known_args(argv)
+    if args.stream:
+        from .files import write_stream
+        from .generate import spec_from_config
+        from .golden import golden_stream
+
+        if not args.config:
+            parser.error("--stream needs --config.")
+        spec = spec_from_config(args.config)
+        write_stream(args.stream, *golden_stream(spec, spec.duration, spec.noise))
+        print(f"wrote {args.stream}")
+        return 0
+    if not args.gen or not firmware_args:
+        parser.error("give --gen DIR and the firmware's arguments (e.g. simulate result.bin 60).")
+    run = run_firmware(build_firmware(args.gen), firmware_args, cwd=args.cwd, timeout_s=args.timeout,
+                       icount=args.icount)
+    sys.stdout.write(run.output)
+    return run.returncode
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

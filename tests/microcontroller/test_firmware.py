@@ -10,7 +10,7 @@ import pytest
 
 from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
-from microcontroller.generate import spec_from_config
+from microcontroller.generate import headers_for, spec_from_config
 from microcontroller.golden import chunks, golden_stream
 from microcontroller.target import build_firmware, run_firmware, sizes
 from torch_ude.systems import SensorFaults
@@ -26,7 +26,7 @@ def firmware(tmp_path_factory):
     faults = SensorFaults(drop_rate=0.01, nan_rate=0.001, spike_rate=0.002, seed=4)
     y, ticks, segment = golden_stream(spec, 10.0, 0.01, faults)
     write_stream(folder / "stream.bin", y, ticks, segment)
-    return spec, build_firmware(spec), folder, (y, ticks, segment)
+    return spec, build_firmware(headers_for(spec)), folder, (y, ticks, segment)
 
 
 def test_the_emulated_core_and_the_host_build_train_the_same_weights(firmware):
