@@ -27,17 +27,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
-from microcontroller.ctrainer import CTrainer, load_weights, report_type, report_dict
+from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config, spec_from_run
 from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import build_firmware, run_firmware, sizes
-from torch_ude.field import HybridField
-from torch_ude.metrics import evaluate_field
+from microcontroller.target import build_firmware, export_result, run_firmware, sizes
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.data import StreamDataModule
-from torch_ude.training.outputs import RunOutputs, to_jsonable
+from torch_ude.training.outputs import to_jsonable
 
 from .jet_runs import RESULTS, fit, save
 
@@ -45,16 +44,6 @@ CONFIG = "configs/pendulum_case_a_c.yaml"
 ADAPT = "configs/pendulum_case_a_adapt_c.yaml"
 CPI = (1.0, 1.5, 2.0)
 MHZ = 240.0
-
-
-def _field(spec, weights, report) -> HybridField:
-    field = HybridField.from_seed(spec.system.known_field(spec.case), spec.seed, hidden=spec.field.mlp.sizes[1:-1])
-    return load_weights(field, weights, report["in_scale"], report["out_scale"])
-
-
-def _score(system, spec, field, duration, seed) -> dict:
-    dm = StreamDataModule(system, spec.case, duration=duration, noise=spec.noise, seed=seed)
-    return evaluate_field(field.evaluate, system, spec.case, dm.evaluation_states())
 
 
 def measure_instructions(spec, elf, folder: Path) -> dict:
@@ -77,23 +66,19 @@ def replay(spec, elf, folder: Path, seed: int) -> dict:
     run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-seed{seed}.bin"], cwd=folder, timeout_s=600)
     if run.returncode != 0:
         raise RuntimeError(f"the replay of seed {seed} failed:\n{run.output}")
-    ema, raw, report_bytes = read_result(folder / f"result-seed{seed}.bin")
-    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
-    field = _field(spec, ema, report)
-    metrics = _score(spec.system, spec, field, 60.0, seed)
+    dm = StreamDataModule(spec.system, spec.case, duration=60.0, noise=spec.noise, seed=seed)
+    metrics, _ = export_result(spec, folder / f"result-seed{seed}.bin", folder / f"replay-seed{seed}",
+                               states=dm.evaluation_states(), extra={"seed": seed})
+    ema, _, _ = read_result(folder / f"result-seed{seed}.bin")
     host = CTrainer(spec, seed=seed)
     for part in chunks(ticks, round(spec.fs / spec.train_rate)):
         host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
     host.steps(spec.max_steps - host.report()["updates"])
+    report = metrics["report"]
     out = {"seed": seed, "e_field": metrics["e_field"], "e_field_visited": metrics["e_field_visited"],
            "c_hat": metrics["c_hat"], "m": report["calibration"]["m"], "updates": report["updates"],
            "counters": report["counters"], "qemu_wall_s": round(time.perf_counter() - t0, 1),
            "max_weight_difference_to_host": float(np.abs(host.weights(True) - ema).max())}
-    outputs = RunOutputs(folder / f"replay-seed{seed}", "jet_matching_c_cortex_m4", spec.system, spec.case, seed,
-                         {"settings": spec.settings()})
-    outputs.start()
-    outputs.finish(field, {**out, "sigma_hat": report["calibration"]["sigma"], "lambda2": report["calibration"]["lambda2"],
-                           "reject_rate": None, "wall_s": out["qemu_wall_s"]})
     return out
 
 
@@ -102,15 +87,10 @@ def self_contained(spec, elf, folder: Path) -> dict:
     run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=600)
     if run.returncode != 0:
         raise RuntimeError(f"the self-contained run failed:\n{run.output}")
-    ema, _, report_bytes = read_result(folder / "simulate.bin")
-    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
-    field = _field(spec, ema, report)
-    grid = spec.system.evaluation_grid()
-    visited = grid[spec.system.visited_region(grid)]
-    metrics = evaluate_field(field.evaluate, spec.system, spec.case, {"grid": grid, "visited": visited})
+    metrics, _ = export_result(spec, folder / "simulate.bin")
     return {"c_hat_on_device": float(re.findall(r"c_hat ([\d.-]+)", run.output)[-1]),
             "c_hat": metrics["c_hat"], "e_field_visited": metrics["e_field_visited"], "e_field": metrics["e_field"],
-            "m": report["calibration"]["m"]}
+            "m": metrics["m"]}
 
 
 def adaptation(folder: Path) -> dict:
@@ -126,27 +106,17 @@ def adaptation(folder: Path) -> dict:
     after = [(t - 60.0, c) for t, c in points if t > 60.0]
     first = next((t for t, c in after if abs(c - 0.55) <= 0.02), None)
     stays = next((t for i, (t, _) in enumerate(after) if all(abs(c - 0.55) <= 0.02 for _, c in after[i:])), None)
-    ema, _, report_bytes = read_result(folder / "adapt.bin")
-    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
-    field = _field(spec, ema, report)
-    new_plant = SinglePendulum(damping=0.55)
-    grid = new_plant.evaluation_grid()
-    metrics = evaluate_field(field.evaluate, new_plant, spec.case, {"grid": grid, "visited": grid[new_plant.visited_region(grid)]})
-    try:
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(5, 3))
-        ax = fig.subplots()
-        ax.plot([t for t, _ in points], [c for _, c in points], ".-", ms=3)
-        for level in (0.40, 0.55):
-            ax.axhline(level, color="k", lw=0.6, ls="--")
-        ax.axvline(60.0, color="r", lw=0.6)
-        ax.set_xlabel("stream time (s)")
-        ax.set_ylabel("c_hat on the device")
-        fig.tight_layout()
-        fig.savefig(folder / "adaptation.png", dpi=120)
-    except ImportError:
-        pass
+    metrics, _ = export_result(spec, folder / "adapt.bin", system=SinglePendulum(damping=0.55))
+    fig = Figure(figsize=(5, 3))
+    ax = fig.subplots()
+    ax.plot([t for t, _ in points], [c for _, c in points], ".-", ms=3)
+    for level in (0.40, 0.55):
+        ax.axhline(level, color="k", lw=0.6, ls="--")
+    ax.axvline(60.0, color="r", lw=0.6)
+    ax.set_xlabel("stream time (s)")
+    ax.set_ylabel("c_hat on the device")
+    fig.tight_layout()
+    fig.savefig(folder / "adaptation.png", dpi=120)
     return {"c_hat_over_time": points, "seconds_to_within_0.02": first, "seconds_to_stay_within_0.02": stays,
             "final_c_hat": points[-1][1] if points else None, "e_field_new_plant": metrics["e_field"],
             "e_field_visited_new_plant": metrics["e_field_visited"], "c_hat_new_plant": metrics["c_hat"]}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .build import ROOT, build
 
-__all__ = ["ARM_FLAGS", "build_firmware", "run_firmware", "FirmwareRun", "sizes", "TARGET"]
+__all__ = ["ARM_FLAGS", "build_firmware", "run_firmware", "FirmwareRun", "sizes", "export_result", "TARGET"]
 
 TARGET = ROOT / "targets" / "cortex_m4"
 ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-ffunction-sections",
@@ -79,6 +79,53 @@ def sizes(elf: Path) -> dict[str, int]:
     nm = subprocess.run([_need("arm-none-eabi-nm"), "-S", str(elf)], capture_output=True, text=True, check=True).stdout
     trainer = next(int(m.group(1), 16) for m in re.finditer(r"^[0-9a-f]+ ([0-9a-f]+) [bBdD] trainer$", nm, re.M))
     return {"text": sec.get("text", 0), "data": sec.get("data", 0), "bss": sec.get("bss", 0), "trainer": trainer}
+
+
+def export_result(spec, result_file: str | Path, folder: str | Path | None = None, system=None,
+                  states: dict | None = None, extra: dict | None = None) -> tuple[dict, "HybridField"]:
+    """Score the weights a firmware wrote, and (with ``folder``) export them like every trainer.
+
+    Args:
+        spec: the settings the firmware was generated from.
+        result_file: the firmware's result file (`microcontroller.files.read_result`).
+        folder: where to write ``field.pt``, ``field.json`` and ``metrics.json`` (None: nowhere).
+        system: the plant to score against (default ``spec.system``; e.g. a changed plant).
+        states: ``{"grid", "visited"}`` states of the metrics (default: the plant's grid and its
+            visited part).
+        extra: further entries for ``metrics.json``.
+
+    Returns:
+        The metrics (e_field, e_field_visited, c_hat, the firmware's report) and the field
+        (float64, EMA weights).
+    """
+    import torch
+
+    from torch_ude.field import HybridField
+    from torch_ude.metrics import evaluate_field
+    from torch_ude.training.outputs import RunOutputs
+
+    from .ctrainer import load_weights, report_dict, report_type
+    from .files import read_result
+
+    system = system or spec.system
+    ema, _, report_bytes = read_result(result_file)
+    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
+    field = HybridField.from_seed(spec.system.known_field(spec.case), spec.seed, hidden=spec.field.mlp.sizes[1:-1])
+    load_weights(field, ema, report["in_scale"], report["out_scale"])
+    if states is None:
+        grid = system.evaluation_grid()
+        states = {"grid": grid, "visited": grid[system.visited_region(grid)]}
+    with torch.no_grad():
+        metrics = evaluate_field(field.evaluate, system, spec.case, states)
+    cal = report["calibration"] or {}
+    metrics.update({"sigma_hat": cal.get("sigma"), "m": cal.get("m"), "lambda2": cal.get("lambda2"),
+                    "reject_rate": None, "updates": report["updates"], "wall_s": None, "counters": report["counters"],
+                    "report": report, **(extra or {})})
+    if folder is not None:
+        outputs = RunOutputs(folder, "jet_matching_c_cortex_m4", system, spec.case, spec.seed, {"settings": spec.settings()})
+        outputs.start()
+        outputs.finish(field, metrics)
+    return metrics, field
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,9 @@ limit; files pass through semihosting. The full 60 s / 8000-update replay is in
 tests/microcontroller/test_backend.py; here a short stream checks that the emulated core and
 the host build of the same sources agree.
 """
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -12,7 +15,7 @@ from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
 from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import build_firmware, run_firmware, sizes
+from microcontroller.target import build_firmware, export_result, run_firmware, sizes
 from torch_ude.systems import SensorFaults
 
 SMALL = ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50",
@@ -92,3 +95,54 @@ def test_a_fault_ends_the_emulation_with_status_3(firmware):
     _, elf, folder, _ = firmware
     run = run_firmware(elf, ["fault"], cwd=folder, timeout_s=30)
     assert run.returncode == 3, run.output
+
+
+@pytest.fixture(scope="module")
+def device_run(tmp_path_factory):
+    """The paper's on-device experiment on the emulated core: configs/pendulum_case_a_c.yaml
+    (B = 2048, 8000 updates), the 60 s, 1 % noise stream of seed 0 replayed from a file."""
+    spec = spec_from_config("configs/pendulum_case_a_c.yaml")
+    folder = tmp_path_factory.mktemp("device")
+    y, ticks, segment = golden_stream(spec, 60.0, 0.01)
+    write_stream(folder / "stream.bin", y, ticks, segment)
+    elf = build_firmware(headers_for(spec))
+    run = run_firmware(elf, ["replay", "stream.bin", "result.bin"], cwd=folder, timeout_s=300)
+    return spec, folder, elf, run, (y, ticks, segment)
+
+
+def test_the_device_run_trains_8000_updates_and_python_scores_and_exports_it(device_run):
+    spec, folder, _, run, (y, ticks, segment) = device_run
+    assert run.returncode == 0, run.output
+    metrics, _ = export_result(spec, folder / "result.bin", folder / "run")
+    assert metrics["updates"] == 8000
+    assert metrics["e_field_visited"] < 0.003 and abs(metrics["c_hat"] - 0.40) < 0.012  # paper: 0.0020, 0.400
+    assert json.loads((folder / "run" / "metrics.json").read_text())["status"] == "finished"
+    assert (folder / "run" / "field.pt").is_file()
+    # the host build of the same sources on the same stream: the same field within float32 rounding
+    ema, _, _ = read_result(folder / "result.bin")
+    host = CTrainer(spec)
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
+    host.steps(spec.max_steps - host.report()["updates"])
+    assert np.abs(host.weights(True) - ema).max() < 1e-5
+
+
+def test_the_self_contained_device_run_learns_the_damping(device_run):
+    spec, folder, elf, _, _ = device_run
+    run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=300)
+    assert run.returncode == 0, run.output
+    metrics, _ = export_result(spec, folder / "simulate.bin")
+    assert abs(metrics["c_hat"] - 0.40) < 0.02 and metrics["e_field_visited"] < 0.005
+
+
+def test_a_forgetting_reservoir_follows_a_plant_that_changes(tmp_path):
+    # a small, fresh trainer: the damping grows from 0.40 to 0.55 at 30 s of 60 s
+    spec = spec_from_config("configs/pendulum_case_a_adapt_c.yaml", ["--model.stream.capacity", "512",
+                                                                      "--model.stream.forget_window", "512"])
+    run = run_firmware(build_firmware(headers_for(spec)), ["simulate", "adapt.bin", "60", "0.55", "30", "100"],
+                       cwd=tmp_path, timeout_s=300)
+    assert run.returncode == 0, run.output
+    c_hat = [(float(t), float(c)) for t, c in re.findall(r"\(t ([\d.]+) s\).*?c_hat ([\d.-]+)", run.output)]
+    before = [c for t, c in c_hat if 20.0 < t <= 30.0]
+    assert before and all(abs(c - 0.40) < 0.03 for c in before)
+    assert abs(c_hat[-1][1] - 0.55) < 0.03
