@@ -9,10 +9,11 @@ measures, saving ``results/c_device/c_device.json`` and ``adaptation.png``:
   ``-icount shift=0`` and the CMSDK timer, and the time per update they project at 240 MHz for
   1.0, 1.5 and 2.0 cycles per instruction (QEMU models no pipeline, cache or wait state; a
   Cortex-M4 stands in for the ESP32's Xtensa LX6);
-* replay: the firmware reads the 60 s, 1 % noise stream of seeds 0-2 (written by the Python
-  simulator) through semihosting, trains 8000 updates and writes its weights back; Python scores
-  them (e_field, c_hat) and writes field.pt, field.json, metrics.json; the host build of the same
-  sources on the same stream gives the largest weight difference;
+* replay: for run seeds 0-2 (the seed fixes the stream, the initial weights and the PCG32
+  draws, compiled into each firmware) the firmware reads the 60 s, 1 % noise stream (written by
+  the Python simulator) through semihosting, trains 8000 updates and writes its weights back;
+  Python scores them (e_field, c_hat) and writes field.pt, field.json, metrics.json; the host
+  build of the same sources on the same stream gives the largest weight difference;
 * self-contained: the firmware simulates the pendulum itself (RK4, PCG32 noise), 60 s;
 * adaptation: a field pretrained on the host keeps training on the device
   (``configs/pendulum_case_a_adapt_c.yaml``) while the damping changes from 0.40 to 0.55 at 60 s of
@@ -58,9 +59,12 @@ def measure_instructions(spec, elf, folder: Path) -> dict:
             "projected_ms_per_chunk": {str(c): per_chunk * c / (MHZ * 1e3) for c in CPI}}
 
 
-def replay(spec, elf, folder: Path, seed: int) -> dict:
-    """One replay on the emulated core, scored and compared with the host build."""
-    y, ticks, segment = golden_stream(spec, 60.0, spec.noise, seed=seed)
+def replay(folder: Path, seed: int) -> dict:
+    """One replay on the emulated core with run seed ``seed`` (stream, initial weights and PCG32
+    draws, compiled into its firmware), scored and compared with the host build."""
+    spec = spec_from_config(CONFIG, ["--seed_everything", str(seed)])
+    elf = build_firmware(headers_for(spec))
+    y, ticks, segment = golden_stream(spec, 60.0, spec.noise)
     write_stream(folder / f"stream-seed{seed}.bin", y, ticks, segment)
     t0 = time.perf_counter()
     run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-seed{seed}.bin"], cwd=folder, timeout_s=600)
@@ -70,7 +74,7 @@ def replay(spec, elf, folder: Path, seed: int) -> dict:
     metrics, _ = export_result(spec, folder / f"result-seed{seed}.bin", folder / f"replay-seed{seed}",
                                states=dm.evaluation_states(), extra={"seed": seed})
     ema, _, _ = read_result(folder / f"result-seed{seed}.bin")
-    host = CTrainer(spec, seed=seed)
+    host = CTrainer(spec)
     for part in chunks(ticks, round(spec.fs / spec.train_rate)):
         host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
     host.steps(spec.max_steps - host.report()["updates"])
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     spec = spec_from_config(CONFIG)
     elf = build_firmware(headers_for(spec))
-    out = {"sizes": sizes(elf), "replay": [replay(spec, elf, folder, s) for s in args.seeds]}
+    out = {"sizes": sizes(elf), "replay": [replay(folder, s) for s in args.seeds]}
     out["instructions"] = measure_instructions(spec, elf, folder)
     out["self_contained"] = self_contained(spec, elf, folder)
     out["adaptation"] = adaptation(folder)
