@@ -170,13 +170,17 @@ static void tu_outer_and_transpose(const float *w, const float *abar, const floa
     }
     for (; i < din; ++i) {
         float s0 = 0.0f;
+        if (hbar == NULL) { /* the first layer: no cotangent of the input is needed */
+            for (j = 0; j < dout; ++j) {
+                gw[j * din + i] += abar[j] * h[i];
+            }
+            continue;
+        }
         for (j = 0; j < dout; ++j) {
             gw[j * din + i] += abar[j] * h[i];
             s0 += abar[j] * w[j * din + i];
         }
-        if (hbar != NULL) {
-            hbar[i] = s0;
-        }
+        hbar[i] = s0;
     }
 }
 
