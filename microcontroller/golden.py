@@ -15,11 +15,13 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from torch_ude.calibration import noise_adaptive_weight_decay
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
 from torch_ude.prng import STREAM_BATCH, Pcg32
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamEstimator
+from torch_ude.training.data import StreamDataModule
 from torch_ude.update import apply_calibration, due_updates, jet_update
 
 from .generate import DeviceSpec
@@ -195,8 +197,6 @@ def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, 
     Returns:
         ``(y (k, n) float64, ticks (k,) int64, segment (k,) int64)``.
     """
-    from torch_ude.training.data import StreamDataModule
-
     dm = StreamDataModule(spec.system, spec.case, duration=duration, fs=spec.fs, noise=noise,
                           train_rate=spec.train_rate, faults=faults, seed=spec.seed if seed is None else seed)
     parts = []
@@ -215,11 +215,6 @@ def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.
     return {"run_seed": np.array([spec.seed]), "run_counters": np.array([c[k] for k in order]),
             "run_m": np.array([cal.m]), "run_updates": np.array([ref.updates]), "run_sigma": cal.sigma,
             "run_x_rms": cal.x_rms, "run_s1": cal.s1, "run_s2": cal.s2, "run_lambda2": np.array([cal.lambda2]),
-            "run_weight_decay": np.array([float(np.float32(_weight_decay(spec, cal.sigma_rel)))]),
+            "run_weight_decay": np.array([noise_adaptive_weight_decay(cal.sigma_rel, spec.weight_decay,
+                                                                      spec.weight_decay_full_at)]),
             "run_ema": ref.ema_weights, "run_raw": ref.raw_weights}
-
-
-def _weight_decay(spec: DeviceSpec, sigma_rel: float) -> float:
-    from torch_ude.calibration import noise_adaptive_weight_decay
-
-    return noise_adaptive_weight_decay(sigma_rel, spec.weight_decay, spec.weight_decay_full_at)
