@@ -16,6 +16,7 @@ from .rk4 import rk4_rollout as rk4_rollout, rk4_step as rk4_step
 from .savgol import SavitzkyGolay as SavitzkyGolay, optimal_dt as optimal_dt, savgol_rows as savgol_rows, snr2 as snr2
 from .systems import (
     DoublePendulum as DoublePendulum,
+    FrictionPendulum as FrictionPendulum,
     SinglePendulum as SinglePendulum,
     Simulator as Simulator,
     System as System,
@@ -29,5 +30,5 @@ __all__ = [
     "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2",
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
     "rk4_step", "rk4_rollout", "export_field", "load_field",
-    "System", "VectorField", "SinglePendulum", "DoublePendulum", "Simulator", "simulate",
+    "System", "VectorField", "SinglePendulum", "DoublePendulum", "FrictionPendulum", "Simulator", "simulate",
 ]

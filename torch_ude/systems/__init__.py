@@ -1,12 +1,13 @@
 """Plants: true fields, known models per case, simulator, excitation and noise."""
 from .base import System as System, VectorField as VectorField, ZeroField as ZeroField, check_states as check_states
 from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
+from .friction import FrictionField as FrictionField, FrictionPendulum as FrictionPendulum
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
 from .faults import SensorFaults as SensorFaults
 from .simulate import Recording as Recording, Simulator as Simulator, simulate as simulate
 
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states",
-    "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
+    "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField", "FrictionPendulum", "FrictionField",
     "Recording", "Simulator", "simulate", "SensorFaults",
 ]

@@ -8,6 +8,7 @@ trainer of the project.
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -182,6 +183,25 @@ class System(abc.ABC):
     def spec(self) -> dict:
         """``{"class_path": ..., "init_args": ...}``: the plant as a config file names it."""
         return {"class_path": f"{type(self).__module__}.{type(self).__qualname__}", "init_args": self.init_args()}
+
+    @staticmethod
+    def from_spec(spec: dict) -> System:
+        """The plant a `spec` (or a run's ``field.json`` ``"plant"`` entry) names.
+
+        Raises:
+            ValueError: if ``spec`` has no ``class_path``, or it does not name an importable
+                `System` subclass.
+        """
+        path = spec.get("class_path") if isinstance(spec, dict) else None
+        module, _, name = str(path).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), name) if module else None
+        except (ImportError, AttributeError):
+            cls = None
+        if not (isinstance(cls, type) and issubclass(cls, System)):
+            raise ValueError(f"the plant spec must name an importable torch_ude.systems.System subclass in "
+                             f"'class_path' (e.g. 'torch_ude.systems.SinglePendulum'); got {path!r}.")
+        return cls(**spec.get("init_args", {}))
 
     def known_field(self, case: str) -> VectorField:
         """The known model ``f_known`` for ``case`` (Eq. 2).
