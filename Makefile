@@ -23,7 +23,7 @@ $(STAMP): setup.cfg pyproject.toml | $(BIN)/python
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install "setuptools>=68.1" "scikit-build>=0.17" "cmake>=3.27" "ninja>=1.11" wheel
 	CMAKE_POLICY_VERSION_MINIMUM=3.5 $(BIN)/pip install --no-build-isolation "l4casadi>=2.0"
-	$(BIN)/pip install -e ".[dev,mhe]"
+	$(BIN)/pip install -e ".[dev,mhe,peers]"
 	touch $@
 
 demo: $(STAMP)
