@@ -16,7 +16,8 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb"}
+CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb",
+           "on_device_training.ipynb"}
 _KERNEL_PROBE = "import sys\nprint('KERNEL_PREFIX ' + sys.prefix)"
 
 
@@ -114,3 +115,25 @@ def test_baseline_vs_jet_reads_the_benchmark_json(tmp_path, monkeypatch):
     assert r["ratio_e_field_visited"]["baseline_K40"] == pytest.approx([0.4, 0.0022 / 0.0028])
     assert r["geometric_mean"] == {"ratio_e_field_visited_jet_v2_vs_baseline_K40": 0.5}
     assert not (tmp_path / "runs").exists()  # nothing was trained
+
+
+def test_on_device_training_runs_the_c_trainer_here(tmp_path, monkeypatch):
+    r = run_notebook("on_device_training.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "notebook (short settings)" and r["updates"] == 600
+    assert r["e_field_visited"] < 0.06 and r["e_field_visited"] > 0  # f_known alone: 0.128
+    assert abs(r["c_hat"] - 0.40) < abs(r["first_c_hat"] - 0.40) or abs(r["c_hat"] - 0.40) < 0.05
+    assert 512 * 3 * 2 * 4 < r["static_bytes"] < 60_000
+
+
+def test_on_device_training_reads_the_benchmark_json(tmp_path, monkeypatch):
+    path = tmp_path / "results" / "c_device" / "c_device.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({
+        "sizes": {"trainer": 61288, "data": 2780, "bss": 65632, "text": 72124},
+        "replay": [{"seed": s, "e_field_visited": 0.002 + 0.0001 * s, "c_hat": 0.396} for s in range(3)],
+        "instructions": {"instructions_per_update": 480000,
+                         "projected_ms_per_update": {"1.0": 2.0, "1.5": 3.0, "2.0": 4.0}},
+        "adaptation": {"c_hat_over_time": [[10.0, 0.40], [80.0, 0.55]]}}))
+    r = run_notebook("on_device_training.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "benchmark" and r["seeds"] == [0, 1, 2]
+    assert r["e_field_visited"] == pytest.approx([0.002, 0.0021, 0.0022]) and r["static_bytes"] == 61288
