@@ -14,6 +14,7 @@ from .metrics import (
 from .mlp import TanhMLP as TanhMLP
 from .rk4 import rk4_rollout as rk4_rollout, rk4_step as rk4_step
 from .savgol import SavitzkyGolay as SavitzkyGolay, optimal_dt as optimal_dt, savgol_rows as savgol_rows, snr2 as snr2
+from .sparse import Library as Library, ResidualEquations as ResidualEquations, fit_residual as fit_residual
 from .systems import (
     DoublePendulum as DoublePendulum,
     FrictionPendulum as FrictionPendulum,
@@ -29,6 +30,6 @@ __all__ = [
     "HybridField", "FieldJet", "TanhMLP", "JetLoss", "JetResult",
     "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2",
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
-    "rk4_step", "rk4_rollout", "export_field", "load_field",
+    "rk4_step", "rk4_rollout", "export_field", "load_field", "fit_residual", "Library", "ResidualEquations",
     "System", "VectorField", "SinglePendulum", "DoublePendulum", "FrictionPendulum", "Simulator", "simulate",
 ]

@@ -1,0 +1,119 @@
+"""Equations from a learned residual: exact recovery, uncertainties, estimators, the CLI and bad input."""
+import json
+
+import pytest
+import torch
+from sklearn.linear_model import Lasso
+
+from torch_ude import DoublePendulum, FrictionPendulum, HybridField, SinglePendulum, export_field
+from torch_ude.sparse import Library, OutsideVisitedRegionWarning, fit_residual, main
+
+
+def test_case_a_damping_is_recovered_exactly_from_the_true_field():
+    p = SinglePendulum()
+    eq = fit_residual(p.true_field(), p, "A", ["omega", "theta", "sin(theta)", "omega**3"], bootstrap=10)
+    c, std = eq.coefficient("omega", "omega")
+    assert c == pytest.approx(-0.40, abs=1e-12) and std < 1e-12
+    assert [t["term"] for t in eq.selected()] == ["omega"] and eq.selected()[0]["inclusion"] == 1.0
+    assert eq.coefficients[0] == [0.0] * 4 and eq.r2[0] is None  # theta' = omega is known: nothing to find
+    assert eq.equations()[1].startswith("omega' residual = -0.4000(+-0.0000) omega")
+    assert eq.n_outside == 0 and eq.n_states == int(p.visited_region(p.evaluation_grid()).sum())
+
+
+def test_friction_terms_are_recovered_with_a_library_that_holds_them():
+    p = FrictionPendulum()
+    library = ["omega", "tanh(omega/0.02)", "exp(-(omega/0.1)**2)*tanh(omega/0.02)", "omega**3", "sin(theta)"]
+    eq = fit_residual(p.true_field(), p, "A", library, channels=["omega"], threshold=0.01, bootstrap=10)
+    assert eq.channels == ["omega"]
+    for term, value in zip(library[:3], (p.damping, p.coulomb, p.static - p.coulomb)):
+        assert eq.coefficient("omega", term)[0] == pytest.approx(-value, rel=1e-9)
+    assert eq.coefficient("omega", "omega**3")[0] == 0.0 and eq.r2[0] == pytest.approx(1.0)
+
+
+def test_the_bootstrap_spread_grows_with_what_the_library_cannot_explain():
+    p = SinglePendulum()
+    true = p.true_field()
+
+    def field(x):
+        return true(x) + torch.stack([torch.zeros_like(x[:, 0]), 0.05 * torch.sin(7 * x[:, 0])], dim=1)
+
+    eq = fit_residual(field, p, "A", ["omega", "theta"], channels=["omega"], bootstrap=50)
+    c, std = eq.coefficient("omega", "omega")
+    assert 1e-5 < std < 0.01 and abs(c + 0.4) < 5 * std + 1e-3
+    assert eq.misfit_rms[0] > 0.01 and eq.r2[0] < 1.0
+
+
+def test_a_scikit_learn_estimator_can_replace_stlsq():
+    p = SinglePendulum()
+    eq = fit_residual(p.true_field(), p, "A", ["omega", "sin(theta)"], channels=["omega"],
+                      optimizer=Lasso(alpha=1e-6, fit_intercept=False), bootstrap=5)
+    assert eq.coefficient("omega", "omega")[0] == pytest.approx(-0.4, abs=1e-4)
+
+
+def test_states_outside_the_visited_region_give_a_stated_warning():
+    p = SinglePendulum()
+    grid = p.evaluation_grid()
+    outside = int((~p.visited_region(grid)).sum())
+    assert 0 < outside < 1681
+    with pytest.warns(OutsideVisitedRegionWarning, match=rf"{outside} of the 1681 states lie outside the region the "
+                                                         r"stream visited.*extrapolation"):
+        eq = fit_residual(p.true_field(), p, "A", ["omega"], states=grid, bootstrap=3)
+    assert eq.n_outside == outside
+
+
+@pytest.mark.parametrize("library, message", [
+    (["omega", "omega2"], r"uses omega2, which is not among the 2 state variables \['theta', 'omega'\]"),
+    (["foo(omega)"], r"uses foo, which is not among the 2 state variables"),
+    (["omega +"], r"the library term 'omega \+' is not an expression"),
+    (["omega", "2*omega/2"], r"repeats an earlier term"),
+    ([], r"must be a non-empty list of expressions"),
+    ("omega", r"must be a non-empty list of expressions"),
+])
+def test_bad_libraries_are_clear_errors(library, message):
+    with pytest.raises(ValueError, match=message):
+        fit_residual(SinglePendulum().true_field(), SinglePendulum(), "A", library)
+
+
+def test_a_library_for_another_state_dimension_is_an_error():
+    double = Library(["omega1", "sin(theta1 - theta2)"], DoublePendulum.state_names)
+    with pytest.raises(ValueError, match=r"built for 4 state variables .* but SinglePendulum has 2: "
+                                         r"\['theta', 'omega'\]"):
+        fit_residual(SinglePendulum().true_field(), SinglePendulum(), "A", double)
+
+
+def test_bad_channels_bootstrap_and_states_are_errors():
+    p = SinglePendulum()
+    with pytest.raises(ValueError, match=r"channels must name residual channels among the states"):
+        fit_residual(p.true_field(), p, "A", ["omega"], channels=["omega1"])
+    with pytest.raises(ValueError, match="bootstrap must be an integer >= 2"):
+        fit_residual(p.true_field(), p, "A", ["omega"], bootstrap=1)
+    with pytest.raises(ValueError, match=r"states must have shape \(N, 2\)"):
+        fit_residual(p.true_field(), p, "A", ["omega"], states=torch.zeros(5, 4))
+
+
+def test_cli_writes_the_equations_of_a_run_folder(tmp_path, capsys):
+    p = FrictionPendulum()
+    field = HybridField.from_seed(p.known_field("A"), 0)
+    export_field(field, tmp_path, p, "A")
+    result = main([str(tmp_path), "--library", "omega", "tanh(omega/0.02)", "--channels", "omega",
+                   "--bootstrap", "5", "--threshold", "0.0"])
+    saved = json.loads((tmp_path / "equations.json").read_text())
+    assert saved["uncertainty"] == "bootstrap over the states" and saved["library"] == ["omega", "tanh(omega/0.02)"]
+    assert saved["equations"] == result.equations() and capsys.readouterr().out.startswith("omega' residual = ")
+    direct = fit_residual(field, p, "A", ["omega", "tanh(omega/0.02)"], channels=["omega"], bootstrap=5, threshold=0.0)
+    assert result.coefficients[0] == pytest.approx(direct.coefficients[0], rel=1e-9, abs=1e-12)  # field.pt = field
+    assert result.std[0] == pytest.approx(direct.std[0], rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--library", "omega"], "field.pt does not exist"),
+    (["--library", "omega3"], "uses omega3, which is not among the 2 state variables"),
+])
+def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, args, message):
+    folder = tmp_path / "run"
+    if "omega3" in args:
+        export_field(HybridField.from_seed(SinglePendulum().known_field("A"), 0), folder, SinglePendulum(), "A")
+    with pytest.raises(SystemExit) as done:
+        main([str(folder), *args])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and message in err and err.count("\n") == 1

@@ -1,0 +1,284 @@
+"""Equations from a learned residual: sparse regression of ``N_theta`` on a user-given library.
+
+The last step of the UDE workflow ("learn the residual, then sparsify it"): after
+training ``F = f_known + N_theta``, evaluate the residual ``F(x) - f_known(x)`` on the
+states the stream visited and regress it on a library of candidate terms with a
+sparse optimizer, PySINDy's STLSQ by default or any scikit-learn linear estimator
+(`fit_residual`). The recovered terms come with uncertainties from a bootstrap over
+the states: the optimizer (selection included) is refitted on states resampled with
+replacement, giving each coefficient's standard deviation and how often its term was
+selected. This spread measures how well the library explains the learned residual;
+it does not contain the training data's noise, whose effect shows as the spread
+between fields trained on different seeds.
+
+From the command line, on a run folder written by ``torch-ude fit``::
+
+    python -m torch_ude.sparse runs/pendulum_case_a --library omega "sin(theta)" "omega**3"
+    python -m torch_ude.sparse RUN --library omega "tanh(omega/0.02)" --channels omega
+
+prints the equations and writes them to ``RUN/equations.json``. Needs the optional
+extra ``peers`` (``pip install 'torch-ude[peers]'``: pysindy, scikit-learn).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .export import load_field
+from .metrics import evaluation_states
+from .systems.base import System, check_states
+
+__all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "fit_residual", "main"]
+
+
+class OutsideVisitedRegionWarning(UserWarning):
+    """States outside the region the stream visited: the learned residual there is an extrapolation."""
+
+
+class Library:
+    """Candidate terms, each an expression in the plant's state names.
+
+    Expressions use the state names (e.g. ``theta``, ``omega``), numbers, ``+ - * / **``
+    and the functions sympy knows (``sin``, ``cos``, ``tanh``, ``exp``, ``Abs``,
+    ``sign``, ``atan``, ...), e.g. ``["omega", "tanh(omega/0.02)", "omega*Abs(omega)"]``.
+
+    Args:
+        expressions: the terms, at least one, no duplicates.
+        state_names: the names of the ``n`` state variables, in state order.
+
+    Raises:
+        ValueError: for an empty library, a duplicate, an expression that does not parse,
+            or one that uses a name that is not a state or a function sympy does not know.
+    """
+
+    def __init__(self, expressions: Sequence[str], state_names: Sequence[str]) -> None:
+        import sympy  # here, not at module import: it takes most of a second to load
+        from sympy.core.function import AppliedUndef
+
+        if isinstance(expressions, str) or not expressions:
+            raise ValueError(f"the library must be a non-empty list of expressions in the states "
+                             f"{list(state_names)}, e.g. ['{state_names[-1]}']; got {expressions!r}.")
+        self.state_names = tuple(str(s) for s in state_names)
+        symbols = {name: sympy.Symbol(name) for name in self.state_names}
+        self.names, exprs = [], []
+        for text in expressions:
+            try:
+                expr = sympy.parse_expr(str(text), local_dict=symbols)
+            except (SyntaxError, TypeError, ValueError, sympy.SympifyError) as err:
+                raise ValueError(f"the library term {text!r} is not an expression ({err}); write it in the state "
+                                 f"names {list(self.state_names)}, e.g. 'tanh({self.state_names[-1]}/0.02)'.") from None
+            unknown = sorted(str(s) for s in expr.free_symbols - set(symbols.values()))
+            undefined = sorted(str(f.func) for f in expr.atoms(AppliedUndef))
+            if unknown or undefined:
+                raise ValueError(
+                    f"the library term {text!r} uses {', '.join(unknown + undefined)}, which "
+                    f"{'is' if len(unknown + undefined) == 1 else 'are'} not among the {len(self.state_names)} "
+                    f"state variables {list(self.state_names)} (or a known function); build the library for "
+                    f"this plant's states.")
+            if expr in exprs:  # equal in sympy's canonical form (2*omega/2 is omega)
+                raise ValueError(f"the library term {text!r} repeats an earlier term; give each term once.")
+            self.names.append(str(text).strip())
+            exprs.append(expr)
+        args = [symbols[s] for s in self.state_names]
+        self._functions = [sympy.lambdify(args, e, "numpy") for e in exprs]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The library matrix ``Theta(x)``: (N, n) states -> (N, L) term values, float64."""
+        cols = [np.broadcast_to(np.asarray(f(*x.T), dtype=np.float64), (x.shape[0],)) for f in self._functions]
+        return np.stack(cols, axis=1)
+
+
+@dataclass
+class ResidualEquations:
+    """Terms recovered from a learned residual.
+
+    Attributes:
+        channels: the residual channels regressed (state names), length C.
+        terms: the library's term names, length L.
+        coefficients: fitted on all states, shape (C, L); 0 where a term was not selected.
+        std: bootstrap standard deviation of each coefficient, shape (C, L).
+        inclusion: fraction of bootstrap fits that selected each term, shape (C, L).
+        r2: fraction of each channel's residual variance the equation explains, (C,); None
+            for a channel whose residual is constant.
+        residual_rms: RMS of each channel's learned residual, (C,), units of dx/dt.
+        misfit_rms: RMS of learned residual minus equation, (C,).
+        n_states: states regressed on.
+        n_outside: of them, states outside the plant's visited region.
+        bootstrap: number of bootstrap fits.
+    """
+
+    channels: list[str]
+    terms: list[str]
+    coefficients: list[list[float]]
+    std: list[list[float]]
+    inclusion: list[list[float]]
+    r2: list[float | None]
+    residual_rms: list[float]
+    misfit_rms: list[float]
+    n_states: int
+    n_outside: int
+    bootstrap: int
+
+    def coefficient(self, channel: str, term: str) -> tuple[float, float]:
+        """``(coefficient, std)`` of ``term`` in ``channel`` (0 when not selected)."""
+        i, j = self.channels.index(channel), self.terms.index(term)
+        return self.coefficients[i][j], self.std[i][j]
+
+    def selected(self) -> list[dict]:
+        """The selected terms: ``{"channel", "term", "coefficient", "std", "inclusion"}`` each."""
+        return [{"channel": ch, "term": t, "coefficient": self.coefficients[i][j], "std": self.std[i][j],
+                 "inclusion": self.inclusion[i][j]}
+                for i, ch in enumerate(self.channels) for j, t in enumerate(self.terms) if self.coefficients[i][j]]
+
+    def equations(self, precision: int = 4) -> list[str]:
+        """One line per channel, e.g. ``"omega' residual = -0.3998(+-0.0002) omega   (R^2 0.9996)"``."""
+        lines = []
+        for i, ch in enumerate(self.channels):
+            parts = [f"{c:+.{precision}f}(+-{s:.{precision}f}) {t}"
+                     for c, s, t in zip(self.coefficients[i], self.std[i], self.terms) if c]
+            fit = "-" if self.r2[i] is None else f"{self.r2[i]:.4f}"
+            lines.append(f"{ch}' residual = {' '.join(parts) if parts else '0'}   (R^2 {fit})")
+        return lines
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary, with the equations and the uncertainty method."""
+        return asdict(self) | {"equations": self.equations(), "uncertainty": "bootstrap over the states"}
+
+
+def _default_optimizer(threshold: float):
+    try:
+        import pysindy
+    except ImportError:
+        raise ImportError("torch_ude.sparse's default optimizer is PySINDy's STLSQ; install it with "
+                          "pip install 'torch-ude[peers]', or pass a scikit-learn estimator as optimizer.") from None
+    return pysindy.STLSQ(threshold=threshold)
+
+
+def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, library: Library | Sequence[str],
+                 states: Tensor | None = None, channels: Sequence[str] | None = None, threshold: float = 0.05,
+                 optimizer: object | None = None, bootstrap: int = 200, seed: int = 0) -> ResidualEquations:
+    """Regress a trained field's residual ``F(x) - f_known(x)`` on a library, sparsely.
+
+    Args:
+        field: the trained field, ``(N, n) -> (N, n)`` (a `HybridField`, or the module of
+            a run's ``field.pt``), float64 states.
+        system: the plant it was trained on.
+        case: the case of its known model.
+        library: a `Library`, or expressions in ``system.state_names`` to build one.
+        states: states to regress on, shape (N, n); default the visited evaluation states
+            (`torch_ude.metrics.evaluation_states`).
+        channels: the residual channels (state names) to regress; default all.
+        threshold: STLSQ threshold of the default optimizer, in the coefficient's units.
+        optimizer: a PySINDy optimizer or scikit-learn linear estimator with
+            ``fit(Theta, Y)`` and ``coef_`` of shape (C, L), without intercept; default
+            ``pysindy.STLSQ(threshold)``.
+        bootstrap: bootstrap refits over resampled states (>= 2).
+        seed: seed of the resampling.
+
+    Returns:
+        The `ResidualEquations`.
+
+    Raises:
+        ValueError: for a library built for other state variables, unknown channels,
+            bad states, or ``bootstrap < 2``.
+
+    Warns:
+        OutsideVisitedRegionWarning: when some ``states`` lie outside the plant's visited
+            region, where the residual is an extrapolation of the network.
+    """
+    names = list(system.state_names)
+    if not isinstance(library, Library):
+        library = Library(library, names)
+    if list(library.state_names) != names:
+        raise ValueError(
+            f"the library is built for {len(library.state_names)} state variables {list(library.state_names)} "
+            f"but {type(system).__name__} has {len(names)}: {names}; build it with Library(expressions, "
+            f"system.state_names).")
+    channels = names if channels is None else list(channels)
+    if not channels or any(c not in names for c in channels):
+        raise ValueError(f"channels must name residual channels among the states {names}; got {channels!r}.")
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 2:
+        raise ValueError(f"bootstrap must be an integer >= 2 (refits for the uncertainties); got {bootstrap!r}.")
+    if states is None:
+        states = evaluation_states(system)["visited"]
+    check_states(states, system.n_states, "states")
+    states = states.to(torch.float64)
+    outside = int((~system.visited_region(states)).sum())
+    if outside:
+        warnings.warn(f"{outside} of the {states.shape[0]} states lie outside the region the stream visited "
+                      f"({type(system).__name__}.visited_region): the learned residual there is the network's "
+                      f"extrapolation, not something it was trained on; regress on visited states only "
+                      f"(the default) to read the physics it learned.", OutsideVisitedRegionWarning, stacklevel=2)
+    with torch.no_grad():
+        residual = (field(states) - system.known_field(case)(states)).numpy()
+    cols = [names.index(c) for c in channels]
+    y, theta = residual[:, cols], library(states.numpy())
+    estimator = _default_optimizer(threshold) if optimizer is None else optimizer
+    from sklearn.base import clone  # a dependency of pysindy and of any scikit-learn estimator
+
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():  # a channel without any selected term is a result ("0"), not a problem
+        warnings.filterwarnings("ignore", message="Sparsity parameter is too big")
+        coef = np.atleast_2d(clone(estimator).fit(theta, y).coef_)
+        draws = np.stack([np.atleast_2d(clone(estimator).fit(theta[i], y[i]).coef_)
+                          for i in (rng.integers(0, len(y), len(y)) for _ in range(bootstrap))])
+    misfit = y - theta @ coef.T
+    centred = ((y - y.mean(0)) ** 2).sum(0)
+    r2 = [1.0 - float((misfit[:, k] ** 2).sum() / centred[k]) if centred[k] > 0 else None
+          for k in range(len(cols))]
+    return ResidualEquations(
+        channels=channels, terms=list(library.names), coefficients=coef.tolist(),
+        std=draws.std(axis=0, ddof=1).tolist(), inclusion=(draws != 0).mean(axis=0).tolist(), r2=r2,
+        residual_rms=np.sqrt((y**2).mean(0)).tolist(), misfit_rms=np.sqrt((misfit**2).mean(0)).tolist(),
+        n_states=int(states.shape[0]), n_outside=outside, bootstrap=bootstrap)
+
+
+def main(argv: list[str] | None = None) -> ResidualEquations:
+    """``python -m torch_ude.sparse RUN_FOLDER --library ...``: equations from a run's learned residual.
+
+    Errors (a missing run, a bad library) are printed as one line with exit status 2.
+    """
+    ap = argparse.ArgumentParser(prog="python -m torch_ude.sparse", description=__doc__.split("\n\n")[0],
+                                 epilog="example: python -m torch_ude.sparse runs/pendulum_case_a --library omega "
+                                        "'sin(theta)' 'omega**3'")
+    ap.add_argument("run", type=Path, help="run folder with field.pt and field.json (written by torch-ude fit)")
+    ap.add_argument("--library", nargs="+", required=True, help="candidate terms in the plant's state names")
+    ap.add_argument("--channels", nargs="+", default=None, help="residual channels to regress (default: all)")
+    ap.add_argument("--states", choices=("visited", "grid"), default="visited",
+                    help="regress on the visited evaluation states (default) or the whole grid")
+    ap.add_argument("--threshold", type=float, default=0.05, help="STLSQ threshold (coefficient units)")
+    ap.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits for the uncertainties")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    ap.add_argument("--out", type=Path, default=None, help="JSON output (default: RUN/equations.json)")
+    args = ap.parse_args(argv)
+    try:
+        module, sidecar = load_field(args.run)
+        system = System.from_spec(sidecar["plant"])
+        dtype = getattr(torch, sidecar["dtype"])
+        result = fit_residual(lambda x: module(x.to(dtype)).to(torch.float64), system, sidecar["case"],
+                              args.library, states=evaluation_states(system)[args.states], channels=args.channels,
+                              threshold=args.threshold, bootstrap=args.bootstrap, seed=args.seed)
+    except (ValueError, FileNotFoundError, ImportError) as err:
+        ap.exit(2, f"{ap.prog}: error: {err}\n")
+    out = args.out or args.run / "equations.json"
+    out.write_text(json.dumps(result.to_dict() | {"run": str(args.run), "library": args.library}, indent=2) + "\n")
+    print("\n".join(result.equations()))
+    print(f"({result.n_states} states, uncertainties: standard deviation over {result.bootstrap} bootstrap fits; "
+          f"written to {out})")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
