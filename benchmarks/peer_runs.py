@@ -33,7 +33,7 @@ from torch_ude.systems.base import System
 from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import StreamDataModule
 
-__all__ = ["ROOT", "PLANTS", "peer_stream", "run_measured"]
+__all__ = ["ROOT", "PLANTS", "peer_stream", "trainer_job", "run_measured"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Plant -> (jet-matching config, RK4-baseline config); the stream is the jet config's.
@@ -63,6 +63,32 @@ def peer_stream(plant: str, noise: float, seed: int, duration: float | None = No
                           duration=data["duration"] if duration is None else duration, **settings)
     rec = simulate(dm.system, dm.duration, fs=dm.fs, noise=dm.noise, seed=dm.seed, substeps=dm.substeps)
     return dm, rec
+
+
+def trainer_job(plant: str, method: str, noise: float, seed: int, folder: Path, duration: float | None = None,
+                steps: int | None = None) -> dict:
+    """The ``torch-ude fit`` of a jet-matching (``"jet"``) or RK4-baseline (``"rk4"``) run of a plant.
+
+    Args:
+        plant: a key of `PLANTS`.
+        method: ``"jet"`` or ``"rk4"``.
+        noise, seed: the run's noise and seed.
+        folder: the benchmark's results folder; the run lives in
+            ``folder/trainer/<plant>_<method>_<noise>_<seed>``.
+        duration: stream length in s, or None for the config's.
+        steps: ``trainer.max_steps`` (updates or iterations), or None for the config's.
+
+    Returns:
+        ``{"config", "root", "seed", "overrides"}``, the arguments of `benchmarks.jet_runs.fit`
+        (config relative to the repository root).
+    """
+    overrides = ["--data.noise", str(noise)]
+    if duration is not None:
+        overrides += ["--data.duration", str(duration)]
+    if steps is not None:
+        overrides += ["--trainer.max_steps", str(steps)]
+    root = Path(folder) / "trainer" / f"{plant}_{method}_{noise}_{seed}"
+    return {"config": PLANTS[plant][method == "rk4"], "root": str(root), "seed": seed, "overrides": overrides}
 
 
 def _trainer_run(config: str, root: str, seed: int, overrides: list[str]) -> dict:

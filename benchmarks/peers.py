@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, save, summarize  # noqa: E402
-from benchmarks.peer_runs import PLANTS, peer_stream, run_measured  # noqa: E402
+from benchmarks.peer_runs import PLANTS, peer_stream, run_measured, trainer_job  # noqa: E402
 from benchmarks.peer_sindy import DEGREES, DIFFERENTIATIONS, MODES, THRESHOLDS, WINDOWS, choose  # noqa: E402
 
 NOISE = {"case_a": [0.01, 0.05], "friction": [0.001, 0.01, 0.05]}
@@ -88,15 +88,9 @@ def _run(plant: str, noise: float, seed: int, variant: str, args: argparse.Names
          sindy: dict, streams: dict) -> dict:
     """One measured run of ``variant`` (``streams`` holds the recorded streams, filled on demand)."""
     if variant in ("jet", "rk4"):
-        config = PLANTS[plant][variant == "rk4"]
-        overrides = ["--data.noise", str(noise)]
-        if args.duration is not None:
-            overrides += ["--data.duration", str(args.duration)]
-        steps = args.updates if variant == "jet" else args.iterations
-        if steps is not None:
-            overrides += ["--trainer.max_steps", str(steps)]
-        kind, kwargs = "trainer", {"config": config, "root": str(folder / "trainer" / f"{plant}_{variant}_{noise}_{seed}"),
-                                   "seed": seed, "overrides": overrides}
+        kind = "trainer"
+        kwargs = trainer_job(plant, variant, noise, seed, folder, args.duration,
+                             args.updates if variant == "jet" else args.iterations)
     elif variant.startswith("sindy_"):
         kind, kwargs = "sindy", {"options": sindy[variant]["settings"]}
     else:
@@ -141,7 +135,8 @@ def _summary(runs: list[dict]) -> dict:
         best = min(sindy, key=lambda v: sindy[v]["e_field_visited"]["mean"]) if sindy else None
         ratios = {}
         if "jet" in rows and best is not None:
-            ratios["jet_over_best_sindy"] = rows["jet"]["e_field_visited"]["mean"] / sindy[best]["e_field_visited"]["mean"]
+            jet = rows["jet"]["e_field_visited"]["mean"]
+            ratios["jet_over_best_sindy"] = jet / sindy[best]["e_field_visited"]["mean"]
         if "jet" in rows and "torchdiffeq_backprop" in rows:
             td = rows["torchdiffeq_backprop"]
             ratios["jet_over_torchdiffeq"] = rows["jet"]["e_field_visited"]["mean"] / td["e_field_visited"]["mean"]
@@ -187,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--updates", type=int, default=None, help="jet-matching updates (default: the config's)")
     ap.add_argument("--iterations", type=int, default=None,
                     help="Adam iterations of the RK4 baseline and torchdiffeq (default: 1200)")
-    ap.add_argument("--windows", type=int, nargs="+", default=list(WINDOWS), help="PySINDy Savitzky-Golay windows tried")
+    ap.add_argument("--windows", type=int, nargs="+", default=list(WINDOWS),
+                    help="PySINDy Savitzky-Golay windows tried")
     ap.add_argument("--thresholds", type=float, nargs="+", default=list(THRESHOLDS), help="STLSQ thresholds tried")
     ap.add_argument("--degrees", type=int, nargs="+", default=list(DEGREES), help="polynomial degrees tried")
     ap.add_argument("--name", default="peers", help="results folder name under results/")

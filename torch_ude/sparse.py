@@ -37,7 +37,7 @@ from .export import load_field
 from .metrics import evaluation_states
 from .systems.base import System, check_states
 
-__all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "fit_residual", "main"]
+__all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "fit_residual", "fit_run", "main"]
 
 
 class OutsideVisitedRegionWarning(UserWarning):
@@ -245,6 +245,29 @@ def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, l
         n_states=int(states.shape[0]), n_outside=outside, bootstrap=bootstrap)
 
 
+def fit_run(run: str | Path, library: Library | Sequence[str], states: str = "visited", **kwargs
+            ) -> ResidualEquations:
+    """`fit_residual` on the trained field of a run folder (``field.pt`` and ``field.json``).
+
+    Args:
+        run: a folder written by ``torch-ude fit`` (any trainer).
+        library: as for `fit_residual`, in the state names of the run's plant.
+        states: ``"visited"`` (the visited evaluation states) or ``"grid"`` (all of them).
+        **kwargs: further arguments of `fit_residual` (channels, threshold, optimizer, bootstrap, seed).
+
+    Raises:
+        FileNotFoundError: if the folder lacks the field files.
+        ValueError: for an unknown ``states`` or what `fit_residual` rejects.
+    """
+    if states not in ("visited", "grid"):
+        raise ValueError(f"states must be 'visited' or 'grid'; got {states!r}.")
+    module, sidecar = load_field(run)
+    system = System.from_spec(sidecar["plant"])
+    dtype = getattr(torch, sidecar["dtype"])
+    return fit_residual(lambda x: module(x.to(dtype)).to(torch.float64), system, sidecar["case"], library,
+                        states=evaluation_states(system)[states], **kwargs)
+
+
 def main(argv: list[str] | None = None) -> ResidualEquations:
     """``python -m torch_ude.sparse RUN_FOLDER --library ...``: equations from a run's learned residual.
 
@@ -264,12 +287,8 @@ def main(argv: list[str] | None = None) -> ResidualEquations:
     ap.add_argument("--out", type=Path, default=None, help="JSON output (default: RUN/equations.json)")
     args = ap.parse_args(argv)
     try:
-        module, sidecar = load_field(args.run)
-        system = System.from_spec(sidecar["plant"])
-        dtype = getattr(torch, sidecar["dtype"])
-        result = fit_residual(lambda x: module(x.to(dtype)).to(torch.float64), system, sidecar["case"],
-                              args.library, states=evaluation_states(system)[args.states], channels=args.channels,
-                              threshold=args.threshold, bootstrap=args.bootstrap, seed=args.seed)
+        result = fit_run(args.run, args.library, args.states, channels=args.channels, threshold=args.threshold,
+                         bootstrap=args.bootstrap, seed=args.seed)
     except (ValueError, FileNotFoundError, ImportError) as err:
         ap.exit(2, f"{ap.prog}: error: {err}\n")
     out = args.out or args.run / "equations.json"
