@@ -117,7 +117,7 @@ def _regress(xs: list[np.ndarray], xdots: list[np.ndarray], dt: float, known: Ve
     library = ps.PolynomialLibrary(degree=settings.degree) + ps.FourierLibrary(n_frequencies=1)
     model = ps.SINDy(optimizer=ps.STLSQ(threshold=settings.threshold), feature_library=library)
     with warnings.catch_warnings():  # "eliminated all coefficients" of a channel is a valid outcome here
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.filterwarnings("ignore", message="Sparsity parameter is too big")
         model.fit(xs, t=dt, x_dot=targets, feature_names=list(names))
     return SindyField(model, known if settings.mode == "residual" else None)
 
