@@ -35,7 +35,7 @@ from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, Si
 from mhe import residual_jacobian
 from mhe.kkt import prediction_loss
 from mhe.solver import WindowSolutions, cold_solve, lower_cost
-from mhe.training import load_experiment, write_pem_outputs
+from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 from mhe.vehicle import BAYESRACE_TRUTH, IDENTIFIED
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"{len(problem.windows)} windows of N = {problem.mhe.horizon}", flush=True)
     history = []
+    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
     with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
         est, t0 = pem.estimator, time.perf_counter()
 
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         result = pem.fit(record)
         report = final_report(est, problem, pem.solver, [pem.loop.starts.get(i) for i in range(len(problem.windows))],
                               starts)
-        paths = write_pem_outputs(args.out, problem, est, result, {"outer": exp.outer, "solver": exp.solver})
+        paths = write_pem_outputs(outputs, est, result)
     out = {"config": args.config, "overrides": overrides, "result": {**vars(result), "counters": vars(result.counters)},
            "final": report, "history": history,
            "first_at_most_10pct": next(({k: h[k] for k in ("iteration", "mean_rel_error", "loss", "wall_s")}

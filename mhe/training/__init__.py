@@ -2,6 +2,6 @@
 from .config import PEMExperiment as PEMExperiment, load_experiment as load_experiment
 from .data import IdentificationData as IdentificationData
 from .module import PEMModule as PEMModule
-from .outputs import write_pem_outputs as write_pem_outputs
+from .outputs import pem_outputs as pem_outputs, write_pem_outputs as write_pem_outputs
 
-__all__ = ["IdentificationData", "PEMModule", "PEMExperiment", "load_experiment", "write_pem_outputs"]
+__all__ = ["IdentificationData", "PEMModule", "PEMExperiment", "load_experiment", "pem_outputs", "write_pem_outputs"]

@@ -22,12 +22,14 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
+from torch_ude.training.outputs import RunOutputs
+
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..report import PEMResult, PEMStep
 from ..solver import SolverSettings, WindowSolver
-from .outputs import write_pem_outputs
+from .outputs import pem_outputs, write_pem_outputs
 
 __all__ = ["PEMModule"]
 
@@ -68,6 +70,7 @@ class PEMModule(L.LightningModule):
         self.loop: PEMLoop | None = None
         self.result: PEMResult | None = None
         self._restored: dict | None = None
+        self.outputs: RunOutputs | None = None
         self._t0 = 0.0
 
     def setup(self, stage: str) -> None:
@@ -91,6 +94,10 @@ class PEMModule(L.LightningModule):
         self.loop = PEMLoop(self.estimator, self.solver, self.outer, self.trainer.max_steps, collective)
         if self._restored is not None:
             self.loop.load_state_dict(self._restored)
+        self.outputs = pem_outputs(self.trainer.default_root_dir, self.problem,
+                                   {"outer": self.outer, "solver": self.solver_settings})
+        if self.global_rank == 0:
+            self.outputs.start()  # an earlier run's files go; metrics.json says "running"
         self._t0 = time.perf_counter()
 
     def _reduce(self, value: Tensor) -> Tensor:
@@ -145,8 +152,7 @@ class PEMModule(L.LightningModule):
         """Write the run files and end with the one-line summary."""
         self.result = self.loop.result(time.perf_counter() - self._t0, self.problem.relative_errors(self.estimator))
         if self.global_rank == 0:
-            paths = write_pem_outputs(self.trainer.default_root_dir, self.problem, self.estimator, self.result,
-                                      {"outer": self.outer, "solver": self.solver_settings})
+            paths = write_pem_outputs(self.outputs, self.estimator, self.result)
             rank_zero_info(self.result.summary(paths["metrics"].parent))
 
     def teardown(self, stage: str) -> None:

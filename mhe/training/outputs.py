@@ -1,4 +1,5 @@
-"""Run outputs of a PEM-MHE fit: ``field.pt``, ``field.json`` and ``metrics.json``.
+"""Run outputs of a PEM-MHE fit: ``field.pt``, ``field.json`` and ``metrics.json``, with the
+status protocol, atomic writes and records of every trainer (`torch_ude.training.outputs`).
 
 The project's `torch_ude.export.export_field` exports a ``HybridField`` of an autonomous
 plant; an identified state-space model has inputs, so ``field.pt`` here is the
@@ -16,14 +17,17 @@ import torch
 from torch import Tensor, nn
 
 from torch_ude import __version__
-from torch_ude.training.outputs import METRIC_KEYS, to_jsonable
+from torch_ude.atomic import atomic_path, write_text_atomic
+from torch_ude.export import FIELD_FILE, SIDECAR_FILE
+from torch_ude.training.data import run_seed
+from torch_ude.training.outputs import METRIC_KEYS, RunOutputs, to_jsonable
 
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..model import StateSpaceModel
 from ..report import PEMResult
 
-__all__ = ["write_pem_outputs"]
+__all__ = ["pem_outputs", "write_pem_outputs"]
 
 
 class _Field(nn.Module):
@@ -35,34 +39,56 @@ class _Field(nn.Module):
         return self.model.field(x, u, torch.zeros_like(x))
 
 
-def write_pem_outputs(directory: str | Path, problem: IdentificationProblem, estimator: MovingHorizonEstimator,
-                      result: PEMResult, config: dict[str, object]) -> dict[str, Path]:
-    """Write ``field.pt``, ``field.json`` and ``metrics.json`` of a PEM run into ``directory``.
+def pem_outputs(directory: str | Path, problem: IdentificationProblem, config: dict[str, object]) -> RunOutputs:
+    """The run files of a PEM run in ``directory`` (`torch_ude.training.outputs.RunOutputs`: marked
+    running at the start, written atomically, recording the seed, settings and versions).
+
+    Args:
+        directory: the run folder.
+        problem: the identification problem (its settings are recorded).
+        config: the front-end's settings (``outer``, ``solver``).
+    """
+    physics = problem.physics
+    return RunOutputs(directory, "pem_mhe", None, None, run_seed(), {**config, "problem": problem.describe()},
+                      plant=None if physics is None else type(physics).__name__)
+
+
+def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, result: PEMResult
+                      ) -> dict[str, Path]:
+    """Write ``field.pt``, ``field.json`` and ``metrics.json`` (``"status": "finished"``) of a PEM run.
 
     Both front-ends call this (the CLI's module and the benchmark's in-process identifier),
     so one experiment leaves the same files whichever way it ran.
 
     Args:
-        directory: the run folder.
-        problem: the identification problem (its settings go into ``field.json``).
+        outputs: the run's files (`pem_outputs`, started).
         estimator: the identified MHE (its model is exported).
         result: the run's `PEMResult`.
-        config: the front-end's settings (``outer``, ``solver``), recorded in ``field.json``.
 
     Returns:
         Paths of ``field.pt``, ``field.json`` and ``metrics.json``.
     """
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    c = result.counters
+    metrics = {k: None for k in METRIC_KEYS}
+    metrics.update(updates=c.updates, wall_s=result.wall_s)
+    metrics.update({"steps": c.steps, "J_final": result.loss, "parameters": result.parameters,
+                    "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
+                    "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
+                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason})
+    return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra), metrics)
+
+
+def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> tuple[Path, Path]:
     model: StateSpaceModel = estimator.model
     example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        torch.jit.trace(_Field(model).eval(), example, check_trace=False).save(str(out / "field.pt"))
+        with atomic_path(out / FIELD_FILE) as tmp:
+            torch.jit.trace(_Field(model).eval(), example, check_trace=False).save(str(tmp))
     physics = model.physics
     sidecar = {
-        "format": "torch-ude-mhe-model", "library_version": __version__,
+        "format": "torch-ude-mhe-model", "library_version": __version__, "torch_version": torch.__version__,
         "physics": None if physics is None else type(physics).__name__,
         "state_names": None if physics is None else list(physics.state_names),
         "input_names": None if physics is None else list(physics.input_names),
@@ -73,15 +99,7 @@ def write_pem_outputs(directory: str | Path, problem: IdentificationProblem, est
         "num_parameters": sum(p.numel() for p in estimator.parameters()),
         "input": {"shape": [["B", model.n_x], ["B", model.n_u]], "meaning": "states, inputs"},
         "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},
-        "config": to_jsonable({**config, "problem": problem.describe()}),
+        "extra": to_jsonable(extra),
     }
-    (out / "field.json").write_text(json.dumps(sidecar, indent=2) + "\n")
-    c = result.counters
-    metrics = {k: None for k in METRIC_KEYS}
-    metrics.update(updates=c.updates, wall_s=result.wall_s)
-    metrics.update({"trainer": "pem_mhe", "steps": c.steps, "J_final": result.loss, "parameters": result.parameters,
-                    "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
-                    "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
-                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason})
-    (out / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=2) + "\n")
-    return {"field": out / "field.pt", "sidecar": out / "field.json", "metrics": out / "metrics.json"}
+    write_text_atomic(out / SIDECAR_FILE, json.dumps(sidecar, indent=2) + "\n")
+    return out / FIELD_FILE, out / SIDECAR_FILE

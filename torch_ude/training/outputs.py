@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Callable
 import json
 import math
 from pathlib import Path
@@ -88,18 +89,20 @@ class RunOutputs:
     Args:
         directory: the run folder (``trainer.default_root_dir``), created if missing.
         trainer: the trainer's name, recorded in both JSON files.
-        system: the plant.
-        case: the known-model case.
+        system: the plant, or None for a trainer whose model is not a `System`'s field
+            (PEM-MHE); `finish` then needs its own writer (`finish_with`).
+        case: the known-model case (None without a ``system``).
         seed: the seed that fixed the stream and the initial weights.
         config: the run's settings (JSON-serializable after `to_jsonable`).
+        plant: the plant's name in the records (default: the system's class name).
     """
 
-    def __init__(self, directory: str | Path, trainer: str, system: System, case: str, seed: int,
-                 config: dict) -> None:
+    def __init__(self, directory: str | Path, trainer: str, system: System | None, case: str | None, seed: int,
+                 config: dict, plant: str | None = None) -> None:
         self.directory = Path(directory)
         self.system, self.case = system, case
         self.record = {
-            "trainer": trainer, "plant": type(system).__name__, "case": case, "seed": int(seed),
+            "trainer": trainer, "plant": plant or type(system).__name__, "case": case, "seed": int(seed),
             "config": to_jsonable(config), "library_version": __version__, "torch_version": torch.__version__,
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         }
@@ -144,11 +147,22 @@ class RunOutputs:
         Raises:
             KeyError: if a required metric key is missing.
         """
+        return self.finish_with(lambda folder, extra: export_field(field, folder, self.system, self.case, extra=extra),
+                                metrics)
+
+    def finish_with(self, write_field: Callable[[Path, dict], tuple[Path, Path]], metrics: dict) -> dict[str, Path]:
+        """`finish` with another exporter: ``write_field(folder, extra)`` writes ``field.pt`` and
+        ``field.json`` (atomically, recording ``extra``: trainer, seed, config, start time) and
+        returns their paths; then ``metrics.json`` says ``"status": "finished"``.
+
+        Raises:
+            KeyError: if a key of `METRIC_KEYS` is missing from ``metrics``.
+        """
         missing = [k for k in METRIC_KEYS if k not in metrics]
         if missing:
             raise KeyError(f"metrics.json must contain {list(METRIC_KEYS)}; missing {missing}.")
         extra = {k: self.record[k] for k in ("trainer", "seed", "config", "started")}
-        pt, js = export_field(field, self.directory, self.system, self.case, extra=extra)
+        pt, js = write_field(self.directory, extra)
         return {"field": pt, "sidecar": js, "metrics": self._write_metrics("finished", metrics)}
 
     def fail(self, reason: str, metrics: dict | None = None) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from mhe import PEMIdentifier
-from mhe.training import load_experiment, write_pem_outputs
+from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 from torch_ude.cli import main
 
 # 5 short windows span vx in [0.70, 1.47] m/s only, so s_bar_vx starts inside that data-derived box
@@ -23,7 +23,7 @@ def _fit_gn(tmp_path, *extra):
 def test_gauss_newton_config_fits_bounds_the_arrival_cost_and_ends_with_a_summary(tmp_path, caplog):
     metrics = _fit_gn(tmp_path, "--trainer.max_steps", "2")
     assert metrics["updates"] == 2 and metrics["failed_windows_total"] == 0 and metrics["stop_reason"] == ""
-    config = json.loads((tmp_path / "field.json").read_text())["config"]
+    config = json.loads((tmp_path / "field.json").read_text())["extra"]["config"]
     assert config["outer"]["optimizer"] == "gauss_newton" and config["outer"]["cold_check"]
     assert config["problem"]["arrival"]["box"][1] == [-1.0, 1.0]
     values = metrics["parameters"]
@@ -45,9 +45,15 @@ def test_a_config_run_in_process_is_the_cli_run(tmp_path):
     with PEMIdentifier(exp.problem, exp.max_steps, exp.outer, exp.solver) as pem:
         result = pem.fit()
     assert result.parameters == cli["parameters"] and result.loss == cli["J_final"]
-    paths = write_pem_outputs(tmp_path / "in_process", exp.problem, pem.estimator, result,
-                              {"outer": exp.outer, "solver": exp.solver})
-    assert json.loads(paths["metrics"].read_text())["parameters"] == cli["parameters"]
+    outputs = pem_outputs(tmp_path / "in_process", exp.problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    assert json.loads(outputs.metrics_path.read_text())["status"] == "running"
+    paths = write_pem_outputs(outputs, pem.estimator, result)
+    metrics = json.loads(paths["metrics"].read_text())
+    assert metrics["parameters"] == cli["parameters"] and metrics["status"] == "finished"
+    sidecar = json.loads(paths["sidecar"].read_text())
+    assert sidecar["extra"]["seed"] == metrics["seed"] and sidecar["torch_version"] == metrics["torch_version"]
+    assert cli["status"] == "finished" and cli["trainer"] == "pem_mhe" and "library_version" in cli
 
 
 @pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)

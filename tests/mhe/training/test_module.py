@@ -54,8 +54,8 @@ def test_one_process_run_logs_to_tensorboard_and_writes_run_files(tmp_path):
     out = field(torch.tensor([[1.5, 0.0, 0.5]], dtype=torch.float64), torch.tensor([[0.1, 0.4]], dtype=torch.float64))
     assert out.shape == (1, 3) and bool(torch.isfinite(out).all())
     sidecar = json.loads((root / "field.json").read_text())
-    assert sidecar["format"] == "torch-ude-mhe-model" and sidecar["config"]["outer"]["lr"] == 0.02
-    assert sidecar["config"]["problem"]["mhe"]["horizon"] == 6
+    assert sidecar["format"] == "torch-ude-mhe-model" and sidecar["extra"]["config"]["outer"]["lr"] == 0.02
+    assert sidecar["extra"]["config"]["problem"]["mhe"]["horizon"] == 6
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "lbfgs", "gauss_newton"])
