@@ -99,12 +99,13 @@ class CTrainer:
         self.num_params = spec.field.num_parameters()
         self.library = build(headers_for(spec, build_root), "shared")
         lib = ctypes.CDLL(str(self.library))
-        i64p, i32p, f32p = (np.ctypeslib.ndpointer(t, flags="C_CONTIGUOUS") for t in (np.int64, np.int32, np.float32))
+        f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
         lib.tu_trainer_size.restype = lib.tu_report_size.restype = ctypes.c_size_t
         lib.tu_trainer_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
-        lib.tu_trainer_push_chunk.argtypes = [ctypes.c_void_p, ctypes.c_int, i64p, i32p, f32p, ctypes.c_int,
-                                              ctypes.POINTER(ctypes.c_int)]
-        lib.tu_trainer_steps.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        # push_chunk runs once per chunk: plain addresses (checked in push_chunk) keep its call cheap
+        lib.tu_trainer_push_chunk.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.tu_trainer_steps.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
         lib.tu_trainer_weights.argtypes = [ctypes.c_void_p, ctypes.c_int, f32p, ctypes.c_int]
         lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
@@ -115,6 +116,8 @@ class CTrainer:
                                "update one to match the other.")
         self.static_bytes = int(lib.tu_trainer_size())
         self._memory = ctypes.create_string_buffer(self.static_bytes)
+        self._count = ctypes.c_int(0)  # the out-argument of push_chunk and steps
+        self._count_at = ctypes.addressof(self._count)
         self._check(lib.tu_trainer_init(self._memory, spec.seed if seed is None else int(seed)), "init")
 
     def _check(self, status: int, what: str) -> int:
@@ -135,19 +138,21 @@ class CTrainer:
         if y.ndim != 2 or y.shape[1] != self.n or ticks.shape != (k,) or segment.shape != (k,):
             raise ValueError(f"push_chunk needs y of shape (k, {self.n}) and ticks, segment of shape (k,); got "
                              f"{y.shape}, {ticks.shape}, {segment.shape}.")
-        due = ctypes.c_int(0)
-        status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks, segment, y, self.n, ctypes.byref(due))
+        self._count.value = 0
+        status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks.ctypes.data, segment.ctypes.data,
+                                                 y.ctypes.data, self.n, self._count_at)
         if status not in (0, -4):
             self._check(status, "push_chunk")
-        return due.value
+        return self._count.value
 
     def steps(self, count: int) -> int:
-        """Make up to ``count`` updates; returns how many were attempted (skipped ones included)."""
-        done = ctypes.c_int(0)
-        status = self._lib.tu_trainer_steps(self._memory, int(count), ctypes.byref(done))
+        """Make up to ``count`` updates; returns how many were applied (the skipped ones, for a
+        non-finite loss or gradient, are counted in ``report()["counters"]["skipped_updates"]``)."""
+        self._count.value = 0
+        status = self._lib.tu_trainer_steps(self._memory, int(count), self._count_at)
         if status not in (0, 1, -5):
             self._check(status, "steps")
-        return done.value
+        return self._count.value
 
     @property
     def ready(self) -> bool:

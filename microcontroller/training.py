@@ -79,14 +79,12 @@ class CJetMatchingModule(JetMatchingModule):
     def _make_updates(self, count: int) -> None:
         t0 = time.perf_counter()
         before = self.stats["updates"]
-        attempted = self.engine.steps(count)
-        report = self.engine.report()
-        made = report["updates"] - before
-        self.stats["updates"] = report["updates"]
-        self.stats["skipped_updates"] += attempted - made
+        made = self.engine.steps(count)
+        self.stats["updates"] = before + made
         self.stats["update_s"] += time.perf_counter() - t0
         self._count_updates(made)
-        if made and report["updates"] // self.log_every > before // self.log_every:
+        if made and self.stats["updates"] // self.log_every > before // self.log_every:
+            report = self.engine.report()
             loss = JetResult(loss=torch.tensor(report["loss"]), loss_r1=torch.tensor(report["loss_r1"]),
                              loss_r2=torch.tensor(report["loss_r2"]), grads=[])
             self._log_training(loss, report["grad_norm"], report["lr"])
@@ -118,7 +116,9 @@ class CJetMatchingModule(JetMatchingModule):
         return self.engine.static_bytes
 
     def run_metrics(self) -> dict:
-        """The jet-matching metrics plus ``static_bytes`` (the C trainer's static memory)."""
+        """The jet-matching metrics plus ``static_bytes`` (the C trainer's static memory); the
+        skipped-update count is the C trainer's own."""
+        self.stats["skipped_updates"] = self.engine.report()["counters"]["skipped_updates"]
         return {**super().run_metrics(), "static_bytes": self.engine.static_bytes}
 
     # ----- checkpoints ------------------------------------------------------------------------

@@ -137,7 +137,8 @@ int tu_trainer_ready(const tu_trainer *self);
  * TU_BATCH jets; TU_SKIPPED for a non-finite loss or gradient. */
 tu_status tu_trainer_step(tu_trainer *self);
 
-/** Run `count` updates; stops at the first error. *done (may be NULL) receives the number made. */
+/** Run `count` updates; stops at the first error. *done (may be NULL) receives the number of
+ * updates applied (skipped ones are counted in counters.skipped_updates, not here). */
 tu_status tu_trainer_steps(tu_trainer *self, int count, int *done);
 
 /** Copy TU_NUM_PARAMS weights into out: which = 0 the raw weights, 1 the EMA (the raw weights

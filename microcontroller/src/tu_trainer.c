@@ -389,14 +389,16 @@ tu_status tu_trainer_steps(tu_trainer *self, int count, int *done)
 {
     tu_status st = TU_OK;
     int i;
+    int made = 0;
     for (i = 0; i < count; ++i) {
         st = tu_trainer_step(self);
         if (st < 0) {
             break;
         }
+        made += st == TU_OK;
     }
     if (done != NULL) {
-        *done = i;
+        *done = made;
     }
     return st;
 }

@@ -1,5 +1,5 @@
 /* Host tests of the C trainer against golden vectors of the float32 Python reference
- * (microcontroller/golden.py), plus a finite-difference gradient check and API misuse.
+ * (microcontroller/golden.py), plus a finite-difference gradient check, skipped updates and API misuse.
  * Usage: run GOLDEN_FILE STREAM_FILE. Prints one line per test and "N passed, N failed". */
 #include <math.h>
 #include <stdio.h>
@@ -314,6 +314,23 @@ static int test_whole_run(void)
            && near("EMA weights", ema, tu_golden("run_ema").f, TU_NUM_PARAMS, 0.0f, TU_RUN_ATOL);
 }
 
+/* A weight made non-finite: every update is skipped and counted, none applied or reported as made.
+ * Runs after test_whole_run (a calibrated trainer with a full reservoir). */
+static int test_skipped_updates(void)
+{
+    tu_report before, after;
+    int done = -1;
+    tu_trainer_report(&trainer, &before);
+    trainer.params[0] = NAN;
+    EXPECT(tu_trainer_steps(&trainer, 3, &done) == TU_SKIPPED, "steps with a NaN weight did not report a skip");
+    tu_trainer_report(&trainer, &after);
+    EXPECT(done == 0, "steps reported %d updates made, want 0", done);
+    EXPECT(after.updates == before.updates, "update count moved from %d to %d", before.updates, after.updates);
+    EXPECT(after.counters.skipped_updates == before.counters.skipped_updates + 3u, "skipped %u -> %u, want +3",
+           before.counters.skipped_updates, after.counters.skipped_updates);
+    return 1;
+}
+
 static int test_api_misuse(void)
 {
     static tu_trainer blank; /* zeroed: never initialized */
@@ -379,6 +396,7 @@ int main(int argc, char **argv)
     run("clip_adam_ema", test_clip_adam_ema);
     run("gate", test_gate);
     run("whole_run", test_whole_run);
+    run("skipped_updates", test_skipped_updates);
     run("api_misuse", test_api_misuse);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
