@@ -11,6 +11,9 @@ from .base import System, VectorField, as_state
 
 __all__ = ["DoublePendulumField", "DoublePendulum"]
 
+# the 11 intermediate terms of Eq. (5)-(8) (spelled out so that TorchScript can compile the field)
+_Parts = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
+
 
 class DoublePendulumField(VectorField):
     """The double pendulum of Eq. (5)-(8), state ``(theta1, theta2, omega1, omega2)``.
@@ -32,8 +35,8 @@ class DoublePendulumField(VectorField):
         self.gravity, self.m1, self.m2 = float(gravity), float(m1), float(m2)
         self.l1, self.l2, self.c1, self.c2 = float(l1), float(l2), float(c1), float(c2)
 
-    def _parts(self, x: Tensor) -> tuple[Tensor, ...]:
-        th1, th2, w1, w2 = x.unbind(dim=1)
+    def _parts(self, x: Tensor) -> _Parts:
+        th1, th2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
         g, m1, m2, l1, l2 = self.gravity, self.m1, self.m2, self.l1, self.l2
         delta = th1 - th2
         sd, cd = torch.sin(delta), torch.cos(delta)

@@ -1,4 +1,5 @@
-"""Simulator: RK4 accuracy, reproducibility, chunking, noise scale, segments, bad input."""
+"""Simulator: RK4 accuracy, reproducibility, chunking, noise scale, segments, bad input, the compiled step."""
+import importlib
 import re
 
 import numpy as np
@@ -6,8 +7,9 @@ import pytest
 import torch
 
 from torch_ude import DoublePendulum, SinglePendulum
+from torch_ude.rk4 import RK4Step
 from tests.baselines.helpers import Explosive
-from torch_ude.systems import Simulator, simulate
+from torch_ude.systems import FrictionPendulum, PendulumField, Simulator, simulate
 from torch_ude.systems.simulate import check_simulator_settings
 
 
@@ -122,3 +124,36 @@ def test_a_diverging_plant_names_the_time_the_state_and_both_causes():
 def test_simulator_settings_are_checked_before_simulating(kwargs, error, match):
     with pytest.raises(error, match=match):
         check_simulator_settings(**{"fs": 1000.0, "noise": 0.01, "substeps": 1, **kwargs})
+
+
+@pytest.mark.parametrize("system", [SinglePendulum(reexcite_interval=(0.5, 1.0)), DoublePendulum(), FrictionPendulum()],
+                         ids=["pendulum", "double_pendulum", "friction"])
+def test_the_compiled_plant_step_gives_the_eager_stream_bit_for_bit(system, monkeypatch):
+    compiled = Simulator(system, noise=0.01, seed=2, rms_horizon=1.5)
+    assert isinstance(compiled._step, torch.jit.ScriptModule), "the plant's field no longer compiles"
+    # the package exports the function simulate under the module's name
+    monkeypatch.setattr(importlib.import_module("torch_ude.systems.simulate"), "_plant_step", RK4Step)
+    eager = Simulator(system, noise=0.01, seed=2, rms_horizon=1.5)
+    assert not isinstance(eager._step, torch.jit.ScriptModule)
+    a, b = compiled.read(4000), eager.read(4000)
+    assert np.array_equal(a.x, b.x) and np.array_equal(a.y, b.y)
+
+
+class NumpyField(PendulumField):
+    """The pendulum's field through numpy: TorchScript cannot compile it."""
+
+    def forward(self, x):
+        return torch.from_numpy(np.asarray(super().forward(x)))
+
+
+class NumpyPendulum(SinglePendulum):
+    def true_field(self):
+        return NumpyField(self.gravity, self.length, self.damping)
+
+
+def test_a_field_torchscript_cannot_compile_runs_eagerly_with_the_same_stream():
+    system = NumpyPendulum(reexcite_interval=(0.5, 1.0))
+    sim = Simulator(system, noise=0.01, seed=2, rms_horizon=1.5)
+    assert type(sim._step) is RK4Step
+    reference = Simulator(SinglePendulum(reexcite_interval=(0.5, 1.0)), noise=0.01, seed=2, rms_horizon=1.5)
+    assert np.array_equal(sim.read(3000).y, reference.read(3000).y)
