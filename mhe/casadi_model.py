@@ -9,10 +9,10 @@ weights are pushed with L4CasADi's mutable update, without recompiling.
 
 L4CasADi provides second derivatives of the network only where its adjoint seed does
 not depend on the decision variables, i.e. when the network is called at the top level
-of a constraint. Inside a composed RK4 step it is not, so models with a residual are
-*lifted* (`CasadiDynamics.lifted`): the four RK4 stage derivatives become NLP variables
-with constraints ``k_j = f_c(x + c_j h k_{j-1}, u, w)``. Physics-only models use the
-composed step in SX. L4CasADi evaluates in float32; `mhe.kkt.refine` polishes in float64.
+of a constraint. Inside a composed Runge-Kutta step it is not, so models with a residual are
+*lifted* (`CasadiDynamics.lifted`): the stage derivatives of the model's tableau
+(`mhe.discretization`) become NLP variables with constraints
+``k_j = f_c(x + h sum_{l<j} a_jl k_l, u, w)``. Physics-only models use the composed step in SX. L4CasADi evaluates in float32; `mhe.kkt.refine` polishes in float64.
 """
 from __future__ import annotations
 
@@ -24,18 +24,14 @@ import casadi as cs
 import numpy as np
 from torch import Tensor, nn
 
-from torch_ude.rk4 import rk4_step
-
+from .discretization import ButcherTableau
 from .model import NeuralResidual, StateSpaceModel
 
-__all__ = ["CASADI_OPS", "RK4_NODES", "CasadiDynamics"]
+__all__ = ["CASADI_OPS", "CasadiDynamics"]
 
 CASADI_OPS = SimpleNamespace(sin=cs.sin, cos=cs.cos, tan=cs.tan, atan=cs.atan, atan2=cs.atan2, tanh=cs.tanh,
-                             exp=cs.exp, log=cs.log, sqrt=cs.sqrt)
+                             exp=cs.exp, log=cs.log, sqrt=cs.sqrt, fabs=cs.fabs)
 """The math functions of `mhe.model.TORCH_OPS`, for CasADi symbols."""
-
-RK4_NODES = ((0.0, 1.0), (0.5, 2.0), (0.5, 2.0), (1.0, 1.0))
-"""Classical RK4: per stage j the node ``c_j`` (fraction of h) and the weight ``6 b_j``."""
 
 
 class _Rows(nn.Module):
@@ -58,11 +54,12 @@ class CasadiDynamics:
         name: unique name of the compiled library inside ``build_dir``.
 
     Attributes:
-        step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed RK4 step.
-        stages: ``casadi.Function('k', [x, u, w, p], [K])``, the RK4 stage derivatives
-            as columns of K (n_x, 4), for numeric start values of a lifted NLP.
+        step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed step of ``tableau``.
+        stages: ``casadi.Function('k', [x, u, w, p], [K])``, the stage derivatives as columns
+            of K (n_x, tableau.stages), for numeric start values of a lifted NLP.
+        tableau: the model's discretization (`mhe.discretization.ButcherTableau`).
         symbol: ``casadi.SX`` for physics-only models, ``casadi.MX`` with a residual.
-        lifted: whether NLPs must lift the RK4 stages (models with a residual).
+        lifted: whether NLPs must lift the stages (models with a residual).
         n_p: number of physical parameter values in ``p`` (all, identified or fixed).
         dt: the sample time.
     """
@@ -71,6 +68,7 @@ class CasadiDynamics:
         self.lifted = model.residual is not None
         self.symbol = cs.MX if self.lifted else cs.SX
         self.dt = model.dt
+        self.tableau: ButcherTableau = model.tableau
         names = model.physics.params.names if model.physics is not None else ()
         self.n_p = len(names)
         self._physics = None
@@ -93,11 +91,10 @@ class CasadiDynamics:
         sym = self.symbol
         x, u, w = sym.sym("x", model.n_x), sym.sym("u", model.n_u), sym.sym("w", model.n_w)
         p = sym.sym("p", self.n_p)
-        self.step = cs.Function("f_d", [x, u, w, p], [rk4_step(lambda s: self.field(s, u, w, p), x, model.dt)])
-        ks, prev = [], None
-        for c, _ in RK4_NODES:
-            prev = self.field(x if prev is None else x + (c * model.dt) * prev, u, w, p)
-            ks.append(prev)
+        self.step = cs.Function("f_d", [x, u, w, p], [self.tableau.step(lambda s: self.field(s, u, w, p), x, model.dt)])
+        ks: list = []
+        for j in range(self.tableau.stages):
+            ks.append(self.field(self.tableau.stage_state(x, ks, j, model.dt), u, w, p))
         self.stages = cs.Function("k", [x, u, w, p], [cs.horzcat(*ks)])
 
     def field(self, x, u, w, p):

@@ -21,6 +21,7 @@ from functools import cached_property
 import torch
 
 from .arrival import arrival_bounds
+from .discretization import tableau
 from .estimator import MHESettings, MovingHorizonEstimator
 from .model import NeuralResidual, PhysicsField, StateSpaceModel
 from .simulate import Recording
@@ -106,16 +107,20 @@ class IdentificationProblem:
         stride: samples between window starts.
         windows: use only the first this many windows (None: all).
         n_x: state dimension, needed only without physics.
+        discretization: the model's ``f_d``, one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
+            (`mhe.discretization`); the one that generated the data where known (BayesRace's
+            ``dstates``: Euler).
 
     Raises:
-        ValueError: without physics and residual, for ``windows < 1``, or for an arrival box
-            whose length is not the number of states.
+        ValueError: without physics and residual, for ``windows < 1``, for an arrival box
+            whose length is not the number of states, or for an unknown discretization.
     """
 
     def __init__(self, recording: RecordingSource | Recording, mhe: MHESettings, arrival: ArrivalCost,
                  measured: Sequence[int], physics: PhysicsField | None = None,
                  residual: ResidualSettings | None = None, stride: int = 1, windows: int | None = None,
-                 n_x: int | None = None) -> None:
+                 n_x: int | None = None, discretization: str = "rk4") -> None:
+        tableau(discretization)
         if physics is None and residual is None:
             raise ValueError("An identification problem needs physics, a residual or both; got neither.")
         if windows is not None and windows < 1:
@@ -124,7 +129,7 @@ class IdentificationProblem:
             raise ValueError("A model without physics needs n_x, the number of states; got n_x=None.")
         self.source, self.mhe, self.arrival = recording, mhe, arrival
         self.measured, self.physics, self.residual = tuple(int(i) for i in measured), physics, residual
-        self.stride, self.limit = stride, windows
+        self.stride, self.limit, self.discretization = stride, windows, discretization
         self.n_x = physics.n_x if physics is not None else int(n_x)
         if arrival.box is not None and len(arrival.box) != self.n_x:
             raise ValueError(f"arrival.box needs one entry ([lo, hi] or null) per state, {self.n_x}; got "
@@ -138,7 +143,7 @@ class IdentificationProblem:
         """
         args = {"recording": self.source, "mhe": self.mhe, "arrival": self.arrival, "measured": self.measured,
                 "physics": self.physics, "residual": self.residual, "stride": self.stride, "windows": self.limit,
-                "n_x": self.n_x}
+                "n_x": self.n_x, "discretization": self.discretization}
         unknown = sorted(set(changes) - set(args))
         if unknown:
             raise ValueError(f"replace() takes the constructor arguments {sorted(args)}; got unknown {unknown}.")
@@ -180,7 +185,7 @@ class IdentificationProblem:
             r = self.residual
             residual = NeuralResidual(self.n_x, n_u, r.width, r.in_scale, r.out_scale, r.seed)
         return StateSpaceModel(physics, residual, dt=self.recording.dt, measured=self.measured, n_x=self.n_x,
-                               n_u=n_u)
+                               n_u=n_u, discretization=self.discretization)
 
     def estimator(self) -> MovingHorizonEstimator:
         """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set)."""
@@ -215,4 +220,5 @@ class IdentificationProblem:
                     "identified": list(self.physics.params.free_names)},
                 "residual": None if self.residual is None else asdict(self.residual),
                 "measured": list(self.measured), "stride": self.stride, "windows": self.limit,
+                "discretization": self.discretization,
                 "mhe": asdict(self.mhe), "arrival": asdict(self.arrival)}

@@ -11,8 +11,9 @@ The continuous-time field ``f_c(x, u, w; theta)`` is written once, in torch:
 * gray-box: the sum of both.
 
 Process noise enters additively in continuous time, ``f_c = h(x, u; theta) + w``, held
-constant over a sample (``n_w = n_x``); ``f_d`` is one RK4 step of ``f_c`` at the sample
-time with ``u`` and ``w`` held (zero-order hold).
+constant over a sample (``n_w = n_x``); ``f_d`` is one explicit Runge-Kutta step of ``f_c`` at
+the sample time with ``u`` and ``w`` held (zero-order hold): Euler, RK4 or RKF45
+(`mhe.discretization`, RK4 by default).
 """
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ import torch
 from torch import Tensor, nn
 
 from torch_ude.mlp import TanhMLP
-from torch_ude.rk4 import rk4_step
 
 from .bounds import BoundedParameters
+from .discretization import tableau
 
 __all__ = ["TORCH_OPS", "PhysicsField", "NeuralResidual", "StateSpaceModel"]
 
 TORCH_OPS = SimpleNamespace(sin=torch.sin, cos=torch.cos, tan=torch.tan, atan=torch.atan, atan2=torch.atan2,
-                            tanh=torch.tanh, exp=torch.exp, log=torch.log, sqrt=torch.sqrt)
+                            tanh=torch.tanh, exp=torch.exp, log=torch.log, sqrt=torch.sqrt, fabs=torch.abs)
 """The math functions a `PhysicsField` may use, for torch tensors."""
 
 
@@ -127,7 +128,7 @@ def _scale(values: Sequence[float] | None, n: int, name: str) -> Tensor:
 
 
 class StateSpaceModel(nn.Module):
-    """``f_c = h_phys + N + w``, its RK4 discretization ``f_d`` and the output map (Eq. 1-2).
+    """``f_c = h_phys + N + w``, its discretization ``f_d`` and the output map (Eq. 1-2).
 
     Physics-only: ``residual=None``; neural: ``physics=None``; gray-box: both.
 
@@ -138,15 +139,19 @@ class StateSpaceModel(nn.Module):
         measured: indices of the measured states; ``C`` selects them, ``F = I``.
         n_x: state dimension, needed only without physics.
         n_u: input dimension, needed only without physics.
+        discretization: ``f_d`` as one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
+            (`mhe.discretization.TABLEAUS`).
 
     Raises:
-        ValueError: for no part at all, inconsistent dimensions or bad indices.
+        ValueError: for no part at all, inconsistent dimensions, bad indices or an unknown
+            discretization.
     """
 
     def __init__(self, physics: PhysicsField | None = None, residual: NeuralResidual | None = None,
                  dt: float = 0.02, measured: Sequence[int] = (0,), n_x: int | None = None,
-                 n_u: int | None = None) -> None:
+                 n_u: int | None = None, discretization: str = "rk4") -> None:
         super().__init__()
+        self.tableau = tableau(discretization)
         if physics is None and residual is None:
             raise ValueError("A StateSpaceModel needs physics, a neural residual or both; got neither.")
         if not dt > 0:
@@ -192,8 +197,8 @@ class StateSpaceModel(nn.Module):
         return out
 
     def step(self, x: Tensor, u: Tensor, w: Tensor) -> Tensor:
-        """``f_d``: one RK4 step of ``f_c`` over ``dt`` with ``u``, ``w`` held, (B, n_x) -> (B, n_x)."""
-        return rk4_step(lambda s: self.field(s, u, w), x, self.dt)
+        """``f_d``: one step of ``f_c`` over ``dt`` with ``u``, ``w`` held, (B, n_x) -> (B, n_x)."""
+        return self.tableau.step(lambda s: self.field(s, u, w), x, self.dt)
 
     def output(self, x: Tensor) -> Tensor:
         """Noise-free output ``C x``, (..., n_x) -> (..., n_y)."""

@@ -4,7 +4,7 @@ Decision vector ``(x_0..x_N, w_0..w_{N-1}, eta_1..eta_{N-1})`` and constraints
 ``(x_{k+1} - f_d(x_k, u~_k, w_k), y~_k - C x_k - F eta_k)`` come first, in the order of
 `mhe.point.KKTPoint.primal` / `KKTPoint.dual`; CasADi's Lagrangian is
 ``f + lam_g^T g``, so IPOPT's ``lam_g`` are the multipliers ``mu`` of Eq. (6) without a
-sign change. For lifted models (`CasadiDynamics.lifted`) the RK4 stage derivatives and
+sign change. For lifted models (`CasadiDynamics.lifted`) the Runge-Kutta stage derivatives and
 their defining constraints follow; eliminating them gives Eq. (4) back with the same
 ``v`` and ``mu``. The NLP parameters are the window data and the numeric ``alpha``, so
 one solver object serves all windows and all outer iterations.
@@ -18,7 +18,7 @@ import casadi as cs
 import numpy as np
 from torch import Tensor
 
-from .casadi_model import RK4_NODES, CasadiDynamics
+from .casadi_model import CasadiDynamics
 from .estimator import MovingHorizonEstimator
 
 __all__ = ["OuterValues", "MHESolution", "MHEProblem"]
@@ -114,7 +114,8 @@ class MHEProblem:
         """Symbols ``(v, p)``, cost and constraints of one window."""
         model, lay, dyn = estimator.model, estimator.layout, self.dynamics
         sym, n, h = dyn.symbol, estimator.settings.horizon, model.dt
-        n_k = 4 * n * lay.n_x if dyn.lifted else 0
+        tab = dyn.tableau
+        n_k = tab.stages * n * lay.n_x if dyn.lifted else 0
         v = sym.sym("v", self.n_v + n_k)
         o1, o2 = (n + 1) * lay.n_x, (n + 1) * lay.n_x + n * lay.n_w
         xs = cs.reshape(v[:o1], lay.n_x, n + 1)
@@ -128,11 +129,12 @@ class MHEProblem:
         dx = xs[:, 0] - s_bar
         cost = cs.dot(dx * dx, prec) + cs.sum2(cs.mtimes(q_inv.T, ws * ws)) + cs.sum2(cs.mtimes(r_inv.T, es * es))
         if dyn.lifted:
-            ks = cs.reshape(v[self.n_v:], lay.n_x, 4 * n)
-            k = [ks[:, j * n:(j + 1) * n] for j in range(4)]
-            nodes = [xs[:, :n]] + [xs[:, :n] + (c * h) * k[j - 1] for j, (c, _) in enumerate(RK4_NODES) if j > 0]
-            rhs = dyn.field(cs.horzcat(*nodes), cs.repmat(us, 1, 4), cs.repmat(ws, 1, 4), theta)
-            x_next = xs[:, :n] + (h / 6.0) * sum(b * kj for (_, b), kj in zip(RK4_NODES, k))
+            n_s = tab.stages
+            ks = cs.reshape(v[self.n_v:], lay.n_x, n_s * n)
+            k = [ks[:, j * n:(j + 1) * n] for j in range(n_s)]
+            nodes = [tab.stage_state(xs[:, :n], k, j, h) for j in range(n_s)]
+            rhs = dyn.field(cs.horzcat(*nodes), cs.repmat(us, 1, n_s), cs.repmat(ws, 1, n_s), theta)
+            x_next = tab.combine(xs[:, :n], k, h)
             g_stage = [cs.vec(ks - rhs)]
         else:
             x_next, g_stage = dyn.step.map(n)(xs[:, :n], us, ws, cs.repmat(theta, 1, n)), []
@@ -164,7 +166,8 @@ class MHEProblem:
         xs = v[:(n + 1) * nx].reshape(n + 1, nx)[:n].T
         ws = v[(n + 1) * nx:(n + 1) * nx + n * nx].reshape(n, nx).T
         theta = np.repeat(self._values.physics[:, None], n, axis=1)
-        k = np.asarray(self._stages(xs, u.T, ws, theta)).reshape(nx, n, 4).transpose(0, 2, 1).reshape(nx, 4 * n)
+        n_s = self.dynamics.tableau.stages
+        k = np.asarray(self._stages(xs, u.T, ws, theta)).reshape(nx, n, n_s).transpose(0, 2, 1).reshape(nx, n_s * n)
         return np.concatenate([v, k.T.reshape(-1)]), np.concatenate([mu, np.zeros(self.n_g - self.n_mu)])
 
     def solve(self, u: np.ndarray, y: np.ndarray, starts: list[tuple[np.ndarray, np.ndarray]]) -> list[MHESolution]:

@@ -16,8 +16,11 @@ and the yaw inertia Iz. The rear curvature Er is not identifiable from (vx, omeg
 the slip angles a racing line produces (its term changes the rear force by under 1 %;
 Cramer-Rao standard deviation 150 % of its value in ``benchmarks/mhe_vehicle_recovery.py``),
 so it is not identified; the specs m, lf, lr are known (``../shared/data/README.md``).
-The model assumes ``vx > 0`` (the data are generated at racing speeds), so ``|vx|`` of
-the BayesRace code is ``vx`` here, which keeps the field smooth.
+BayesRace's code takes ``|vx|`` inside both ``atan2`` (so a car rolling backwards sees the
+slip angles of one rolling forwards); ``abs_vx=True`` does the same, which the BayesRace files
+need (ETHZMobil's ``dstates`` have ``vx < 0`` for 68 samples). The default ``abs_vx=False``
+assumes ``vx > 0`` (our simulator runs at racing speeds) and keeps the field smooth; both are
+equal wherever ``vx > 0``.
 """
 from __future__ import annotations
 
@@ -65,25 +68,29 @@ class SingleTrackVehicle(PhysicsField):
             the ground truth.
         identify: names to identify; the rest are fixed. Defaults to `IDENTIFIED`.
         bounds: bounds of identified parameters; defaults to `BAYESRACE_BOUNDS`.
+        abs_vx: use ``|vx|`` inside the slip-angle ``atan2`` as BayesRace does (not smooth at
+            ``vx = 0``); False uses ``vx``.
     """
 
     state_names = ("vx", "vy", "omega")
     input_names = ("delta", "gamma")
 
     def __init__(self, values: Mapping[str, float] | None = None, identify: Sequence[str] | None = IDENTIFIED,
-                 bounds: Mapping[str, Bound] | None = None) -> None:
+                 bounds: Mapping[str, Bound] | None = None, abs_vx: bool = False) -> None:
         values = dict(BAYESRACE_TRUTH if values is None else values)
         missing = sorted(set(BAYESRACE_TRUTH) - set(values))
         if missing:
             raise ValueError(f"values is missing the parameters {missing}; give all of {sorted(BAYESRACE_TRUTH)}.")
         super().__init__(BoundedParameters(values, BAYESRACE_BOUNDS if bounds is None else bounds, identify))
+        self.abs_vx = bool(abs_vx)
 
     def vector_field(self, x: Sequence, u: Sequence, p: Mapping[str, object], ops: SimpleNamespace) -> list:
         """Eq. of Section 4.1 on components; see the module docstring."""
         vx, vy, omega = x
         delta, gamma = u
-        alpha_f = delta - ops.atan2(p["lf"] * omega + vy, vx)
-        alpha_r = ops.atan2(p["lr"] * omega - vy, vx)
+        speed = ops.fabs(vx) if self.abs_vx else vx
+        alpha_f = delta - ops.atan2(p["lf"] * omega + vy, speed)
+        alpha_r = ops.atan2(p["lr"] * omega - vy, speed)
         f_fy = _magic_formula(alpha_f, p["Bf"], p["Cf"], p["Df"], p["Ef"], p["Shf"], p["Svf"], ops)
         f_ry = _magic_formula(alpha_r, p["Br"], p["Cr"], p["Dr"], p["Er"], p["Shr"], p["Svr"], ops)
         f_rx = (p["Cm1"] - p["Cm2"] * vx) * gamma - p["Cr0"] - p["Cr2"] * vx * vx
