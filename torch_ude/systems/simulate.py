@@ -11,6 +11,7 @@ block are integrated side by side as one batch.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +59,9 @@ def _plant_step(field: torch.nn.Module, h: float) -> torch.nn.Module:
     tests/torch_ude/systems/test_simulate.py), the eager `RK4Step` when it does not."""
     step = RK4Step(field, h)
     try:
-        return torch.jit.script(step)
+        with warnings.catch_warnings():  # TorchScript's deprecation notice (see torch_ude.export)
+            warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
+            return torch.jit.script(step)
     except Exception:  # noqa: BLE001 - TorchScript rejects a module with RuntimeError, ValueError, OSError,
         return step     # its FrontendError and more; any of them means: run it eagerly
 
