@@ -76,12 +76,43 @@ class ResidualSettings:
         in_scale: typical magnitudes of ``[x, u]``, n_x + n_u numbers (None: ones).
         out_scale: typical magnitudes of the residual ``dx/dt``, n_x numbers (None: ones).
         seed: seed of the hidden layers' initial weights (the last layer starts at zero).
+        start: a run folder (jet matching, the RK4 baseline, the C trainer) whose trained field
+            gives the initial weights and both scales instead (`mhe.trained_field`; a
+            single-pendulum field, no inputs, ``width`` hidden units); ``in_scale``,
+            ``out_scale`` and ``seed`` must then be left at their defaults.
+
+    Raises:
+        ValueError: for ``start`` together with scales or a seed.
     """
 
     width: int
     in_scale: tuple[float, ...] | None = None
     out_scale: tuple[float, ...] | None = None
     seed: int = 0
+    start: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.start is not None and (self.in_scale is not None or self.out_scale is not None or self.seed != 0):
+            raise ValueError(f"A residual started from the trained field in {self.start} takes its weights and "
+                             "scales from it; leave in_scale, out_scale and seed unset.")
+
+    def build(self, n_x: int, n_u: int) -> NeuralResidual:
+        """The residual at its start: seeded with a zero last layer, or the trained field of ``start``.
+
+        Raises:
+            ValueError: if the trained field's network does not have ``n_x`` states, no inputs
+                and ``width`` hidden units.
+        """
+        if self.start is None:
+            return NeuralResidual(n_x, n_u, self.width, self.in_scale, self.out_scale, self.seed)
+        from .trained_field import TrainedField  # the trained field's module builds on this one
+
+        net = TrainedField.load(self.start).residual()
+        if (net.n_x, net.n_u, net.mlp.sizes[1]) != (n_x, n_u, self.width):
+            raise ValueError(f"The trained field in {self.start} has {net.n_x} states, {net.n_u} inputs and "
+                             f"{net.mlp.sizes[1]} hidden units; this problem's residual needs {n_x}, {n_u} and "
+                             f"{self.width}.")
+        return net
 
 
 @contextlib.contextmanager
@@ -168,7 +199,7 @@ class IdentificationProblem:
             raise ValueError(f"The recording has {rec.outputs.shape[-1]} output columns but measured lists "
                              f"{len(self.measured)} states {list(self.measured)}; give one index per output.")
         with _float64():
-            windows = make_windows(rec.inputs, rec.outputs, self.mhe.horizon, self.stride)
+            windows = make_windows(rec.inputs, rec.outputs, self.mhe.horizon, self.stride, rec.breaks)
         return windows if self.limit is None else windows[: self.limit]
 
     @property
@@ -180,10 +211,7 @@ class IdentificationProblem:
         """A new state-space model at the start values (its parameters are not shared with earlier models)."""
         physics = copy.deepcopy(self.physics)
         n_u = physics.n_u if physics is not None else self.recording.inputs.shape[-1]
-        residual = None
-        if self.residual is not None:
-            r = self.residual
-            residual = NeuralResidual(self.n_x, n_u, r.width, r.in_scale, r.out_scale, r.seed)
+        residual = None if self.residual is None else self.residual.build(self.n_x, n_u)
         return StateSpaceModel(physics, residual, dt=self.recording.dt, measured=self.measured, n_x=self.n_x,
                                n_u=n_u, discretization=self.discretization)
 

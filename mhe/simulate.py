@@ -23,19 +23,22 @@ Policy = Callable[[int, Tensor], Tensor]
 
 @dataclass(frozen=True)
 class Recording:
-    """A simulated recording sampled at ``dt``.
+    """A recording sampled at ``dt``, simulated or read from a log (`mhe.logs`).
 
     Attributes:
-        states: true states ``x_0..x_{T-1}``, shape (T, n_x).
+        states: true (or logged) states ``x_0..x_{T-1}``, shape (T, n_x); (T, 0) when unknown.
         inputs: applied inputs ``u_0..u_{T-1}``, shape (T, n_u).
         outputs: measured outputs ``y_0..y_{T-1}``, shape (T, n_y).
         dt: sample time in seconds.
+        breaks: rows ``t`` that do not follow row ``t - 1`` by one sample (rows dropped from a
+            log); no window spans one.
     """
 
     states: Tensor
     inputs: Tensor
     outputs: Tensor
     dt: float
+    breaks: tuple[int, ...] = ()
 
 
 def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps: int,

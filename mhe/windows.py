@@ -7,6 +7,7 @@ from ``t`` to ``t + 1`` and ``outputs[t]`` is measured at ``t``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -63,7 +64,8 @@ def _as_table(value: object, name: str) -> Tensor:
     return t
 
 
-def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1) -> Windows:
+def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1,
+                 breaks: Sequence[int] = ()) -> Windows:
     """Cut a recording into overlapping windows of horizon N (Eq. 3).
 
     Args:
@@ -71,13 +73,16 @@ def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1)
         outputs: measured outputs at the same instants, shape (T, n_y).
         horizon: the MHE horizon N >= 2 (each window spans N + 1 samples).
         stride: samples between consecutive window starts, >= 1.
+        breaks: rows ``t`` that do not follow row ``t - 1`` by one sample; windows spanning
+            one are left out (`mhe.simulate.Recording.breaks`).
 
     Returns:
-        The `Windows` starting at ``0, stride, 2 stride, ...`` that fit in the recording.
+        The `Windows` starting at ``0, stride, 2 stride, ...`` that fit in the recording
+        (and span no break).
 
     Raises:
         ValueError: for NaN or Inf rows, a different number of input and output rows,
-            or a horizon that does not fit in the data.
+            or a horizon that does not fit in the data (or in any stretch between breaks).
     """
     u, y = _as_table(inputs, "inputs"), _as_table(outputs, "outputs")
     if u.shape[0] != y.shape[0]:
@@ -90,5 +95,12 @@ def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1)
         raise ValueError(f"A window of horizon N={horizon} needs N + 1 = {horizon + 1} samples, but the data "
                          f"hold only {t}; shorten the horizon or supply a longer recording.")
     start = torch.arange(0, t - horizon, stride)
+    if len(breaks):
+        b = torch.as_tensor(list(breaks))
+        spans = ((b[None, :] > start[:, None]) & (b[None, :] <= start[:, None] + horizon)).any(dim=1)
+        start = start[~spans]
+        if not start.numel():
+            raise ValueError(f"No stretch between the breaks {list(breaks)[:5]} of the recording holds N + 1 = "
+                             f"{horizon + 1} samples; shorten the horizon or supply longer stretches.")
     k = start[:, None] + torch.arange(horizon)[None, :]
     return Windows(u[k], y[k + 1], start)

@@ -8,6 +8,7 @@ import torch
 from mhe import SingleTrackVehicle, StateSpaceModel
 from mhe.casadi_model import CasadiDynamics
 from mhe.discretization import EULER, RK4, RKF45, TABLEAUS, ButcherTableau, tableau
+from mhe.logs import BayesRaceRecording
 from tests.mhe.data import bayesrace_file
 from torch_ude.rk4 import rk4_step
 
@@ -79,15 +80,12 @@ def test_unknown_discretization_and_malformed_tableau_are_errors():
 def test_ground_truth_reproduces_the_bayesrace_transitions(name, key, method):
     # dstates[3:6] is an explicit-Euler trajectory and states[3:6] one RKF45 step per sample, both at
     # dt = 0.02 s with inputs[:, k] driving k -> k+1 and |vx| inside atan2 (BayesRace's model)
-    data = np.load(bayesrace_file(name))
-    x = torch.tensor(data[key][3:6].T)
-    u = torch.tensor(data["inputs"][[1, 0]].T)  # files: (throttle, steering); model: (delta, gamma)
-    model = StateSpaceModel(SingleTrackVehicle(abs_vx=True), dt=0.02, measured=(0, 2), discretization=method)
+    rec = BayesRaceRecording(str(bayesrace_file(name)), key).record()
+    x, u = rec.states, rec.inputs[:-1]
+    model = StateSpaceModel(SingleTrackVehicle(abs_vx=True), dt=rec.dt, measured=(0, 2), discretization=method)
     with torch.no_grad():
         pred = model.step(x[:-1], u, torch.zeros_like(x[:-1]))
-    err = (pred - x[1:]).abs().max()
-    assert float(err) <= 1e-12
-    with torch.no_grad():
-        worse = StateSpaceModel(model.physics, dt=0.02, measured=(0, 2), discretization="rk4").step(
+        worse = StateSpaceModel(model.physics, dt=rec.dt, measured=(0, 2), discretization="rk4").step(
             x[:-1], u, torch.zeros_like(x[:-1]))
+    assert float((pred - x[1:]).abs().max()) <= 1e-12
     assert float((worse - x[1:]).abs().max()) > 1e-3  # the test can tell discretizations apart
