@@ -9,9 +9,9 @@ before the fit to its end, and ``peak_rss_mb`` is the largest increase over the 
 the start (imports and the recorded stream are already loaded then; a forked child may
 also reuse heap the parent freed, so the figure is a lower bound of what the fit
 allocates). ``wall_s`` is the fit alone: for PySINDy the differentiation and regression,
-for torchdiffeq the optimization, for jet matching and the RK4 baseline the time
-measured inside ``torch-ude fit`` (jet matching's includes simulating and streaming the
-plant).
+for torchdiffeq the optimization, for PEM–MHE the outer loop (its L4CasADi build
+included), for jet matching and the RK4 baseline the time measured inside ``torch-ude fit``
+(jet matching's includes simulating and streaming the plant).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import torch
 import yaml
 
 from benchmarks.jet_runs import fit
+from benchmarks.peer_pem import PEMSettings, pem_fit
 from benchmarks.peer_sindy import SindySettings, sindy_fit
 from benchmarks.peer_torchdiffeq import torchdiffeq_fit
 from torch_ude.metrics import evaluate_field
@@ -98,10 +99,12 @@ def _trainer_run(config: str, root: str, seed: int, overrides: list[str]) -> dic
 
 
 def _peer_fit(kind: str, dm: StreamDataModule, rec: Recording, options: dict) -> tuple[Callable, dict]:
-    """A PySINDy or torchdiffeq fit on a stream: the fitted field and the fit's information."""
+    """A PySINDy, torchdiffeq or PEM–MHE fit on a stream: the fitted field and the fit's information."""
     if kind == "sindy":
         field, info = sindy_fit(dm.system, dm.case, rec, SindySettings(**options))
         return field, info | {"equations": field.equations()}
+    if kind == "pem":
+        return pem_fit(dm, PEMSettings(**options))
     field, info = torchdiffeq_fit(dm.system, dm.case, rec, dm.seed, **options)
     return field.evaluate, info
 
@@ -144,9 +147,10 @@ def run_measured(kind: str, **kwargs) -> dict:
 
     Args:
         kind: ``"trainer"`` (kwargs of a ``torch-ude fit``: config, root, seed, overrides),
-            ``"sindy"`` or ``"torchdiffeq"`` (kwargs: ``stream``, the ``(dm, rec)`` of
-            `peer_stream`, and ``options``, the `SindySettings` fields or the keyword
-            arguments of `torchdiffeq_fit`; the seed is the data module's).
+            ``"sindy"``, ``"torchdiffeq"`` or ``"pem"`` (kwargs: ``stream``, the ``(dm, rec)`` of
+            `peer_stream`, and ``options``, the `SindySettings` fields, the keyword arguments
+            of `torchdiffeq_fit` or the `benchmarks.peer_pem.PEMSettings` fields; the seed is
+            the data module's).
 
     Raises:
         RuntimeError: if the run failed; the message names the run and the child's error.

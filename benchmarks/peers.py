@@ -11,7 +11,12 @@ on the data module's evaluation states: ``e_field``, ``e_field_visited``, ``c_ha
   differentiation or a Savitzky-Golay smoothed one (`benchmarks.peer_sindy`; window,
   threshold and degree chosen on seed 0 of each plant and noise level, then fixed);
 * ``torchdiffeq_backprop`` / ``torchdiffeq_adjoint``: the baseline's UDE and objective with
-  torchdiffeq's gradient (`benchmarks.peer_torchdiffeq`), the adjoint on ``--adjoint-seeds``.
+  torchdiffeq's gradient (`benchmarks.peer_torchdiffeq`), the adjoint on ``--adjoint-seeds``;
+* ``pem_theta`` / ``pem_theta_omega``: physics-only PEM–MHE (an identified damping) from theta
+  alone (omega unmeasured) or from both; ``pem_gray_theta``: gray-box PEM–MHE from theta (the
+  known model plus the 2-16-16-2 residual, started as `mhe` starts it, with the jet run's
+  calibration scales); ``pem_gray_theta_warm``: the same started from the jet-matching run's
+  trained field (`benchmarks.peer_pem`; the gray-box rows on ``--pem-gray-noise`` only).
 
 Each run is made in a fresh process that measures its wall time and peak memory
 (`benchmarks.peer_runs.run_measured`). Plants: ``case_a`` (single pendulum, Case A,
@@ -19,7 +24,12 @@ noise 1 % and 5 %) and ``friction`` (`torch_ude.systems.FrictionPendulum`, noise
 and 5 %).
 
     python -m benchmarks.peers [--plants case_a friction] [--seeds 0 1 2]
-        [--methods jet rk4 sindy torchdiffeq] [--adjoint-seeds 0] [--fresh]
+        [--methods jet rk4 sindy torchdiffeq pem] [--adjoint-seeds 0] [--fresh]
+
+The comparison with PEM–MHE (Case A at 0, 0.1, 1 and 5 % noise) is the same command:
+
+    python -m benchmarks.peers --plants case_a --case-a-noise 0 0.001 0.01 0.05 \
+        --methods jet rk4 pem --name jet_vs_pem
 
 Finished runs are kept in ``results/peers/runs/`` and reused (unless ``--fresh``) when
 their settings are unchanged. Writes ``results/peers/peers.json`` and ``peers.png``.
@@ -37,11 +47,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, save, summarize  # noqa: E402
+from benchmarks.peer_pem import PEM_VARIANTS, reach_ratio  # noqa: E402
 from benchmarks.peer_runs import PLANTS, peer_stream, run_measured, trainer_job  # noqa: E402
 from benchmarks.peer_sindy import DEGREES, DIFFERENTIATIONS, MODES, THRESHOLDS, WINDOWS, choose  # noqa: E402
 
 NOISE = {"case_a": [0.01, 0.05], "friction": [0.001, 0.01, 0.05]}
-METHODS = ("jet", "rk4", "sindy", "torchdiffeq")
+METHODS = ("jet", "rk4", "sindy", "torchdiffeq", "pem")
 SINDY = tuple(f"sindy_{mode}_{diff}" for mode in MODES for diff in DIFFERENTIATIONS)
 
 
@@ -93,6 +104,8 @@ def _run(plant: str, noise: float, seed: int, variant: str, args: argparse.Names
                              args.updates if variant == "jet" else args.iterations)
     elif variant.startswith("sindy_"):
         kind, kwargs = "sindy", {"options": sindy[variant]["settings"]}
+    elif variant.startswith("pem_"):
+        kind, kwargs = "pem", {"options": _pem_options(plant, variant, noise, seed, args, folder)}
     else:
         mode = variant.removeprefix("torchdiffeq_")
         kind, kwargs = "torchdiffeq", {"options": {"mode": mode, "iterations": args.iterations or 1200}}
@@ -113,12 +126,33 @@ def _run(plant: str, noise: float, seed: int, variant: str, args: argparse.Names
                    args.fresh) | {"plant": plant, "noise": noise, "seed": seed, "variant": variant}
 
 
-def _variants(methods: list[str], seed: int, adjoint_seeds: list[int]) -> list[str]:
+def _pem_options(plant: str, variant: str, noise: float, seed: int, args: argparse.Namespace, folder: Path) -> dict:
+    """The `benchmarks.peer_pem.PEMSettings` of a PEM–MHE variant; a gray-box one reads the jet run's field."""
+    options = dict(PEM_VARIANTS[variant])
+    warm = options.pop("warm", False)
+    if options["variant"] == "gray":
+        jet = Path(trainer_job(plant, "jet", noise, seed, folder, args.duration, args.updates)["root"])
+        if warm:
+            options["start"] = str(jet)
+        else:
+            sidecar = json.loads((jet / "field.json").read_text())
+            options["scales"] = [sidecar["in_scale"], sidecar["out_scale"]]
+        options["max_steps"] = args.pem_gray_steps
+    return options
+
+
+def _variants(methods: list[str], seed: int, adjoint_seeds: list[int], gray: bool) -> list[str]:
+    """The variants of one run, in order (a gray-box PEM–MHE variant needs the jet run, made first)."""
     out = [m for m in ("jet", "rk4") if m in methods]
     if "sindy" in methods:
         out += list(SINDY)
     if "torchdiffeq" in methods:
         out += ["torchdiffeq_backprop"] + (["torchdiffeq_adjoint"] if seed in adjoint_seeds else [])
+    if "pem" in methods:
+        if gray and "jet" not in methods:
+            raise ValueError("the gray-box PEM-MHE variants start from the jet-matching runs: add 'jet' to "
+                             "--methods, or leave --pem-gray-noise empty.")
+        out += [v for v in PEM_VARIANTS if gray or not v.startswith("pem_gray")]
     return out
 
 
@@ -141,6 +175,10 @@ def _summary(runs: list[dict]) -> dict:
             td = rows["torchdiffeq_backprop"]
             ratios["jet_over_torchdiffeq"] = rows["jet"]["e_field_visited"]["mean"] / td["e_field_visited"]["mean"]
             ratios["jet_time_over_torchdiffeq"] = rows["jet"]["wall_s"]["mean"] / td["wall_s"]["mean"]
+        cold = {r["seed"]: r for r in by_variant.get("pem_gray_theta", [])}
+        warm = [reach_ratio(r, cold[r["seed"]]) for r in by_variant.get("pem_gray_theta_warm", []) if r["seed"] in cold]
+        if warm:
+            ratios["pem_warm_time_to_cold_J_over_cold_time"] = warm
         out[setting] = {"variants": rows, "best_sindy": best, "ratios": ratios}
     return out
 
@@ -186,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="PySINDy Savitzky-Golay windows tried")
     ap.add_argument("--thresholds", type=float, nargs="+", default=list(THRESHOLDS), help="STLSQ thresholds tried")
     ap.add_argument("--degrees", type=int, nargs="+", default=list(DEGREES), help="polynomial degrees tried")
+    ap.add_argument("--pem-gray-noise", type=float, nargs="*", default=[0.01, 0.05],
+                    help="noise levels with the gray-box PEM-MHE variants (about 5 min a run)")
+    ap.add_argument("--pem-gray-steps", type=int, default=15, help="cap of gray-box PEM-MHE iterations")
     ap.add_argument("--name", default="peers", help="results folder name under results/")
     ap.add_argument("--fresh", action="store_true", help="rerun finished runs")
     args = ap.parse_args(argv)
@@ -200,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
             choices[f"{plant}@{noise}"] = {v: c["settings"] for v, c in sindy.items()}
             for seed in args.seeds:
                 runs += [_run(plant, noise, seed, v, args, folder, sindy, streams)
-                         for v in _variants(args.methods, seed, args.adjoint_seeds)]
+                         for v in _variants(args.methods, seed, args.adjoint_seeds, noise in args.pem_gray_noise)]
     summary = _summary(runs)
     out = save(args.name, {"runs": [{k: v for k, v in r.items() if k != "key"} for r in runs],
                            "summary": summary, "sindy_settings": choices, "settings": vars(args)})

@@ -95,6 +95,27 @@ def test_tiny_end_to_end_run_of_every_method(tmp_path, monkeypatch):
         "jet_over_best_sindy", "jet_over_torchdiffeq", "jet_time_over_torchdiffeq"}
 
 
+def test_tiny_end_to_end_run_of_physics_only_pem_mhe(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    main([*TINY, "--methods", "pem", "--pem-gray-noise"])
+    out = json.loads((tmp_path / "results/tiny/tiny.json").read_text())
+    assert {r["variant"] for r in out["runs"]} == {"pem_theta", "pem_theta_omega"}
+    for r in out["runs"]:
+        assert 0 < r["e_field_visited"] < 1 and r["steps"] >= 1 and r["J"] > 0
+    with pytest.raises(ValueError, match="add 'jet' to --methods"):
+        main([*TINY, "--methods", "pem"])
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_run_of_gray_box_pem_mhe_cold_and_warm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    main([*TINY, "--methods", "jet", "pem", "--pem-gray-steps", "2", "--pem-gray-noise", "0.01"])
+    out = json.loads((tmp_path / "results/tiny/tiny.json").read_text())
+    assert {r["variant"] for r in out["runs"]} == {"jet", "pem_theta", "pem_theta_omega", "pem_gray_theta",
+                                                   "pem_gray_theta_warm"}
+    assert "pem_warm_time_to_cold_J_over_cold_time" in out["summary"]["friction@0.01"]["ratios"]
+
+
 def test_summary_statistics_best_pysindy_and_ratios():
     def run(variant, seed, e, wall):
         return {"plant": "friction", "noise": 0.01, "seed": seed, "variant": variant, "e_field_visited": e,

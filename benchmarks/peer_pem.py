@@ -1,0 +1,159 @@
+"""PEM–MHE on a jet-matching stream of the single pendulum: physics-only or gray-box, from theta or (theta, omega).
+
+The stream is the jet-matching run's (`mhe.pendulum.PendulumStream`: the same plant,
+noise, seed and duration, decimated from 1 kHz to ``rate``; no window straddles a
+re-excitation). Settings the paper of PEM–MHE does not give for this plant, chosen here
+(`PEMSettings`; measured with ``python -m benchmarks.jet_vs_pem``, see RESULTS.md):
+
+* rate 50 Hz, the RK4 baseline's observation rate; RK4 discretization of the field;
+* horizon N = 50 samples (1 s, half the pendulum's 2 s period) every 25 samples: with N = 20
+  (0.4 s) the physics-only damping came out 4 % high at 1 % noise on seeds 0 and 1
+  (the free initial state of a short window absorbs part of the decay), with N = 50 0.35 %;
+* ``Q^(1/2) = (1e-3 rad/s, 2e-2 rad/s^2)`` (the model is exact up to the residual; a 10x smaller
+  or 5x larger Q moved the physics-only estimate by under 0.1 %), ``R^(1/2)`` the stream's true
+  noise standard deviation per measured channel (floored at 1e-4): PEM–MHE is told the noise
+  level that jet matching estimates from the stream itself;
+* arrival cost mean 0, standard deviations (1 rad, 3 rad/s), no box;
+* Gauss–Newton (Levenberg–Marquardt) outer loop with its stopping tests (`mhe.OuterSettings`);
+* physics-only: the known model of Case A (no damping) plus an identified damping ``c``
+  started at 0.1 1/s within [0, 2]; gray-box: the known model plus the 2-16-16-2 tanh residual
+  through L4CasADi, started either as `mhe` starts it (last layer zero, hidden layers from the
+  run seed) with the jet run's calibration scales, or from the jet-matching run's trained field
+  (`mhe.trained_field`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field as dataclass_field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, OuterSettings, PEMIdentifier, ResidualSettings,
+                 SolverSettings)
+from mhe.pendulum import PendulumStream, known_pendulum
+from mhe.trained_field import TrainedField
+from torch_ude.training.data import StreamDataModule
+
+__all__ = ["VARIANTS", "PEM_VARIANTS", "PEMSettings", "pem_fit", "reach_ratio"]
+
+#: Physics-only (an identified damping) or gray-box (a neural residual).
+VARIANTS = ("physics", "gray")
+
+#: The PEM–MHE rows of `benchmarks.peers`: name -> `PEMSettings` fields (``warm``: start from the jet run).
+PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
+                "pem_theta_omega": {"variant": "physics", "measured": [0, 1]},
+                "pem_gray_theta": {"variant": "gray", "measured": [0]},
+                "pem_gray_theta_warm": {"variant": "gray", "measured": [0], "warm": True}}
+
+
+@dataclass(frozen=True)
+class PEMSettings:
+    """One PEM–MHE variant and its settings (the choices are justified in the module docstring).
+
+    Attributes:
+        variant: ``"physics"`` or ``"gray"``.
+        measured: measured states, ``(0,)`` theta only or ``(0, 1)``.
+        start: gray-box only: the run folder of a trained field to start the residual from,
+            or None for the cold start; ``scales`` is then ignored.
+        scales: gray-box cold start: ``(in_scale, out_scale)`` of the residual, 2 numbers each
+            (the jet run's calibration), or None for ones.
+        rate: MHE sample rate in Hz.
+        horizon: N, samples per window.
+        stride: samples between window starts.
+        process_std: ``Q^(1/2)`` (rad/s, rad/s^2).
+        max_steps: cap of outer iterations.
+        build_dir: L4CasADi's build folder.
+    """
+
+    variant: str = "physics"
+    measured: tuple[int, ...] = (0,)
+    start: str | None = None
+    scales: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    rate: float = 50.0
+    horizon: int = 50
+    stride: int = 25
+    process_std: tuple[float, float] = (1e-3, 2e-2)
+    max_steps: int = 30
+    build_dir: str = "build/l4casadi/peer_pem"
+    damping_start: float = 0.1
+    arrival_std: tuple[float, float] = dataclass_field(default=(1.0, 3.0))
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {list(VARIANTS)}; got {self.variant!r}.")
+        if self.start is not None and self.variant != "gray":
+            raise ValueError("start (a trained field) needs the gray-box variant; got variant 'physics'.")
+
+
+def _problem(dm: StreamDataModule, settings: PEMSettings) -> IdentificationProblem:
+    """The identification problem of a variant on the data module's stream."""
+    s = settings
+    source = PendulumStream(dm.system, dm.noise, dm.seed, dm.duration, fs=dm.fs, rate=s.rate,
+                            measured=s.measured, substeps=dm.substeps)
+    rec = source.record()
+    sigma = np.maximum(dm.noise * np.sqrt((rec.states.numpy() ** 2).mean(axis=0)), 1e-4)
+    residual = None
+    if s.variant == "gray":
+        in_scale, out_scale = (None, None) if s.scales is None or s.start else s.scales
+        residual = ResidualSettings(16, in_scale, out_scale, seed=dm.seed, start=s.start)
+    return IdentificationProblem(
+        rec, MHESettings(horizon=s.horizon, process_std=s.process_std,
+                         measurement_std=tuple(float(sigma[i]) for i in s.measured)),
+        ArrivalCost(mean=(0.0, 0.0), std=s.arrival_std), measured=s.measured,
+        physics=known_pendulum(dm.system, dm.case, identify_damping=s.variant == "physics",
+                               damping_start=s.damping_start),
+        residual=residual, stride=s.stride)
+
+
+def pem_fit(dm: StreamDataModule, settings: PEMSettings) -> tuple[Callable[[Tensor], Tensor], dict]:
+    """Identify the pendulum from the data module's stream by PEM–MHE.
+
+    Args:
+        dm: the jet-matching run's data module (plant, case, noise, seed, duration, rate).
+        settings: the variant and its settings.
+
+    Returns:
+        ``(field, info)``: the identified continuous-time field ``(N, 2) -> (N, 2)`` (float64,
+        no process noise) and ``wall_s`` (the outer loop, the L4CasADi build included),
+        ``steps``, ``J``, ``stop``, ``failed_solves``, ``windows`` and ``history`` (per
+        iteration: seconds since the start and J).
+    """
+    problem = _problem(dm, settings)
+    windows = len(problem.windows)
+    history: list[tuple[float, float]] = []
+    t0 = time.perf_counter()
+    with PEMIdentifier(problem, settings.max_steps, OuterSettings(optimizer="gauss_newton"),
+                       SolverSettings(build_dir=str(Path(settings.build_dir) / f"seed{dm.seed}"))) as pem:
+        result = pem.fit(lambda i, step: history.append((time.perf_counter() - t0, float(step.loss))))
+        model = pem.estimator.model
+    wall = time.perf_counter() - t0
+
+    def field(x: Tensor) -> Tensor:
+        with torch.no_grad():
+            x = x.to(torch.float64)
+            return model.field(x, x.new_zeros(x.shape[0], 0), torch.zeros_like(x))
+
+    info = {"wall_s": wall, "steps": len(history), "J": history[-1][1] if history else None,
+            "stop": result.stop_reason, "failed_solves": result.counters.failed + result.counters.failed_trials,
+            "windows": windows,
+            "history": history}
+    return field, info
+
+
+def reach_ratio(warm: dict, cold: dict, tolerance: float = 0.01) -> float | None:
+    """Time the warm start needs to reach the cold start's final J (within ``tolerance``), over the cold run's time.
+
+    Args:
+        warm, cold: run records of `pem_fit` (``history`` of (seconds, J), ``wall_s``).
+        tolerance: relative slack on the cold run's final J.
+
+    Returns:
+        The ratio, or None if the warm run never reached that J.
+    """
+    target = cold["J"] * (1.0 + tolerance)
+    reached = [t for t, j in warm["history"] if j <= target]
+    return reached[0] / cold["wall_s"] if reached else None

@@ -1,0 +1,136 @@
+"""The single pendulum of the jet-matching paper (Cases A/B/C) as a PEM–MHE problem.
+
+States ``x = (theta, omega)`` (rad, rad/s), no inputs. The known physics is the
+pendulum field of `torch_ude.systems.PendulumField`,
+``theta' = omega``, ``omega' = -k sin(theta) - c omega`` with ``k = g_model / L`` (1/s^2)
+and damping ``c`` (1/s), written once for torch and CasADi (`PendulumPhysics`). Either
+``c`` is identified (the physics-only variant: Case A's known model lacks the damping) or
+it stays at the case's value and a neural residual learns what is missing (gray-box).
+
+`PendulumStream` is the recording: exactly the stream a jet-matching run of the same
+plant, noise and seed sees (`torch_ude.systems.simulate`), decimated to the MHE's rate,
+with its re-excitations as the recording's breaks, so that no MHE window straddles one
+(`mhe.windows.make_windows`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from torch_ude.systems import PendulumField, SinglePendulum, System
+from torch_ude.systems.simulate import simulate as simulate_stream
+
+from .bounds import Bound, BoundedParameters
+from .identification import RecordingSource
+from .model import PhysicsField
+from .simulate import Recording
+
+__all__ = ["DAMPING_BOUND", "PendulumPhysics", "PendulumStream", "known_pendulum"]
+
+DAMPING_BOUND = Bound(0.0, 2.0)
+"""Range of an identified damping ``c`` in 1/s (five times the plants' 0.40)."""
+
+
+class PendulumPhysics(PhysicsField):
+    """``theta' = omega``, ``omega' = -k sin(theta) - c omega``, backend-neutral.
+
+    Args:
+        k: ``g_model / L`` in 1/s^2 (fixed).
+        c: damping in 1/s: the start value when identified, else the fixed value.
+        identify_damping: identify ``c`` within `DAMPING_BOUND`.
+
+    Raises:
+        ValueError: for ``k <= 0``, or an identified start ``c`` outside `DAMPING_BOUND`.
+    """
+
+    state_names = ("theta", "omega")
+    input_names = ()
+
+    def __init__(self, k: float, c: float = 0.0, identify_damping: bool = False) -> None:
+        if not k > 0:
+            raise ValueError(f"k = g/L must be positive (1/s^2); got {k}.")
+        super().__init__(BoundedParameters({"k": float(k), "c": float(c)}, {"c": DAMPING_BOUND},
+                                           ("c",) if identify_damping else ()))
+
+    def vector_field(self, x: Sequence, u: Sequence, p: Mapping[str, object], ops: SimpleNamespace) -> list:
+        """The pendulum field on components (see the class docstring)."""
+        theta, omega = x
+        return [omega, -p["k"] * ops.sin(theta) - p["c"] * omega]
+
+
+def known_pendulum(system: System, case: str, identify_damping: bool = False, damping_start: float = 0.1
+                   ) -> PendulumPhysics:
+    """The known model ``f_known`` of a pendulum plant and case as `PendulumPhysics`.
+
+    Args:
+        system: a plant whose known field is a `torch_ude.systems.PendulumField`
+            (`torch_ude.systems.SinglePendulum`, `torch_ude.systems.FrictionPendulum`).
+        case: the case of its known model (``"A"``, ``"B"``, ``"C"``).
+        identify_damping: identify ``c`` (physics-only PEM–MHE), starting at ``damping_start``;
+            otherwise ``c`` is the known model's (0 in Cases A and C).
+        damping_start: start value of an identified ``c`` in 1/s.
+
+    Raises:
+        ValueError: for a plant whose known model is not the pendulum field (naming both), or
+            an unknown case.
+    """
+    known = system.known_field(case)
+    if not isinstance(known, PendulumField):
+        raise ValueError(f"mhe's pendulum model is the single pendulum field; {type(system).__name__} case "
+                         f"{case!r} has the known model {type(known).__name__}.")
+    k = known.gravity / known.length
+    return PendulumPhysics(k, damping_start if identify_damping else known.damping, identify_damping)
+
+
+class PendulumStream(RecordingSource):
+    """The jet-matching stream of a pendulum plant, decimated for PEM–MHE.
+
+    Args:
+        system: the plant (`torch_ude.systems.SinglePendulum` or a subclass).
+        noise: relative sensor noise of the stream (0.01 is 1 %).
+        seed: the run seed (the same stream as ``torch-ude fit --seed_everything seed``).
+        duration: stream length in s.
+        fs: the stream's sample rate in Hz (the jet-matching configs' 1000).
+        rate: the MHE's sample rate in Hz; ``fs / rate`` must be an integer.
+        measured: indices of the measured states: ``(0,)`` for theta only, ``(0, 1)`` for both.
+        substeps: RK4 substeps per stream sample of the simulator.
+
+    Raises:
+        ValueError: for a rate that does not divide ``fs``, or bad measured indices.
+    """
+
+    def __init__(self, system: SinglePendulum, noise: float, seed: int, duration: float = 60.0,
+                 fs: float = 1000.0, rate: float = 50.0, measured: Sequence[int] = (0,), substeps: int = 1) -> None:
+        factor = fs / rate
+        if rate <= 0 or abs(factor - round(factor)) > 1e-9 or round(factor) < 1:
+            raise ValueError(f"rate must divide the stream rate fs = {fs} Hz; got rate = {rate} Hz.")
+        measured = tuple(int(i) for i in measured)
+        if not measured or not set(measured) <= {0, 1} or len(set(measured)) != len(measured):
+            raise ValueError(f"measured must list distinct indices of (theta, omega), e.g. (0,) or (0, 1); "
+                             f"got {measured}.")
+        self.plant, self.noise, self.seed, self.duration = system.spec(), float(noise), int(seed), float(duration)
+        self.fs, self.rate, self.measured, self.substeps = float(fs), float(rate), measured, int(substeps)
+
+    @property
+    def truth(self) -> Mapping[str, float]:
+        """The true damping ``c`` (1/s) of the plant."""
+        return {"c": float(self.plant["init_args"]["damping"])}
+
+    def record(self) -> Recording:
+        """Simulate the stream and keep every ``fs / rate``-th sample, its measured channels and segments."""
+        rec = simulate_stream(System.from_spec(self.plant), self.duration, fs=self.fs, noise=self.noise, seed=self.seed,
+                              substeps=self.substeps)
+        keep = slice(None, None, round(self.fs / self.rate))
+        y = np.asarray(rec.y[keep][:, list(self.measured)], dtype=np.float64)
+        segment = np.asarray(rec.segment[keep])
+        breaks = (np.flatnonzero(np.diff(segment)) + 1).tolist()
+        return Recording(states=torch.as_tensor(np.asarray(rec.x[keep], dtype=np.float64)),
+                         inputs=torch.zeros(y.shape[0], 0, dtype=torch.float64),
+                         outputs=torch.as_tensor(y), dt=1.0 / self.rate, breaks=tuple(breaks))
+
+    def __repr__(self) -> str:
+        return (f"PendulumStream({self.plant['class_path']}, noise={self.noise}, seed={self.seed}, "
+                f"duration={self.duration}, rate={self.rate}, measured={self.measured})")
