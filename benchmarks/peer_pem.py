@@ -1,25 +1,12 @@
-"""PEM–MHE on a jet-matching stream of the single pendulum: physics-only or gray-box, from theta or (theta, omega).
+"""PEM–MHE on a jet-matching stream of a pendulum plant: physics-only or gray-box, from theta or (theta, omega).
 
-The stream is the jet-matching run's (`mhe.pendulum.PendulumStream`: the same plant,
-noise, seed and duration, decimated from 1 kHz to ``rate``; no window straddles a
-re-excitation). Settings the paper of PEM–MHE does not give for this plant, chosen here
-(`PEMSettings`; measured with ``python -m benchmarks.jet_vs_pem``, see RESULTS.md):
-
-* rate 50 Hz, the RK4 baseline's observation rate; RK4 discretization of the field;
-* horizon N = 50 samples (1 s, half the pendulum's 2 s period) every 25 samples: with N = 20
-  (0.4 s) the physics-only damping came out 4 % high at 1 % noise on seeds 0 and 1
-  (the free initial state of a short window absorbs part of the decay), with N = 50 0.35 %;
-* ``Q^(1/2) = (1e-3 rad/s, 2e-2 rad/s^2)`` (the model is exact up to the residual; a 10x smaller
-  or 5x larger Q moved the physics-only estimate by under 0.1 %), ``R^(1/2)`` the stream's true
-  noise standard deviation per measured channel (floored at 1e-4): PEM–MHE is told the noise
-  level that jet matching estimates from the stream itself;
-* arrival cost mean 0, standard deviations (1 rad, 3 rad/s), no box;
-* Gauss–Newton (Levenberg–Marquardt) outer loop with its stopping tests (`mhe.OuterSettings`);
-* physics-only: the known model of Case A (no damping) plus an identified damping ``c``
-  started at 0.1 1/s within [0, 2]; gray-box: the known model plus the 2-16-16-2 tanh residual
-  through L4CasADi, started either as `mhe` starts it (last layer zero, hidden layers from the
-  run seed) with the jet run's calibration scales, or from the jet-matching run's trained field
-  (`mhe.trained_field`).
+The problem is `mhe.pendulum.pendulum_problem` on the data module's stream (the settings and
+why they were chosen are in `mhe.pendulum`); the outer loop is Gauss–Newton
+(Levenberg–Marquardt) with its stopping tests (`mhe.OuterSettings`). Physics-only: the known
+model with an identified damping; gray-box: the known model plus the 2-16-16-2 tanh residual
+through L4CasADi, started either as `mhe` starts it (last layer zero, hidden layers from the
+run seed) with the jet run's calibration scales, or from the jet-matching run's trained field
+(`mhe.trained_field`).
 """
 from __future__ import annotations
 
@@ -28,14 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from mhe import (ArrivalCost, IdentificationProblem, MHESettings, OuterSettings, PEMIdentifier, ResidualSettings,
-                 SolverSettings)
-from mhe.pendulum import PendulumStream, known_pendulum
-from mhe.trained_field import TrainedField
+from mhe import OuterSettings, PEMIdentifier, ResidualSettings, SolverSettings
+from mhe.pendulum import pendulum_problem
 from torch_ude.training.data import StreamDataModule
 
 __all__ = ["VARIANTS", "PEM_VARIANTS", "PEMSettings", "pem_fit", "reach_ratio"]
@@ -52,7 +36,7 @@ PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
 
 @dataclass(frozen=True)
 class PEMSettings:
-    """One PEM–MHE variant and its settings (the choices are justified in the module docstring).
+    """One PEM–MHE variant and its settings (`mhe.pendulum.pendulum_problem`'s, whose docstring justifies them).
 
     Attributes:
         variant: ``"physics"`` or ``"gray"``.
@@ -89,26 +73,6 @@ class PEMSettings:
             raise ValueError("start (a trained field) needs the gray-box variant; got variant 'physics'.")
 
 
-def _problem(dm: StreamDataModule, settings: PEMSettings) -> IdentificationProblem:
-    """The identification problem of a variant on the data module's stream."""
-    s = settings
-    source = PendulumStream(dm.system, dm.noise, dm.seed, dm.duration, fs=dm.fs, rate=s.rate,
-                            measured=s.measured, substeps=dm.substeps)
-    rec = source.record()
-    sigma = np.maximum(dm.noise * np.sqrt((rec.states.numpy() ** 2).mean(axis=0)), 1e-4)
-    residual = None
-    if s.variant == "gray":
-        in_scale, out_scale = (None, None) if s.scales is None or s.start else s.scales
-        residual = ResidualSettings(16, in_scale, out_scale, seed=dm.seed, start=s.start)
-    return IdentificationProblem(
-        rec, MHESettings(horizon=s.horizon, process_std=s.process_std,
-                         measurement_std=tuple(float(sigma[i]) for i in s.measured)),
-        ArrivalCost(mean=(0.0, 0.0), std=s.arrival_std), measured=s.measured,
-        physics=known_pendulum(dm.system, dm.case, identify_damping=s.variant == "physics",
-                               damping_start=s.damping_start),
-        residual=residual, stride=s.stride)
-
-
 def pem_fit(dm: StreamDataModule, settings: PEMSettings) -> tuple[Callable[[Tensor], Tensor], dict]:
     """Identify the pendulum from the data module's stream by PEM–MHE.
 
@@ -122,7 +86,15 @@ def pem_fit(dm: StreamDataModule, settings: PEMSettings) -> tuple[Callable[[Tens
         ``steps``, ``J``, ``stop``, ``failed_solves``, ``windows`` and ``history`` (per
         iteration: seconds since the start and J).
     """
-    problem = _problem(dm, settings)
+    s = settings
+    residual = None
+    if s.variant == "gray":
+        in_scale, out_scale = (None, None) if s.scales is None or s.start else s.scales
+        residual = ResidualSettings(16, in_scale, out_scale, seed=0 if s.start else dm.seed, start=s.start)
+    problem = pendulum_problem(dm.system, dm.case, dm.noise, dm.seed, dm.duration, fs=dm.fs, substeps=dm.substeps,
+                               measured=s.measured, residual=residual, rate=s.rate, horizon=s.horizon,
+                               stride=s.stride, process_std=s.process_std, arrival_std=s.arrival_std,
+                               damping_start=s.damping_start)
     windows = len(problem.windows)
     history: list[tuple[float, float]] = []
     t0 = time.perf_counter()

@@ -241,7 +241,7 @@ class IdentificationProblem:
         """The problem's settings as plain values (for run files)."""
         source = self.source
         return {"recording": type(source).__name__ if isinstance(source, Recording) else
-                {"class": type(source).__name__, **vars(source)},
+                {"class": type(source).__name__, **{k: v for k, v in vars(source).items() if not k.startswith("_")}},
                 "physics": None if self.physics is None else {
                     "class": type(self.physics).__name__,
                     "start": {n: float(v.detach()) for n, v in self.physics.params().items()},

@@ -68,3 +68,17 @@ def test_stream_is_the_jet_matching_stream_decimated_and_windows_skip_reexcitati
     for start in windows.start.tolist():
         assert len(set(segment[start:start + 21].tolist())) == 1
     assert source.truth == {"c": system.damping}
+
+
+def test_the_problem_is_told_the_streams_noise_and_describes_itself_in_json():
+    import json
+
+    from mhe.pendulum import pendulum_problem
+
+    problem = pendulum_problem(SinglePendulum(), "A", 0.01, 1, duration=8.0, measured=(0, 1))
+    sigma = simulate(SinglePendulum(), 8.0, fs=1000.0, noise=0.01, seed=1).sigma
+    assert problem.mhe.measurement_std == pytest.approx(tuple(sigma))
+    assert problem.physics.params.free_names == ("c",) and problem.truth == {"c": 0.4}
+    described = json.loads(json.dumps(problem.describe()))
+    assert described["recording"]["class"] == "PendulumStream" and "_cache" not in described["recording"]
+    assert pendulum_problem(SinglePendulum(), "A", 0.0, 1, duration=8.0).mhe.measurement_std == (1e-4,)
