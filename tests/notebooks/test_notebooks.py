@@ -17,7 +17,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb",
-           "on_device_training.ipynb"}
+           "on_device_training.ipynb", "jet_vs_pem.ipynb"}
 _KERNEL_PROBE = "import sys\nprint('KERNEL_PREFIX ' + sys.prefix)"
 
 
@@ -137,3 +137,30 @@ def test_on_device_training_reads_the_benchmark_json(tmp_path, monkeypatch):
     r = run_notebook("on_device_training.ipynb", tmp_path, monkeypatch)
     assert r["source"] == "benchmark" and r["seeds"] == [0, 1, 2]
     assert r["e_field_visited"] == pytest.approx([0.002, 0.0021, 0.0022]) and r["static_bytes"] == 61288
+
+
+def test_jet_vs_pem_runs_both_methods_and_loads_the_field_into_casadi(tmp_path, monkeypatch):
+    r = run_notebook("jet_vs_pem.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "notebook (short settings)" and r["methods"] == ["jet", "pem_theta", "pem_theta_omega"]
+    jet, pem_theta, pem_both = (r["e_field_visited"][m][0] for m in r["methods"])
+    assert 0 < jet < 0.02 and 0 < pem_theta < 0.02 and 0 < pem_both < 0.02  # f_known alone: 0.128
+    assert abs(r["c_hat"]["pem_theta"][0] - 0.40) < 0.03 and abs(r["c_hat"]["pem_theta_omega"][0] - 0.40) < 0.03
+    assert r["best"]["0.01"] in r["methods"]
+    assert r["casadi_max_difference"] < 1e-10
+
+
+def test_jet_vs_pem_reads_the_benchmark_json(tmp_path, monkeypatch):
+    def row(e, c):
+        return {k: {"mean": v, "std": 0.1 * v, "min": v, "max": v, "n": 3}
+                for k, v in (("e_field_visited", e), ("e_field", 2 * e), ("c_hat", c), ("wall_s", 10.0))}
+
+    path = tmp_path / "results" / "jet_vs_pem" / "jet_vs_pem.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"summary": {
+        "case_a@0.0": {"variants": {"jet": row(0.001, 0.40), "pem_theta": row(0.0001, 0.40)}, "ratios": {}},
+        "case_a@0.01": {"variants": {"jet": row(0.002, 0.40), "pem_theta": row(0.003, 0.41)},
+                        "ratios": {"pem_warm_time_to_cold_J_over_cold_time": [0.3]}}}}))
+    r = run_notebook("jet_vs_pem.ipynb", tmp_path, monkeypatch)
+    assert r["source"] == "benchmark" and r["levels"] == [0.0, 0.01]
+    assert r["best"] == {"0.0": "pem_theta", "0.01": "jet"}
+    assert r["casadi_max_difference"] is None and not (tmp_path / "runs").exists()
