@@ -31,13 +31,14 @@ def test_public_api_fits_one_screen_and_leaves_internals_out():
     assert len(Path(mhe.__file__).read_text().splitlines()) <= 40
 
 
-def test_the_python_example_of_docs_mhe_runs(tmp_path, monkeypatch):
-    (block,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "mhe.md").read_text(), re.S)
+def test_the_python_examples_of_docs_mhe_run(tmp_path, monkeypatch):
+    racing, pendulum = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "mhe.md").read_text(), re.S)
     monkeypatch.chdir(ROOT)
-    code = block.replace('"--trainer.logger", "false"]',
-                         f'"--trainer.logger", "false", "--model.solver.build_dir", "{tmp_path}"]')
-    assert code != block
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/mhe.md", "exec"), {"__name__": "docs_example"})
-    assert out.getvalue().strip().splitlines()[-1].startswith("PEM-MHE: mean relative parameter error")
+    code = racing.replace('"--trainer.logger", "false"]',
+                          f'"--trainer.logger", "false", "--model.solver.build_dir", "{tmp_path}"]')
+    assert code != racing
+    for block in (code, pendulum):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/mhe.md", "exec"), {"__name__": "docs_example"})
+        assert out.getvalue().strip().splitlines()[-1].startswith("PEM-MHE: mean relative parameter error")
