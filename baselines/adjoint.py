@@ -13,7 +13,8 @@ transposed RK4 step is::
 
 and the parameter gradient gains ``sum_i (dN/dtheta(z_i))^T kbar_i``. The products
 ``J_F^T u`` use the field's hand-written VJPs at the taped stage states and
-activations; no autograd graph is built.
+activations (and, for a field with recorded inputs, the taped stage inputs: the state
+Jacobian ``J_x F`` there; the inputs are data); no autograd graph is built.
 """
 from __future__ import annotations
 
@@ -67,7 +68,10 @@ def rk4_adjoint(field: HybridField, tape: RK4Tape, h: float, state_bar: Tensor) 
                 kb.add_(pulled, alpha=feed[i])
             z = tape.stages[k, i]
             acts = tape.activations(field, k, i)
-            pulled = field.known.vjp(z, kb) + field.vjp_residual(acts, kb)
+            if tape.inputs is None:
+                pulled = field.known.vjp(z, kb) + field.vjp_residual(acts, kb)
+            else:
+                pulled = field.known.vjp(z, tape.inputs[k, i], kb) + field.vjp_residual(acts, kb)
             xbar.add_(pulled)
         step_grads = field.parameter_vjp(tape.activations(field, k, slice(None)), kbar.reshape(-1, field.n_states))
         for g, s in zip(grads, step_grads):

@@ -14,6 +14,14 @@ RK4 step ``k`` from ``x_k`` (Butcher tableau of the classical method)::
     z3 = x_k + h/2 k2,     k3 = F(z3)
     z4 = x_k + h   k3,     k4 = F(z4)
     x_{k+1} = x_k + h/6 (k1 + 2 k2 + 2 k3 + k4)
+
+Recorded inputs (a field on a `torch_ude.systems.ControlledField`): the input is known
+at the step times ``t_k`` (the observations) and interpolated linearly over a step
+(first-order hold), so stage ``i`` sees ``u_k + c_i (u_{k+1} - u_k)`` with the stage
+offsets ``c = (0, 1/2, 1/2, 1)``. Held constant it would lag a ramping torque by half a
+step; linear, the RK4 step stays second-order accurate in the input for a smooth
+``u(t)``. The stage inputs are taped too (the adjoint evaluates ``J_x^T`` there); they
+are data, so no cotangent flows to them.
 """
 from __future__ import annotations
 
@@ -40,11 +48,13 @@ class RK4Tape:
         hidden: hidden activations ``h_l`` of the network at each stage, one tensor of
             shape (K, 4, B, d_l) per hidden layer.
         states: step states ``x_1 .. x_K``, shape (K, B, n).
+        inputs: stage inputs ``u_{k,i}``, shape (K, 4, B, n_u), for a field with inputs; else None.
     """
 
     stages: Tensor
     hidden: list[Tensor]
     states: Tensor
+    inputs: Tensor | None = None
 
     @classmethod
     def allocate(cls, field: HybridField, steps: int, batch: int) -> RK4Tape:
@@ -68,6 +78,7 @@ class RK4Tape:
             stages=torch.empty(steps, 4, batch, n, dtype=dtype),
             hidden=[torch.empty(steps, 4, batch, d, dtype=dtype) for d in widths],
             states=torch.empty(steps, batch, n, dtype=dtype),
+            inputs=torch.empty(steps, 4, batch, field.n_inputs, dtype=dtype) if field.n_inputs else None,
         )
 
     @property
@@ -83,7 +94,8 @@ class RK4Tape:
     @property
     def nbytes(self) -> int:
         """Bytes held by the tape's buffers (what the reverse sweep keeps)."""
-        return sum(t.numel() * t.element_size() for t in (self.stages, self.states, *self.hidden))
+        taped = (self.stages, self.states, *self.hidden) + (() if self.inputs is None else (self.inputs,))
+        return sum(t.numel() * t.element_size() for t in taped)
 
     def activations(self, field: HybridField, step: int, stage: slice | int) -> Activations:
         """The network activations recorded at ``(step, stage)``, flattened over stages.
@@ -102,11 +114,14 @@ class RK4Tape:
         n = field.n_states
         z = self.stages[step, stage].reshape(-1, n)
         hidden = [h[step, stage].reshape(-1, h.shape[-1]) for h in self.hidden]
+        if self.inputs is not None:
+            u = self.inputs[step, stage].reshape(-1, self.inputs.shape[-1])
+            return Activations(inputs=field.net_input(z, u), hidden=hidden, output=z.new_empty(0))
         return Activations(inputs=z / field.in_scale, hidden=hidden, output=z.new_empty(0))
 
 
 @torch.no_grad()
-def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape) -> Tensor:
+def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape, inputs: Tensor | None = None) -> Tensor:
     """Integrate ``K = tape.steps`` RK4 steps from ``x0``, recording the tape.
 
     Works in the field's dtype: float64, float32 or complex128 (complex-step checks).
@@ -116,6 +131,9 @@ def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape) -> Tens
         x0: initial states of the windows, shape (B, n), the field's dtype.
         h: step in s.
         tape: buffers from `RK4Tape.allocate` for this field, ``K`` and ``B``.
+        inputs: for a field with inputs, the recorded inputs at the step times
+            ``t_0 .. t_K``, shape (K + 1, B, n_u), interpolated linearly over each step
+            (module doc); None without inputs.
 
     Returns:
         ``tape.states``, the step states ``x_1 .. x_K``, shape (K, B, n).
@@ -128,6 +146,16 @@ def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape) -> Tens
             f"x0 must have shape {tuple(tape.stages.shape[2:])} and dtype {tape.stages.dtype} "
             f"to match the tape; got shape {tuple(x0.shape)} and dtype {x0.dtype}."
         )
+    if tape.inputs is not None:
+        want = (tape.steps + 1, *tape.inputs.shape[2:])
+        if inputs is None or inputs.shape != want:
+            raise ValueError(f"the field reads recorded inputs: pass inputs of shape {want} (the inputs at the "
+                             f"K + 1 step times of each window); got "
+                             f"{None if inputs is None else tuple(inputs.shape)}.")
+        for i, c in enumerate(STAGE_OFFSETS):
+            tape.inputs[:, i].copy_(inputs[:-1] + c * (inputs[1:] - inputs[:-1]))
+    elif inputs is not None:
+        raise ValueError("inputs were given but the field has no inputs (its known model is a VectorField).")
     weights = (h / 6.0, h / 3.0, h / 3.0, h / 6.0)
     x = x0
     for k in range(tape.steps):
@@ -139,10 +167,16 @@ def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape) -> Tens
                 z.copy_(x)
             else:
                 torch.add(x, slope, alpha=c * h, out=z)
-            acts = field.mlp.activations(z / field.in_scale)
+            if tape.inputs is None:
+                acts = field.mlp.activations(z / field.in_scale)
+            else:
+                acts = field.mlp.activations(field.net_input(z, tape.inputs[k, i]))
             for buf, act in zip(tape.hidden, acts.hidden):
                 buf[k, i].copy_(act)
-            slope = field.known(z) + field.out_scale * acts.output
+            if tape.inputs is None:
+                slope = field.known(z) + field.out_scale * acts.output
+            else:
+                slope = field.known(z, tape.inputs[k, i]) + field.out_scale * acts.output
             increment.add_(slope, alpha=weights[i])
         x = tape.states[k]
         torch.add(tape.stages[k, 0], increment, out=x)

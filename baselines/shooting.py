@@ -90,7 +90,8 @@ class ShootingObjective:
         Row 0 is ``s - y_0``; rows 1..K come from one taped forward pass.
         """
         states = torch.cat([self.shooting_states[None],
-                            rk4_forward(self.field, self.shooting_states, self.windows.h, self.tape)])
+                            rk4_forward(self.field, self.shooting_states, self.windows.h, self.tape,
+                                        self.windows.inputs)])
         return states - self.windows.observations
 
     def loss(self) -> Tensor:

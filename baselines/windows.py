@@ -7,6 +7,10 @@ its start and is scored on the next ``K``. The stream holds re-excitation
 segments (state jumps), and a window that straddled one would ask the solver to
 integrate across a jump, so only windows inside one segment are candidates; the
 requested number is spread evenly over the candidates.
+
+With recorded inputs (a known model with inputs), the observations carry the inputs
+``u`` at the same instants, and each window its inputs at its ``K + 1`` observation
+times (the RK4 step interpolates them linearly, `baselines.rk4`).
 """
 from __future__ import annotations
 
@@ -31,12 +35,14 @@ class Observations:
         segment: segment id of each observation, shape (T,), int64.
         rate: observation rate in Hz.
         stride: stream samples per observation.
+        u: recorded inputs at the observations, shape (T, n_u), float64, or None.
     """
 
     y: np.ndarray
     segment: np.ndarray
     rate: float
     stride: int
+    u: np.ndarray | None = None
 
     @property
     def h(self) -> float:
@@ -57,6 +63,8 @@ class ShootingWindows:
         candidates: number of windows of this length that lie inside one segment.
         straddling: number of window positions left out because they cross a
             re-excitation (segment boundary).
+        inputs: the recorded inputs at the window's ``K + 1`` observation times, shape
+            (K + 1, B, n_u), or None without inputs.
     """
 
     x0: Tensor
@@ -65,6 +73,7 @@ class ShootingWindows:
     starts: np.ndarray
     candidates: int
     straddling: int
+    inputs: Tensor | None = None
 
     @property
     def steps(self) -> int:
@@ -84,7 +93,8 @@ class ShootingWindows:
     def to(self, dtype: torch.dtype) -> ShootingWindows:
         """The same windows with ``x0`` and ``targets`` in ``dtype`` (e.g. complex128)."""
         return ShootingWindows(self.x0.to(dtype), self.targets.to(dtype), self.h, self.starts,
-                               self.candidates, self.straddling)
+                               self.candidates, self.straddling,
+                               None if self.inputs is None else self.inputs.to(dtype))
 
 
 def observe(rec: Recording, rate: float) -> Observations:
@@ -165,5 +175,9 @@ def shooting_windows(obs: Observations, steps: int, n_windows: int) -> ShootingW
     starts = candidates[pick]
     y = torch.as_tensor(obs.y)
     offsets = torch.arange(1, steps + 1).unsqueeze(1) + torch.as_tensor(starts).unsqueeze(0)  # (K, B)
+    inputs = None
+    if obs.u is not None:
+        inputs = torch.as_tensor(obs.u)[torch.cat((torch.as_tensor(starts).unsqueeze(0), offsets))].clone()
     return ShootingWindows(x0=y[starts].clone(), targets=y[offsets].clone(), h=obs.h, starts=starts,
-                           candidates=int(candidates.size), straddling=int(positions - candidates.size))
+                           candidates=int(candidates.size), straddling=int(positions - candidates.size),
+                           inputs=inputs)

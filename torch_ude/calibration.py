@@ -139,7 +139,8 @@ def _scales(sg: SavitzkyGolay, y: Tensor, segment: Tensor, m: int, stride: int, 
 def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyGolay | None = None,
               m: int | None = None, m0: int = CALIBRATION_M0, stride: int = 5, m_max: int = 100, dt_scale: float = 0.117,
               lambda2_0: float = 0.1, snr_threshold: float = 12.0, gate_lambda2: bool = True,
-              bridged: Tensor | None = None, outlier_threshold: float | None = 5.0) -> Calibration:
+              bridged: Tensor | None = None, outlier_threshold: float | None = 5.0,
+              n_states: int | None = None) -> Calibration:
     """Measure scales and noise on a calibration record and choose ``m`` and ``lambda2``.
 
     Args:
@@ -160,6 +161,11 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
             of the noise estimate (an interpolated sample is smoother than a real one).
         outlier_threshold: level of `screen_outliers` in robust standard deviations;
             flagged samples are left out of every estimate. None: no screening.
+        n_states: with recorded inputs, the number of state channels: the first
+            ``n_states`` columns of ``y`` are states, the rest inputs. Inputs get their
+            scales and noise measured (the network's input scale) but do not set
+            ``sigma_rel``, ``omega_c`` (so ``m``) or the SNR gate, which are about the
+            state's jets. None: every channel is a state.
 
     Returns:
         The `Calibration`.
@@ -185,6 +191,9 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     if fine.shape[0] == 0:
         raise ValueError(f"the calibration record holds no {sg.taps} consecutive valid samples.")
     sigma = torch.sqrt(sg.noise_variance(sg.centre_residual(fine)))
+    if n_states is not None and not 1 <= n_states <= y.shape[1]:
+        raise ValueError(f"n_states must be in [1, {y.shape[1]}] (the state channels of y); got {n_states!r}.")
+    states = slice(None) if n_states is None else slice(0, n_states)
     adaptive = m is None
     m = min(m0, m_max) if adaptive else m
     for _ in range(_MAX_ROUNDS if adaptive else 1):
@@ -193,8 +202,8 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
         x_rms, s1, s2 = _scales(sg, y, segment, m, stride, fs, sigma)
         if not all(bool(torch.isfinite(v).all()) and bool((v > 0).all()) for v in (x_rms, s1, s2)):
             raise ValueError("calibration produced a zero or non-finite scale; the record shows no motion.")
-        sigma_rel = float((sigma / x_rms).mean())
-        omega_c = float((s2 / s1).max())
+        sigma_rel = float((sigma / x_rms)[states].mean())
+        omega_c = float((s2 / s1)[states].max())
         if not adaptive:
             break
         new_m = int(min(max(round(fs * optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)), 1), m_max))
@@ -202,7 +211,7 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
             break
         m = new_m
     dt_eff = m / fs
-    ratio = snr2(s2, sigma, dt_eff, sg.rows[2].to(torch.float64))
+    ratio = snr2(s2[states], sigma[states], dt_eff, sg.rows[2].to(torch.float64))
     lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0
     return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
                        m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),

@@ -4,6 +4,15 @@
 ``x_rms`` and outputs by the calibrated first-derivative RMS ``s1``. Everything on
 the training path (F, the JVP ``J_F v``, the VJP ``J_F^T u``, the Lie derivative
 ``G = J_F F`` and parameter gradients) is explicit tensor algebra; no autograd.
+
+With a recorded input ``u`` (``known`` a `torch_ude.systems.ControlledField` with
+``n_inputs > 0``): ``F(x, u) = f_known(x, u) + s_out * MLP([x / s_in, u / s_u])`` with
+``s_u`` the calibrated input RMS, and the second-order target is the time derivative of
+``F`` along the model's own velocity and the measured input rate,
+``G(x, u, udot) = J_x F(x, u) F(x, u) + J_u F(x, u) udot``. One MLP tangent along
+``[F / s_in, udot / s_u]`` gives both terms; ``udot`` does not depend on the weights, so
+the gradient of Eq. (14)-(16) keeps its form (the VJP keeps the state block only).
+Without inputs every method computes exactly what it did before inputs existed.
 """
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ from torch import Tensor, nn
 
 from .mlp import Activations, Tangents, TanhMLP
 from .systems.base import VectorField, check_states
+from .systems.controlled import ControlledField
 
 __all__ = ["HybridField", "FieldJet"]
 
@@ -25,11 +35,13 @@ class FieldJet:
 
     Attributes:
         x: states, shape (B, n).
-        value: ``F(x)``, shape (B, n).
-        lie: ``G(x) = J_F(x) F(x)`` (Eq. 11), shape (B, n), or None if not computed.
-        known_jacobian: ``J_fknown(x)``, shape (B, n, n), or None without ``lie``.
-        acts: MLP activations at ``x / s_in``.
-        tangents: MLP tangents along ``F / s_in``, or None.
+        value: ``F(x)`` (``F(x, u)`` with inputs), shape (B, n).
+        lie: ``G(x) = J_F(x) F(x)`` (Eq. 11; with inputs ``J_x F F + J_u F udot``), shape
+            (B, n), or None if not computed.
+        known_jacobian: ``J_fknown(x)`` (the state Jacobian ``J_x``), shape (B, n, n), or
+            None without ``lie``.
+        acts: MLP activations at ``x / s_in`` (``[x / s_in, u / s_u]`` with inputs).
+        tangents: MLP tangents along ``F / s_in`` (``[F / s_in, udot / s_u]``), or None.
     """
 
     x: Tensor
@@ -47,26 +59,32 @@ class HybridField(nn.Module):
     training, float32 where a device would run it.
 
     Args:
-        known: the known physics ``f_known`` (an analytic `VectorField`).
+        known: the known physics ``f_known``: an analytic `VectorField`, or a
+            `ControlledField` ``f_known(x, u)`` for a plant with a recorded input (the
+            network then also reads ``u``, and every method takes ``u``).
         hidden: hidden widths of the tanh MLP, default ``(16, 16)``.
         dtype: parameter dtype.
         generator: random generator for reproducible initial weights.
         last_layer_gain: initial scale of the MLP's output layer.
     """
 
-    def __init__(self, known: VectorField, hidden: Sequence[int] = (16, 16),
+    def __init__(self, known: VectorField | ControlledField, hidden: Sequence[int] = (16, 16),
                  dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
                  last_layer_gain: float = 0.1) -> None:
         super().__init__()
         n = int(known.n_states)
+        n_u = int(known.n_inputs) if isinstance(known, ControlledField) else 0
         self.known = known
         self.n_states = n
-        self.mlp = TanhMLP((n, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain)
+        self.n_inputs = n_u
+        self.mlp = TanhMLP((n + n_u, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain)
         self.register_buffer("in_scale", torch.ones(n, dtype=dtype))
         self.register_buffer("out_scale", torch.ones(n, dtype=dtype))
+        if n_u:  # only with inputs: an autonomous field's state dict is unchanged
+            self.register_buffer("input_scale", torch.ones(n_u, dtype=dtype))
 
     @classmethod
-    def from_seed(cls, known: VectorField, seed: int, hidden: Sequence[int] = (16, 16),
+    def from_seed(cls, known: VectorField | ControlledField, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1) -> HybridField:
         """A field whose initial weights depend only on ``seed``.
 
@@ -76,20 +94,29 @@ class HybridField(nn.Module):
         gen = torch.Generator().manual_seed(int(seed))
         return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain)
 
-    def set_scales(self, in_scale: Tensor, out_scale: Tensor) -> None:
+    def set_scales(self, in_scale: Tensor, out_scale: Tensor, input_scale: Tensor | None = None) -> None:
         """Set the calibration scales.
 
         Args:
             in_scale: state RMS ``x_rms`` per channel, shape (n,), > 0.
             out_scale: first-derivative RMS ``s1`` per channel, shape (n,), > 0.
+            input_scale: input RMS ``s_u`` per input, shape (n_u,), > 0; required with
+                inputs, None without.
 
         Raises:
-            ValueError: for a wrong shape or a non-positive or non-finite scale.
+            ValueError: for a wrong shape or a non-positive or non-finite scale, or an
+                ``input_scale`` given to a field without inputs (or missing with them).
         """
-        for name, s in (("in_scale", in_scale), ("out_scale", out_scale)):
+        if (input_scale is None) != (self.n_inputs == 0):
+            raise ValueError(f"input_scale must be {self.n_inputs} positive numbers for a field with "
+                             f"{self.n_inputs} inputs (None without inputs); got {input_scale!r}.")
+        named = [("in_scale", in_scale, self.n_states), ("out_scale", out_scale, self.n_states)]
+        if input_scale is not None:
+            named.append(("input_scale", input_scale, self.n_inputs))
+        for name, s, size in named:
             s = torch.as_tensor(s)
-            if s.shape != (self.n_states,) or not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
-                raise ValueError(f"{name} must be {self.n_states} positive finite numbers; got {s.tolist()}.")
+            if s.shape != (size,) or not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
+                raise ValueError(f"{name} must be {size} positive finite numbers; got {s.tolist()}.")
             getattr(self, name).copy_(s)
 
     def parameters_list(self) -> list[Tensor]:
@@ -116,38 +143,73 @@ class HybridField(nn.Module):
         """
         check_states(x, self.n_states, name, dtype=self.dtype)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """``F(x)``, validated: (N, n) states -> (N, n) time derivatives, in `dtype`.
+    def check_inputs(self, x: Tensor, u: object, name: str = "u") -> None:
+        """Validate recorded inputs beside states ``x`` (N, n): ``u`` must be (N, n_u) in
+        `dtype` for a field with inputs, and None for one without.
 
         Raises:
-            TypeError, ValueError: see `check_input`.
+            TypeError, ValueError: as `check_input`, naming ``name``; also for inputs given
+                to a field without inputs or missing for one with them.
+        """
+        if self.n_inputs == 0:
+            if u is not None:
+                raise ValueError(f"{name} was given but this field has no inputs (its known model is a "
+                                 f"VectorField); build it on a ControlledField to learn F(x, u).")
+            return
+        if u is None:
+            raise ValueError(f"this field reads {self.n_inputs} recorded input(s): pass {name} of shape "
+                             f"(N, {self.n_inputs}) beside the states.")
+        check_states(u, self.n_inputs, name, dtype=self.dtype)
+        if u.shape[0] != x.shape[0]:
+            raise ValueError(f"{name} must have one row per state: {x.shape[0]} rows; got {u.shape[0]}.")
+
+    def forward(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """``F(x)`` (``F(x, u)`` with inputs), validated: (N, n) states [and (N, n_u) inputs]
+        -> (N, n) time derivatives, in `dtype`.
+
+        Raises:
+            TypeError, ValueError: see `check_input` and `check_inputs`.
         """
         self.check_input(x)
-        return self.evaluate_unchecked(x)
+        self.check_inputs(x, u)
+        return self.evaluate_unchecked(x, u)
 
-    def evaluate(self, x: Tensor) -> Tensor:
-        """``F(x)``, validated; the same as calling the field (`forward`)."""
-        return self.forward(x)
+    def evaluate(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """``F(x)`` (or ``F(x, u)``), validated; the same as calling the field (`forward`)."""
+        return self.forward(x, u)
 
-    def evaluate_unchecked(self, x: Tensor) -> Tensor:
-        """``F(x)`` without input validation, (N, n) -> (N, n), for the library's hot loops.
+    def net_input(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """The MLP's input: ``x / s_in``, or ``[x / s_in, u / s_u]`` with inputs, (N, n + n_u)."""
+        if u is None:
+            return x / self.in_scale
+        return torch.cat((x / self.in_scale, u / self.input_scale), dim=1)
+
+    def evaluate_unchecked(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """``F(x)`` (``F(x, u)``) without input validation, (N, n) [, (N, n_u)] -> (N, n), for
+        the library's hot loops.
 
         The caller guarantees a finite (N, n) tensor in `dtype` (or complex128 for
         complex-step checks); anything else gives wrong values or a low-level error.
         """
-        return self.known(x) + self.out_scale * self.mlp(x / self.in_scale)
+        if u is None:
+            return self.known(x) + self.out_scale * self.mlp(x / self.in_scale)
+        return self.known(x, u) + self.out_scale * self.mlp(self.net_input(x, u))
 
-    def residual(self, x: Tensor) -> Tensor:
-        """The neural residual ``N_theta(x)``, (N, n) -> (N, n), validated (see `check_input`)."""
+    def residual(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """The neural residual ``N_theta(x)`` (``N_theta(x, u)``), (N, n) -> (N, n), validated."""
         self.check_input(x)
-        return self.out_scale * self.mlp(x / self.in_scale)
+        self.check_inputs(x, u)
+        return self.out_scale * self.mlp(self.net_input(x, u))
 
-    def jet(self, x: Tensor, lie: bool = True) -> FieldJet:
+    def jet(self, x: Tensor, lie: bool = True, u: Tensor | None = None, udot: Tensor | None = None) -> FieldJet:
         """``F`` and (optionally) ``G = J_F F`` at ``x`` (B, n), keeping the caches.
 
         ``G`` uses the known field's Jacobian and the MLP's forward-mode tangent
-        along ``v = F(x)``.
+        along ``v = F(x)``. With inputs ``u`` (B, n_u) and their rates ``udot`` (B, n_u,
+        needed with ``lie``), ``G = J_x F F + J_u F udot`` (module doc); no validation.
         """
+        if u is not None:
+            return self._jet_inputs(x, u, udot, lie)
         acts = self.mlp.activations(x / self.in_scale)
         value = self.known(x) + self.out_scale * acts.output
         tangents, g, jk = None, None, None
@@ -157,23 +219,46 @@ class HybridField(nn.Module):
             g = torch.einsum("bij,bj->bi", jk, value) + self.out_scale * tangents.output
         return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)
 
+    def _jet_inputs(self, x: Tensor, u: Tensor, udot: Tensor | None, lie: bool) -> FieldJet:
+        """`jet` with recorded inputs: one MLP tangent along ``[F / s_in, udot / s_u]``."""
+        acts = self.mlp.activations(self.net_input(x, u))
+        value = self.known(x, u) + self.out_scale * acts.output
+        tangents, g, jk = None, None, None
+        if lie:
+            jk = self.known.jacobian(x, u)
+            tangents = self.mlp.jvp(acts, self.net_input(value, udot))
+            g = (torch.einsum("bij,bj->bi", jk, value) + torch.einsum("bik,bk->bi", self.known.input_jacobian(x, u), udot)
+                 + self.out_scale * tangents.output)
+        return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)
+
     # ----- state derivatives ------------------------------------------------------------------
+    def _autonomous_only(self, method: str) -> None:
+        if self.n_inputs:
+            raise NotImplementedError(f"HybridField.{method} is defined for fields without inputs; with inputs use "
+                                      f"jet(x, u=u, udot=udot) (value, Lie derivative and their caches).")
+
     def jvp(self, x: Tensor, v: Tensor) -> Tensor:
         """``J_F(x) v`` for (B, n) states and tangents -> (B, n)."""
+        self._autonomous_only("jvp")
         acts = self.mlp.activations(x / self.in_scale)
         return self.known.jvp(x, v) + self.out_scale * self.mlp.jvp(acts, v / self.in_scale).output
 
     def vjp(self, x: Tensor, u: Tensor) -> Tensor:
         """``J_F(x)^T u`` for (B, n) states and cotangents -> (B, n)."""
+        self._autonomous_only("vjp")
         acts = self.mlp.activations(x / self.in_scale)
         return self.known.vjp(x, u) + self.vjp_residual(acts, u)
 
     def vjp_residual(self, acts: Activations, u: Tensor) -> Tensor:
-        """``J_N^T u`` at the point of ``acts``, (B, n) -> (B, n)."""
+        """``J_N^T u`` at the point of ``acts``, (B, n) -> (B, n); with inputs the state block
+        ``J_{N,x}^T u`` (the inputs are data, no cotangent flows to them)."""
+        if self.n_inputs:
+            return self.mlp.vjp_input(acts, self.out_scale * u)[:, : self.n_states] / self.in_scale
         return self.mlp.vjp_input(acts, self.out_scale * u) / self.in_scale
 
     def jacobian(self, x: Tensor) -> Tensor:
         """The state Jacobian ``J_F(x)``, (B, n) -> (B, n, n), from n JVPs."""
+        self._autonomous_only("jacobian")
         acts = self.mlp.activations(x / self.in_scale)
         cols = []
         eye = torch.eye(self.n_states, dtype=x.dtype)
@@ -184,6 +269,7 @@ class HybridField(nn.Module):
 
     def lie_derivative(self, x: Tensor) -> Tensor:
         """``G(x) = J_F(x) F(x)`` (Eq. 11), (B, n) -> (B, n)."""
+        self._autonomous_only("lie_derivative")
         return self.jet(x).lie
 
     # ----- parameter derivatives ----------------------------------------------------------------

@@ -3,6 +3,11 @@
 Per sample, ``r1 = (xdot_hat - F(x_hat)) / s1`` and ``r2 = (xddot_hat - G(x_hat)) / s2``
 (element-wise per channel); the batch loss is the mean over samples of
 ``lambda1 ||r1||^2 + lambda2 ||r2||^2``.
+
+With a recorded input (a field on a `torch_ude.systems.ControlledField`), every method
+also takes the SG estimates ``u`` and ``udot`` of the input at the same window centres:
+``r1`` compares with ``F(x, u)`` and ``r2`` with ``G = J_x F F + J_u F udot``
+(`torch_ude.field`); the gradient formula is unchanged.
 """
 from __future__ import annotations
 
@@ -59,7 +64,8 @@ class JetLoss(nn.Module):
         if self.lambda1 < 0 or self.lambda2 < 0:
             raise ValueError(f"loss weights must be >= 0; got lambda1={lambda1}, lambda2={lambda2}.")
 
-    def _check(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor) -> None:
+    def _check(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor, u: Tensor | None = None,
+               udot: Tensor | None = None) -> None:
         n = field.n_states
         if self.s1.shape != (n,):
             raise ValueError(f"the loss scales have {self.s1.shape[0]} channels but the field has {n}.")
@@ -78,19 +84,30 @@ class JetLoss(nn.Module):
                 "x, xdot and xddot hold no samples (batch size 0); the loss is a mean over the batch, "
                 "so pass at least one sample."
             )
+        field.check_inputs(x, u, "u")
+        if u is not None:
+            field.check_inputs(x, udot, "udot")
+        elif udot is not None:
+            raise ValueError("udot was given without u; pass both (the input and its rate) or neither.")
 
-    def residuals(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor) -> tuple[Tensor, Tensor]:
-        """The scaled residuals ``r1, r2`` (Eq. 10, 12), each (B, n); no validation."""
-        jet = field.jet(x)
+    def residuals(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor, u: Tensor | None = None,
+                  udot: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The scaled residuals ``r1, r2`` (Eq. 10, 12), each (B, n); no validation.
+
+        ``u``, ``udot``: the input and its rate, (B, n_u) each, for a field with inputs.
+        """
+        jet = field.jet(x) if u is None else field.jet(x, u=u, udot=udot)
         return (xdot - jet.value) / self.s1, (xddot - jet.lie) / self.s2
 
-    def forward(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor) -> Tensor:
+    def forward(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor, u: Tensor | None = None,
+                udot: Tensor | None = None) -> Tensor:
         """The loss value only (Eq. 13), 0-dim; analytic in the weights (``r*r``, not ``|r|^2``)."""
-        r1, r2 = self.residuals(field, x, xdot, xddot)
+        r1, r2 = self.residuals(field, x, xdot, xddot, u, udot)
         return (self.lambda1 * (r1 * r1).sum() + self.lambda2 * (r2 * r2).sum()) / x.shape[0]
 
     def value_and_grad(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor,
-                       validate: bool = True, report_r2: bool = True) -> JetResult:
+                       validate: bool = True, report_r2: bool = True, u: Tensor | None = None,
+                       udot: Tensor | None = None) -> JetResult:
         """Loss and its exact gradient in theta by Eq. (14)-(16).
 
         ``ubar = -2 (lambda1 r1/s1 + lambda2 J_F^T r2/s2)`` is pulled back through the
@@ -104,6 +121,8 @@ class JetLoss(nn.Module):
                 the training loop passes False for samples it has already checked.
             report_r2: compute ``||r2||^2`` even when ``lambda2 = 0`` (it then needs a JVP
                 that the gradient does not); if False, ``loss_r2`` is NaN in that case.
+            u, udot: SG estimates of the recorded input and its rate at the same window
+                centres, (B, n_u) each; required for a field with inputs, None without.
 
         Returns:
             A `JetResult` with gradients in the order of ``field.parameters_list()``.
@@ -113,11 +132,14 @@ class JetLoss(nn.Module):
             ValueError: for shapes other than (B, n) with B >= 1, unequal shapes, or NaN/Inf.
         """
         if validate:
-            self._check(field, x, xdot, xddot)
+            self._check(field, x, xdot, xddot, u, udot)
         with torch.no_grad():
             b = x.shape[0]
             second = self.lambda2 > 0.0
-            jet = field.jet(x, lie=second or report_r2)
+            if u is None:
+                jet = field.jet(x, lie=second or report_r2)
+            else:
+                jet = field.jet(x, lie=second or report_r2, u=u, udot=udot)
             r1 = (xdot - jet.value) / self.s1
             sq1 = (r1 * r1).sum() / b
             if jet.lie is None:

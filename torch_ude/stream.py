@@ -27,6 +27,13 @@ Stream semantics (the C port in ``microcontroller/`` mirrors them sample by samp
 * Bridged samples are never used for the noise estimate (they are smoother than
   real ones).
 
+Recorded inputs (``n_inputs > 0``) travel as extra channels after the states: the same
+windows give SG jets of the states and of the inputs (rows ``u, udot, uddot``), so the
+input rate ``udot`` of the target ``J_x F F + J_u F udot`` comes from the same window as
+``xddot``. Every gate and counter covers all channels (a window whose input jumps is
+rejected like one whose state does); the calibration measures the inputs' scales but
+chooses ``m`` and ``lambda2`` from the state channels only (`calibrate`'s ``n_states``).
+
 Everything is float64 on the host; ``dtype=torch.float32`` with ``pcg32=True`` runs the
 estimator as the C trainer does (its precision and its PCG32 reservoir draws).
 """
@@ -182,13 +189,15 @@ class StreamEstimator:
     """Turn a raw sensor stream into a buffer of SG jet samples (Algorithm 1, lines 3-12).
 
     Args:
-        n_states: number of channels n.
+        n_states: number of state channels n (all channels without inputs).
         fs: sample rate in Hz (> 0).
         settings: `StreamSettings`.
         seed: seed of the buffer's replacement generator.
         dtype: precision of the samples and estimates (float64 host, float32 as on a device).
         pcg32: draw the reservoir's replacement slots from `torch_ude.prng.Pcg32` (seed,
             stream 1), the C trainer's generator, instead of numpy's.
+        n_inputs: recorded input channels after the states (module doc); samples then have
+            ``n_states + n_inputs`` channels.
 
     Attributes:
         calibration: the `Calibration` once the calibration phase is over, else None.
@@ -199,11 +208,15 @@ class StreamEstimator:
     """
 
     def __init__(self, n_states: int, fs: float, settings: StreamSettings | None = None, seed: int = 0,
-                 dtype: torch.dtype = torch.float64, pcg32: bool = False) -> None:
+                 dtype: torch.dtype = torch.float64, pcg32: bool = False, n_inputs: int = 0) -> None:
         if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
             raise ValueError(f"fs (the sample rate in Hz) must be positive; got {fs!r}.")
         if isinstance(n_states, bool) or not isinstance(n_states, int) or n_states < 1:
             raise ValueError(f"n_states must be a positive integer; got {n_states!r}.")
+        if isinstance(n_inputs, bool) or not isinstance(n_inputs, int) or n_inputs < 0:
+            raise ValueError(f"n_inputs must be an integer >= 0; got {n_inputs!r}.")
+        self.n_inputs = int(n_inputs)
+        n_states = n_states + self.n_inputs  # channels from here on
         self.settings = settings or StreamSettings()
         self.settings.validate()
         if dtype not in (torch.float32, torch.float64):
@@ -372,7 +385,8 @@ class StreamEstimator:
         self.calibration = calibrate(
             self._cal_y, self.fs, self._cal_seg, self.sg, m=st.m, m_max=st.m_max, dt_scale=st.dt_scale,
             lambda2_0=st.lambda2, snr_threshold=st.snr_threshold, gate_lambda2=st.snr_gate,
-            bridged=self._cal_bridged, outlier_threshold=st.outlier_threshold)
+            bridged=self._cal_bridged, outlier_threshold=st.outlier_threshold,
+            n_states=self.n - self.n_inputs if self.n_inputs else None)
         self.buffer, self.gate = self._buffer(), self._gate()
         # warm the gate's running median on the calibration record
         warm = valid_windows(self.sg, self._cal_y, self._cal_seg, self.calibration.m, self.stride)
@@ -442,13 +456,15 @@ class StreamEstimator:
             "hist": (self._hist_y.clone(), self._hist_seg.clone()),
             "last_tick": self._last_tick, "last_key": self._last_key, "breaks": self._breaks,
             "counters": dict(self.counters),
+            **({"n_inputs": self.n_inputs} if self.n_inputs else {}),
         }
 
     @classmethod
     def from_state_dict(cls, state: dict) -> StreamEstimator:
         """Rebuild an estimator from `state_dict`."""
-        est = cls(state["n"], state["fs"], StreamSettings(**state["settings"]), state["seed"],
-                  dtype=state["cal_y"].dtype, pcg32=state.get("pcg32", False))
+        n_inputs = state.get("n_inputs", 0)
+        est = cls(state["n"] - n_inputs, state["fs"], StreamSettings(**state["settings"]), state["seed"],
+                  dtype=state["cal_y"].dtype, pcg32=state.get("pcg32", False), n_inputs=n_inputs)
         est._cal_y.copy_(state["cal_y"])
         est._cal_seg.copy_(state["cal_seg"])
         est._cal_bridged.copy_(state["cal_bridged"])

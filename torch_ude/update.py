@@ -47,7 +47,9 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     Args:
         field: the hybrid field being trained (float64 host, float32 as on a device).
         loss: the jet loss with the calibrated scales.
-        buffer: the sample buffer to draw ``batch_size`` jets from (with replacement).
+        buffer: the sample buffer to draw ``batch_size`` jets from (with replacement); for a
+            field with ``n_u`` inputs its channels are the n states, then the inputs, whose
+            jet rows 0 and 1 are ``u`` and ``udot``.
         batch_size: minibatch size.
         generator: the minibatch index generator (torch's, or `Pcg32` as the C trainer).
         optimizer: a ``torch.optim`` optimizer over ``field.parameters_list()`` (or
@@ -63,7 +65,12 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     """
     lr = float(scheduler.get_last_lr()[0])
     batch = buffer.sample(batch_size, generator)
-    res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
+    if field.n_inputs:
+        n = field.n_states
+        res = loss.value_and_grad(field, batch[:, 0, :n], batch[:, 1, :n], batch[:, 2, :n], validate=False,
+                                  report_r2=report_r2, u=batch[:, 0, n:], udot=batch[:, 1, n:])
+    else:
+        res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
     field.write_grad(res.grads)
     norm = torch.nn.utils.clip_grad_norm_(field.parameters_list(), grad_clip)
     if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
@@ -102,7 +109,9 @@ def apply_calibration(cal: Calibration, fields: list[HybridField], loss: JetLoss
     """Hand a finished calibration to the trainer (Algorithm 1, line 4).
 
     Sets the fields' input and output scales to ``x_rms`` and ``s1`` (unless
-    ``keep_scales``: a pretrained field keeps its own), the loss scales ``s1, s2`` and
+    ``keep_scales``: a pretrained field keeps its own; a field with inputs takes the
+    state channels' values, and the input channels' ``x_rms`` as its input scale), the
+    loss scales ``s1, s2`` (state channels) and
     ``lambda2``, and, when ``weight_decay > 0`` (AdamW), the noise-adaptive decay of
     `torch_ude.calibration.noise_adaptive_weight_decay` in every parameter group.
 
@@ -115,11 +124,20 @@ def apply_calibration(cal: Calibration, fields: list[HybridField], loss: JetLoss
         weight_decay_full_at: relative noise of full decay, or None for a constant decay.
         keep_scales: leave the fields' scales as they are (fine-tuning a trained field).
     """
-    if not keep_scales:
-        for f in {id(f): f for f in fields}.values():
-            f.set_scales(cal.x_rms.to(f.in_scale.dtype), cal.s1.to(f.out_scale.dtype))
-    loss.s1.copy_(cal.s1)
-    loss.s2.copy_(cal.s2)
+    n = fields[0].n_states
+    if fields[0].n_inputs:
+        if not keep_scales:
+            for f in {id(f): f for f in fields}.values():
+                f.set_scales(cal.x_rms[:n].to(f.in_scale.dtype), cal.s1[:n].to(f.out_scale.dtype),
+                             cal.x_rms[n:].to(f.input_scale.dtype))
+        loss.s1.copy_(cal.s1[:n])
+        loss.s2.copy_(cal.s2[:n])
+    else:
+        if not keep_scales:
+            for f in {id(f): f for f in fields}.values():
+                f.set_scales(cal.x_rms.to(f.in_scale.dtype), cal.s1.to(f.out_scale.dtype))
+        loss.s1.copy_(cal.s1)
+        loss.s2.copy_(cal.s2)
     loss.lambda2 = cal.lambda2
     if weight_decay > 0:
         decay = noise_adaptive_weight_decay(cal.sigma_rel, weight_decay, weight_decay_full_at)

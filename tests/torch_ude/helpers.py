@@ -1,7 +1,10 @@
 """Builders shared by the torch_ude tests."""
+import numpy as np
+import scipy.interpolate
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
+from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
 
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
 
@@ -23,3 +26,101 @@ def random_batch(n: int, batch: int, seed: int) -> tuple[torch.Tensor, torch.Ten
     """Random states and derivative targets, each (batch, n)."""
     gen = torch.Generator().manual_seed(100 + seed)
     return tuple(torch.randn(batch, n, generator=gen) for _ in range(3))
+
+
+class CoupledInputs(ControlledField):
+    """A test model with two states and two inputs entering nonlinearly:
+    ``f = (x1 + u0 x0, -sin(x0) + u1 cos(x1) + u0^2)``."""
+
+    n_states = 2
+    n_inputs = 2
+
+    def init_args(self) -> dict:
+        """No arguments."""
+        return {}
+
+    def forward(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The field, (N, 2), (N, 2) -> (N, 2)."""
+        return torch.stack((x[:, 1] + u[:, 0] * x[:, 0],
+                            -torch.sin(x[:, 0]) + u[:, 1] * torch.cos(x[:, 1]) + u[:, 0] ** 2), dim=1)
+
+    def jacobian(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """df/dx, (N, 2, 2)."""
+        jac = x.new_zeros(x.shape[0], 2, 2)
+        jac[:, 0, 0], jac[:, 0, 1] = u[:, 0], 1.0
+        jac[:, 1, 0], jac[:, 1, 1] = -torch.cos(x[:, 0]), -u[:, 1] * torch.sin(x[:, 1])
+        return jac
+
+    def input_jacobian(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """df/du, (N, 2, 2)."""
+        jac = x.new_zeros(x.shape[0], 2, 2)
+        jac[:, 0, 0] = x[:, 0]
+        jac[:, 1, 0], jac[:, 1, 1] = 2.0 * u[:, 0], torch.cos(x[:, 1])
+        return jac
+
+
+INPUT_MODELS = {"torque": TorquePendulumModel, "coupled": CoupledInputs}
+
+
+def random_input_field(model: str, seed: int) -> HybridField:
+    """A hybrid field on a known model with inputs, random weights, biases and scales, float64."""
+    known = INPUT_MODELS[model]()
+    gen = torch.Generator().manual_seed(seed)
+    field = HybridField(known, generator=gen, last_layer_gain=1.0)
+    n, m = known.n_states, known.n_inputs
+    field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen),
+                     0.5 + torch.rand(m, generator=gen))
+    with torch.no_grad():
+        for _, b in field.mlp.layers:
+            b.uniform_(-0.5, 0.5, generator=gen)
+    return field
+
+
+def forced_pendulum_log(duration: float = 12.0, fs: float = 500.0, noise: float = 1e-3, jitter: float = 0.0,
+                        damping: float = 0.05, seed: int = 0) -> dict[str, np.ndarray]:
+    """A simulated log of the DFKI-like pendulum driven by a known torque, with viscous friction
+    ``damping`` (N m s) that `TorquePendulumModel` lacks: columns time, position, velocity, torque.
+
+    The true motion is integrated by RK4 at 10 kHz; the log samples it at ``fs`` with time stamps
+    jittered uniformly by up to ``jitter`` of a step and Gaussian sensor noise ``noise`` (rad, rad/s).
+    """
+    model = TorquePendulumModel()
+    rng = np.random.default_rng(seed)
+    sub = 10
+    h = 1.0 / (fs * sub)
+    steps = int(round(duration * fs))
+    freqs, phases = np.array([0.7, 1.9, 3.1]), rng.uniform(0, 2 * np.pi, 3)
+
+    def torque(t):
+        return 0.35 * np.sin(np.multiply.outer(t, freqs) + phases).sum(axis=-1)
+
+    def f(q, qd, t):
+        return qd, (torque(t) - model.mass_com * model.gravity * np.sin(q) - damping * qd) / model.inertia
+
+    # integrate on the fine grid, then read each jittered time stamp off a cubic Hermite interpolant
+    n_fine = steps * sub + sub
+    fine = np.empty((n_fine + 1, 2))
+    fine[0] = (0.3, 0.0)
+    q, qd = 0.3, 0.0
+    for j in range(n_fine):
+        t = j * h
+        a1, b1 = f(q, qd, t)
+        a2, b2 = f(q + 0.5 * h * a1, qd + 0.5 * h * b1, t + 0.5 * h)
+        a3, b3 = f(q + 0.5 * h * a2, qd + 0.5 * h * b2, t + 0.5 * h)
+        a4, b4 = f(q + h * a3, qd + h * b3, t + h)
+        q, qd = q + h / 6 * (a1 + 2 * a2 + 2 * a3 + a4), qd + h / 6 * (b1 + 2 * b2 + 2 * b3 + b4)
+        fine[j + 1] = (q, qd)
+    times = np.arange(steps) / fs + rng.uniform(-jitter, jitter, steps) / fs
+    times[0] = 0.0
+    tf = np.arange(n_fine + 1) * h
+    slopes = np.stack(f(fine[:, 0], fine[:, 1], tf), axis=1)
+    states = scipy.interpolate.CubicHermiteSpline(tf, fine, slopes)(times)
+    return {"time": times, "position": states[:, 0] + noise * rng.standard_normal(steps),
+            "velocity": states[:, 1] + noise * rng.standard_normal(steps), "torque": torque(times)}
+
+
+def write_csv(path, columns: dict[str, np.ndarray]) -> None:
+    """Write columns as a CSV with a header line."""
+    names = list(columns)
+    np.savetxt(path, np.stack([columns[c] for c in names], axis=1), delimiter=",", header=",".join(names),
+               comments="")

@@ -4,7 +4,7 @@ import torch
 from torch.func import jacrev, jvp, vjp
 
 from torch_ude import HybridField, SinglePendulum
-from tests.torch_ude.helpers import PLANTS, random_batch, random_field
+from tests.torch_ude.helpers import PLANTS, random_batch, random_field, random_input_field
 
 
 @pytest.mark.parametrize("plant,expected", [("single", 354), ("double", 420)])
@@ -91,3 +91,56 @@ def test_set_scales_rejects_bad_scales():
         field.set_scales(torch.tensor([1.0, -1.0]), torch.ones(2))
     with pytest.raises(ValueError, match="positive finite"):
         field.set_scales(torch.ones(3), torch.ones(2))
+
+
+# ----- fields with recorded inputs ----------------------------------------------------------
+@pytest.mark.parametrize("model", ["torque", "coupled"])
+def test_input_field_value_and_lie_derivative_match_torch_func(model):
+    field = random_input_field(model, 6)
+    n, m = field.n_states, field.n_inputs
+    gen = torch.Generator().manual_seed(6)
+    x, u, udot = torch.randn(11, n, generator=gen), torch.randn(11, m, generator=gen), torch.randn(11, m, generator=gen)
+    value = field.known(x, u) + field.out_scale * field.mlp(torch.cat((x / field.in_scale, u / field.input_scale), 1))
+    assert torch.allclose(field.evaluate(x, u), value, rtol=1e-14, atol=1e-14)
+    # G is the time derivative of F along x' = F and the measured input rate
+    _, g_ref = jvp(field.evaluate, (x, u), (value, udot))
+    jet = field.jet(x, u=u, udot=udot)
+    assert torch.allclose(jet.value, value, rtol=1e-14, atol=1e-14)
+    assert torch.allclose(jet.lie, g_ref, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(field.residual(x, u), value - field.known(x, u), rtol=1e-12, atol=1e-12)
+
+
+def test_input_field_state_vjp_block_matches_torch_func():
+    field = random_input_field("coupled", 2)
+    gen = torch.Generator().manual_seed(2)
+    x, u, w = torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen)
+    _, pull = vjp(lambda xx: field.residual(xx, u), x)
+    acts = field.mlp.activations(field.net_input(x, u))
+    assert torch.allclose(field.vjp_residual(acts, w), pull(w)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_input_field_checks_its_inputs():
+    field = random_input_field("torque", 0)
+    x = torch.zeros(4, 2)
+    with pytest.raises(ValueError, match=r"reads 1 recorded input\(s\): pass u of shape \(N, 1\)"):
+        field(x)
+    with pytest.raises(ValueError, match=r"u must have shape \(N, 1\)"):
+        field(x, torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="one row per state: 4 rows; got 3"):
+        field(x, torch.zeros(3, 1))
+    with pytest.raises(ValueError, match="u holds NaN or Inf"):
+        field(x, torch.full((4, 1), float("inf")))
+    with pytest.raises(ValueError, match="has no inputs"):
+        random_field("single", "A", 0)(x, torch.zeros(4, 1))
+    with pytest.raises(NotImplementedError, match=r"jet\(x, u=u, udot=udot\)"):
+        field.jacobian(x)
+    with pytest.raises(ValueError, match="input_scale must be 1 positive"):
+        field.set_scales(torch.ones(2), torch.ones(2))
+    with pytest.raises(ValueError, match="input_scale must be 1 positive finite"):
+        field.set_scales(torch.ones(2), torch.ones(2), torch.tensor([0.0]))
+
+
+def test_an_autonomous_field_is_unchanged_by_the_input_code():
+    field = random_field("double", "A", 1)
+    assert field.n_inputs == 0 and "input_scale" not in field.state_dict()
+    assert field.mlp.sizes == (4, 16, 16, 4)

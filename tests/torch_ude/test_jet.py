@@ -1,7 +1,8 @@
 """The hand-written jet gradient (Eq. 14-16) against torch.func and complex-step differentiation.
 
 36 conditions: both plants x Cases A/B/C x lambda2 in {0, 0.1} x three (batch, weight
-seed) pairs, all float64.
+seed) pairs, all float64; with recorded inputs, 8 more: two known models (one and two
+inputs) x lambda2 in {0, 0.1} x two (batch, weight seed) pairs.
 """
 import copy
 
@@ -10,7 +11,7 @@ import torch
 from torch.func import functional_call, grad, jvp
 
 from torch_ude import JetLoss
-from tests.torch_ude.helpers import random_batch, random_field
+from tests.torch_ude.helpers import random_batch, random_field, random_input_field
 
 CONDITIONS = [
     (plant, case, lam2, batch, seed)
@@ -153,3 +154,83 @@ def test_inputs_in_another_dtype_than_the_field_are_a_clear_error():
     assert res.loss.dtype == torch.float32 and all(g.dtype == torch.float32 for g in res.grads)
     with pytest.raises(TypeError, match=r"loss scales are torch.float64.*loss\.to\(torch\.float32\)"):
         loss.value_and_grad(field32, x, xd, xdd)
+
+
+# ----- recorded inputs: F(x, u), G = J_x F F + J_u F udot ------------------------------------
+INPUT_CONDITIONS = [(model, lam2, batch, seed) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)
+                    for batch, seed in ((1, 0), (9, 1))]
+
+
+def _input_batch(field, batch, seed):
+    gen = torch.Generator().manual_seed(700 + seed)
+    n, m = field.n_states, field.n_inputs
+    return tuple(torch.randn(batch, k, generator=gen) for k in (n, n, n, m, m))
+
+
+def _naive_input_loss(field, loss, x, xd, xdd, u, udot):
+    """The loss with G = d/dt F(x, u) along (F, udot) by forward-mode autograd, in the MLP weights."""
+    names = [name for name, _ in field.mlp.named_parameters()]
+
+    def value(params):
+        def f(xx, uu):
+            z = torch.cat((xx / field.in_scale, uu / field.input_scale), dim=1)
+            return field.known(xx, uu) + field.out_scale * functional_call(field.mlp, dict(zip(names, params)), (z,))
+        val = f(x, u)
+        _, g = jvp(f, (x, u), (val, udot))
+        r1, r2 = (xd - val) / loss.s1, (xdd - g) / loss.s2
+        return (loss.lambda1 * (r1 * r1).sum() + loss.lambda2 * (r2 * r2).sum()) / x.shape[0]
+
+    params = [p.detach() for _, p in field.mlp.named_parameters()]
+    order = {id(p): i for i, (_, p) in enumerate(field.mlp.named_parameters())}
+    return value, params, [order[id(p)] for p in field.parameters_list()]
+
+
+@pytest.mark.parametrize("model,lam2,batch,seed", INPUT_CONDITIONS)
+def test_input_gradient_matches_torch_func(model, lam2, batch, seed):
+    field = random_input_field(model, seed)
+    x, xd, xdd, u, udot = _input_batch(field, batch, seed)
+    loss = _loss_for(field, lam2, seed)
+    res = loss.value_and_grad(field, x, xd, xdd, u=u, udot=udot)
+    value, params, order = _naive_input_loss(field, loss, x, xd, xdd, u, udot)
+    ref = grad(value)(params)
+    assert _rel(res.grads, [ref[i] for i in order]) <= 1e-10
+    assert torch.allclose(res.loss, value(params), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("model,lam2,batch,seed", INPUT_CONDITIONS)
+def test_input_gradient_matches_complex_step(model, lam2, batch, seed):
+    field = random_input_field(model, seed)
+    data = _input_batch(field, batch, seed)
+    loss = _loss_for(field, lam2, seed)
+    res = loss.value_and_grad(field, *data[:3], u=data[3], udot=data[4])
+
+    cfield = copy.deepcopy(field).to(torch.complex128)
+    cx, cxd, cxdd, cu, cudot = (t.to(torch.complex128) for t in data)
+    h = 1e-30
+    cs = []
+    with torch.no_grad():
+        for p in cfield.parameters_list():
+            g = torch.empty(p.shape, dtype=torch.float64)
+            flat, gflat = p.view(-1), g.view(-1)
+            for k in range(flat.numel()):
+                flat[k] += 1j * h
+                gflat[k] = loss(cfield, cx, cxd, cxdd, cu, cudot).imag / h
+                flat[k] -= 1j * h
+            cs.append(g)
+    assert _rel(res.grads, cs) <= 1e-12
+
+
+def test_input_loss_checks_its_inputs():
+    field = random_input_field("torque", 0)
+    x, xd, xdd, u, udot = _input_batch(field, 8, 0)
+    loss = JetLoss(torch.ones(2), torch.ones(2))
+    with pytest.raises(ValueError, match=r"pass u of shape \(N, 1\)"):
+        loss.value_and_grad(field, x, xd, xdd)
+    with pytest.raises(ValueError, match=r"pass udot of shape \(N, 1\)"):
+        loss.value_and_grad(field, x, xd, xdd, u=u)
+    bad = udot.clone()
+    bad[2, 0] = float("nan")
+    with pytest.raises(ValueError, match="udot holds NaN or Inf"):
+        loss.value_and_grad(field, x, xd, xdd, u=u, udot=bad)
+    with pytest.raises(ValueError, match="has no inputs"):
+        loss.value_and_grad(random_field("single", "A", 0), x, xd, xdd, u=u, udot=udot)

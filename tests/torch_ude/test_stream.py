@@ -245,3 +245,29 @@ def test_a_calibration_phase_shorter_than_one_window_is_refused():
     with pytest.raises(ValueError, match="holds 300 samples.*lengthen stream.calibration_s to at least 0.401 s"):
         StreamEstimator(2, FS, StreamSettings(calibration_s=0.3))
     StreamEstimator(2, FS, StreamSettings(calibration_s=0.3, m=20))  # a fixed m = 20 needs 201 samples
+
+
+def test_inputs_ride_as_extra_channels_and_do_not_set_m_or_lambda2():
+    t = torch.arange(8000, dtype=torch.float64) / FS
+    gen = torch.Generator().manual_seed(4)
+    states = torch.stack((torch.sin(2.0 * t), 2.0 * torch.cos(2.0 * t)), dim=1) + 0.002 * torch.randn(8000, 2, generator=gen)
+    u = (0.5 * torch.sin(9.0 * t)).unsqueeze(1) + 0.01 * torch.randn(8000, 1, generator=gen)  # faster and noisier
+    settings = dict(calibration_s=3.0, capacity=256, m=None)
+    alone = StreamEstimator(2, FS, StreamSettings(**settings))
+    both = StreamEstimator(2, FS, StreamSettings(**settings), n_inputs=1)
+    joint = StreamEstimator(3, FS, StreamSettings(**settings))  # the input taken for a state
+    _feed(alone, states)
+    _feed(both, torch.cat((states, u), dim=1))
+    _feed(joint, torch.cat((states, u), dim=1))
+    a, b = alone.calibration, both.calibration
+    assert (b.m, b.lambda2, b.sigma_rel, b.omega_c) == (a.m, a.lambda2, a.sigma_rel, a.omega_c)
+    assert joint.calibration.m < a.m  # the fast input would have shortened the window
+    assert b.x_rms.shape == (3,) and torch.equal(b.x_rms[:2], a.x_rms)
+    # jets of the input: its value and rate at the window centres
+    jets = both.buffer.data[: both.buffer.fill]
+    assert jets.shape[2] == 3
+    assert float(jets[:, 0, 2].abs().max()) < 0.6 and float(jets[:, 1, 2].abs().max()) < 1.2 * 4.5
+    assert float(jets[:, 1, 2].abs().max()) > 0.8 * 4.5  # udot = 4.5 cos(9 t) is estimated, not smoothed away
+    state = both.state_dict()
+    again = StreamEstimator.from_state_dict(state)
+    assert again.n_inputs == 1 and again.n == 3

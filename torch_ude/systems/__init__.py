@@ -1,5 +1,6 @@
 """Plants: true fields, known models per case, simulator, excitation and noise."""
 from .base import System as System, VectorField as VectorField, ZeroField as ZeroField, check_states as check_states
+from .controlled import ControlledField as ControlledField, TorquePendulumModel as TorquePendulumModel
 from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
 from .friction import FrictionField as FrictionField, FrictionPendulum as FrictionPendulum
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
@@ -7,7 +8,7 @@ from .faults import SensorFaults as SensorFaults
 from .simulate import Recording as Recording, Simulator as Simulator, simulate as simulate
 
 __all__ = [
-    "System", "VectorField", "ZeroField", "check_states",
+    "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
     "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField", "FrictionPendulum", "FrictionField",
     "Recording", "Simulator", "simulate", "SensorFaults",
 ]

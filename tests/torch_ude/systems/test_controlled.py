@@ -1,0 +1,36 @@
+"""Known models with inputs: hand-written state and input Jacobians against torch.func."""
+import pytest
+import torch
+from torch.func import jacrev
+
+from torch_ude.systems.controlled import TorquePendulumModel
+from tests.torch_ude.helpers import INPUT_MODELS
+
+
+@pytest.mark.parametrize("model", sorted(INPUT_MODELS))
+def test_jacobians_match_jacrev(model):
+    known = INPUT_MODELS[model]()
+    gen = torch.Generator().manual_seed(3)
+    x = 2.0 * torch.randn(9, known.n_states, generator=gen)
+    u = torch.randn(9, known.n_inputs, generator=gen)
+    jx = torch.stack([jacrev(known, argnums=0)(x[b:b + 1], u[b:b + 1])[0, :, 0, :] for b in range(9)])
+    ju = torch.stack([jacrev(known, argnums=1)(x[b:b + 1], u[b:b + 1])[0, :, 0, :] for b in range(9)])
+    assert torch.allclose(known.jacobian(x, u), jx, rtol=1e-13, atol=1e-13)
+    assert torch.allclose(known.input_jacobian(x, u), ju, rtol=1e-13, atol=1e-13)
+    w = torch.randn(9, known.n_states, generator=gen)
+    assert torch.allclose(known.vjp(x, u, w), torch.einsum("bij,bi->bj", jx, w), rtol=1e-13, atol=1e-13)
+
+
+def test_torque_pendulum_is_the_lab_model():
+    known = TorquePendulumModel(inertia=0.5, mass_com=0.2, gravity=10.0)
+    x = torch.tensor([[torch.pi / 2, 3.0]])
+    out = known(x, torch.tensor([[1.5]]))
+    assert torch.allclose(out, torch.tensor([[3.0, (1.5 - 0.2 * 10.0) / 0.5]]))
+    assert known.spec()["init_args"] == {"inertia": 0.5, "mass_com": 0.2, "gravity": 10.0}
+
+
+def test_torque_pendulum_rejects_bad_constants():
+    with pytest.raises(ValueError, match="inertia .* must be positive"):
+        TorquePendulumModel(inertia=0.0)
+    with pytest.raises(ValueError, match="mass_com must be a finite number"):
+        TorquePendulumModel(mass_com=float("nan"))
