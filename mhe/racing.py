@@ -18,7 +18,7 @@ from .model import StateSpaceModel
 from .simulate import Recording, simulate, vehicle_policy
 from .vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED, SingleTrackVehicle
 
-__all__ = ["MEASURED", "DT", "RacingSimulation", "perturbed_values"]
+__all__ = ["MEASURED", "DT", "RacingSimulation", "perturbed_values", "start_values"]
 
 MEASURED = (0, 2)
 """Measured states: vx and omega (vy is unmeasured)."""
@@ -83,4 +83,52 @@ def perturbed_values(factor: float = 0.5, seed: int = 0, identify: Sequence[str]
         if not inside:
             raise ValueError(f"{name}: neither {candidates} lies inside {BAYESRACE_BOUNDS[name]}; use a smaller factor.")
         out[name] = inside[0]
+    return out
+
+
+def start_values(mean_error: float, seed: int = 0, identify: Sequence[str] = IDENTIFIED,
+                 fixed: Mapping[str, float] | None = None, spread: float = 0.3, margin: float = 0.05
+                 ) -> dict[str, float]:
+    """Seeded start values ``theta*_j (1 +- f_j)`` whose mean relative error is exactly ``mean_error``.
+
+    Per parameter a sign (random, or the other one when it leaves the bounds sooner) and a raw
+    ``f_j`` uniform in ``1 +- spread``; ``f_j = min(c f_raw_j, f_max_j)`` with ``f_max_j`` the
+    largest error that keeps the value ``margin`` (relative to the distance) inside the bounds,
+    and ``c`` found by bisection so that the mean of ``f_j`` is ``mean_error`` (e.g. 0.6795, the
+    start of the paper's Table 1). Parameters not identified keep the truth unless ``fixed``
+    overrides them.
+
+    Raises:
+        ValueError: if ``mean_error`` cannot be reached inside the bounds.
+    """
+    rng = np.random.default_rng(seed)
+    out = dict(BAYESRACE_TRUTH)
+    out.update(fixed or {})
+    raw, caps, signs = [], [], []
+    for name in identify:
+        theta, bound = BAYESRACE_TRUTH[name], BAYESRACE_BOUNDS[name]
+        order = (1.0, -1.0) if rng.random() < 0.5 else (-1.0, 1.0)
+        raw.append(1.0 + spread * (2.0 * rng.random() - 1.0))
+
+        def cap(s: float) -> float:
+            slope = s * theta  # value = theta + slope * f
+            edge = bound.upper if slope > 0 else bound.lower
+            return float("inf") if edge is None else (1.0 - margin) * (edge - theta) / slope
+
+        best = order[0] if cap(order[0]) >= min(cap(order[1]), mean_error * raw[-1]) else order[1]
+        signs.append(best)
+        caps.append(cap(best))
+    raw_a, caps_a = np.array(raw), np.array(caps)
+    if np.isfinite(caps_a).all() and caps_a.mean() < mean_error:
+        raise ValueError(f"A mean relative error of {mean_error} does not fit inside the bounds (at most "
+                         f"{caps_a.mean():.4f}); lower it or the margin.")
+    lo, hi = 0.0, 1.0
+    while np.minimum(hi * raw_a, caps_a).mean() < mean_error:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.minimum(mid * raw_a, caps_a).mean() < mean_error else (lo, mid)
+    f = np.minimum(hi * raw_a, caps_a)
+    for name, s, fj in zip(identify, signs, f):
+        out[name] = BAYESRACE_TRUTH[name] * (1.0 + s * float(fj))
     return out

@@ -5,7 +5,8 @@ import torch
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, RecordingSource, ResidualSettings,
                  SingleTrackVehicle, make_windows)
 from mhe.arrival import arrival_bounds
-from mhe.racing import MEASURED, RacingSimulation
+from mhe.racing import MEASURED, RacingSimulation, start_values
+from mhe.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
 from tests.mhe.helpers import racing_problem
 
 
@@ -87,3 +88,14 @@ def test_replace_changes_settings_and_shares_the_recording():
     assert wider.estimator().arrival_mean_bounds[1].upper == pytest.approx(1.2) and wider.mhe is problem.mhe
     with pytest.raises(ValueError, match="unknown \\['horizon'\\]"):
         problem.replace(horizon=8)
+
+
+def test_seeded_start_has_the_requested_mean_error_inside_the_bounds():
+    names = ("Bf", "Cf", "Df", "Ef", "Shf", "Svf", "Br", "Cr", "Dr", "Er", "Shr", "Svr", "Cm1", "Cm2", "Cr0", "Cr2")
+    start = start_values(0.6795, seed=0, identify=names)
+    errors = [abs(start[n] - BAYESRACE_TRUTH[n]) / abs(BAYESRACE_TRUTH[n]) for n in names]
+    assert abs(sum(errors) / len(errors) - 0.6795) < 1e-12
+    assert all(BAYESRACE_BOUNDS[n].contains(start[n]) for n in names) and start["Iz"] == BAYESRACE_TRUTH["Iz"]
+    assert start == start_values(0.6795, seed=0, identify=names) != start_values(0.6795, seed=1, identify=names)
+    with pytest.raises(ValueError, match="does not fit inside the bounds"):
+        start_values(5.0, identify=("Cf", "Df"))
