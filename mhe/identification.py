@@ -76,6 +76,8 @@ class ResidualSettings:
         in_scale: typical magnitudes of ``[x, u]``, n_x + n_u numbers (None: ones).
         out_scale: typical magnitudes of the residual ``dx/dt``, n_x numbers (None: ones).
         seed: seed of the hidden layers' initial weights (the last layer starts at zero).
+        outputs: the state channels the residual drives (None: all), see
+            `mhe.model.NeuralResidual`.
         start: a run folder (jet matching, the RK4 baseline, the C trainer) whose trained field
             gives the initial weights and both scales instead (`mhe.trained_field`; a
             single-pendulum field, no inputs, ``width`` hidden units); ``in_scale``,
@@ -89,6 +91,7 @@ class ResidualSettings:
     in_scale: tuple[float, ...] | None = None
     out_scale: tuple[float, ...] | None = None
     seed: int = 0
+    outputs: tuple[int, ...] | None = None
     start: str | None = None
 
     def __post_init__(self) -> None:
@@ -104,10 +107,10 @@ class ResidualSettings:
                 and ``width`` hidden units.
         """
         if self.start is None:
-            return NeuralResidual(n_x, n_u, self.width, self.in_scale, self.out_scale, self.seed)
+            return NeuralResidual(n_x, n_u, self.width, self.in_scale, self.out_scale, self.seed, self.outputs)
         from .trained_field import TrainedField  # the trained field's module builds on this one
 
-        net = TrainedField.load(self.start).residual()
+        net = TrainedField.load(self.start).residual(self.outputs)
         if (net.n_x, net.n_u, net.mlp.sizes[1]) != (n_x, n_u, self.width):
             raise ValueError(f"The trained field in {self.start} has {net.n_x} states, {net.n_u} inputs and "
                              f"{net.mlp.sizes[1]} hidden units; this problem's residual needs {n_x}, {n_u} and "

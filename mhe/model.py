@@ -86,27 +86,40 @@ class NeuralResidual(nn.Module):
     """A tanh MLP ``N(x, u) = out_scale * mlp([x, u] / in_scale)`` (two hidden layers).
 
     The last layer starts at zero (Section 4.2) so that the model starts at its
-    physics, or at a pure random walk for a neural-only model.
+    physics, or at a pure random walk for a neural-only model. With ``outputs`` the network
+    drives only those state channels (the others get no residual): a residual on a channel
+    whose physics is exact and whose state is not measured (``theta' = omega`` with omega
+    hidden) is confounded with that state and cannot be identified.
 
     Args:
-        n_x: state dimension (outputs).
+        n_x: state dimension.
         n_u: input dimension.
         width: hidden width of both hidden layers.
         in_scale: typical magnitudes of ``[x, u]``, shape (n_x + n_u,); ones if None.
         out_scale: typical magnitudes of the residual ``dx/dt``, shape (n_x,); ones if None.
         seed: seed of the hidden layers' initial weights.
+        outputs: indices of the state channels the network drives (its outputs, in this
+            order); None: all.
     """
 
     def __init__(self, n_x: int, n_u: int, width: int = 32, in_scale: Sequence[float] | None = None,
-                 out_scale: Sequence[float] | None = None, seed: int = 0) -> None:
+                 out_scale: Sequence[float] | None = None, seed: int = 0,
+                 outputs: Sequence[int] | None = None) -> None:
         super().__init__()
         if width < 1:
             raise ValueError(f"width must be >= 1; got {width}.")
+        outputs = tuple(range(n_x)) if outputs is None else tuple(int(i) for i in outputs)
+        if not outputs or len(set(outputs)) != len(outputs) or not all(0 <= i < n_x for i in outputs):
+            raise ValueError(f"outputs must list distinct state indices in [0, {n_x}); got {list(outputs)}.")
         gen = torch.Generator().manual_seed(seed)
-        self.mlp = TanhMLP((n_x + n_u, width, width, n_x), dtype=torch.float64, generator=gen, last_layer_gain=0.0)
+        self.mlp = TanhMLP((n_x + n_u, width, width, len(outputs)), dtype=torch.float64, generator=gen,
+                           last_layer_gain=0.0)
         self.register_buffer("in_scale", _scale(in_scale, n_x + n_u, "in_scale"))
         self.register_buffer("out_scale", _scale(out_scale, n_x, "out_scale"))
-        self.n_x, self.n_u = n_x, n_u
+        place = torch.zeros(len(outputs), n_x, dtype=torch.float64)
+        place[torch.arange(len(outputs)), torch.tensor(outputs)] = 1.0
+        self.register_buffer("place", place)  # network output k -> state channel outputs[k]
+        self.n_x, self.n_u, self.outputs = n_x, n_u, outputs
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """Residual ``dx/dt``, (B, n_x), (B, n_u) -> (B, n_x)."""
@@ -117,7 +130,7 @@ class NeuralResidual(nn.Module):
 
         This is the function L4CasADi traces: it takes rows of shape (1, n) in float32.
         """
-        return self.out_scale * self.mlp(z.to(self.in_scale.dtype) / self.in_scale)
+        return self.out_scale * (self.mlp(z.to(self.in_scale.dtype) / self.in_scale) @ self.place)
 
 
 def _scale(values: Sequence[float] | None, n: int, name: str) -> Tensor:

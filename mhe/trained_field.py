@@ -129,8 +129,12 @@ class TrainedField:
                 z = cs.tanh(z)
         return cs.Function(name, [x], [known + cs.DM(self.out_scale) * z], ["x"], [name])
 
-    def residual(self) -> NeuralResidual:
+    def residual(self, outputs: Sequence[int] | None = None) -> NeuralResidual:
         """The network as a `mhe.model.NeuralResidual` (no inputs) with the exported weights.
+
+        Args:
+            outputs: keep only these state channels of the network's output (the rows of its
+                last layer); the others get no residual. None: all.
 
         Raises:
             ValueError: for an MLP other than two hidden layers of equal width (the shape of
@@ -140,11 +144,13 @@ class TrainedField:
         if len(sizes) != 4 or sizes[1] != sizes[2]:
             raise ValueError(f"mhe's NeuralResidual has two hidden layers of one width; this field's MLP has "
                              f"layer sizes {sizes}.")
-        net = NeuralResidual(self.n_x, 0, sizes[1], self.in_scale.tolist(), self.out_scale.tolist())
+        net = NeuralResidual(self.n_x, 0, sizes[1], self.in_scale.tolist(), self.out_scale.tolist(), outputs=outputs)
+        last = len(self.layers) - 1
         with torch.no_grad():
             for i, (w, b) in enumerate(self.layers):
-                getattr(net.mlp, f"weight{i}").copy_(torch.as_tensor(w))
-                getattr(net.mlp, f"bias{i}").copy_(torch.as_tensor(b))
+                rows = list(net.outputs) if i == last else slice(None)
+                getattr(net.mlp, f"weight{i}").copy_(torch.as_tensor(w[rows]))
+                getattr(net.mlp, f"bias{i}").copy_(torch.as_tensor(b[rows]))
         return net
 
     def model(self, dt: float, measured: Sequence[int] = (0,), discretization: str = "rk4") -> StateSpaceModel:

@@ -31,3 +31,18 @@ def test_model_and_settings_validation():
         MovingHorizonEstimator(model, MHESettings(4, (1.0, 1.0), (1.0, 1.0)), (0, 0, 0), (1, 1, 1))
     with pytest.raises(ValueError, match="values is missing the parameters"):
         SingleTrackVehicle({"Bf": 5.0})
+
+
+def test_a_residual_on_some_channels_leaves_the_others_without_residual():
+    net = NeuralResidual(3, 2, width=4, outputs=(2, 0), out_scale=(2.0, 3.0, 5.0))
+    with torch.no_grad():
+        net.mlp.weight2.normal_()
+        net.mlp.bias2.normal_()
+    x, u = torch.randn(6, 3), torch.randn(6, 2)
+    out = net(x, u)
+    raw = net.mlp(torch.cat([x, u], dim=-1))
+    assert torch.all(out[:, 1] == 0)
+    assert torch.allclose(out[:, 2], 5.0 * raw[:, 0]) and torch.allclose(out[:, 0], 2.0 * raw[:, 1])
+    for bad in ((), (0, 0), (3,)):
+        with pytest.raises(ValueError, match="outputs must list distinct state indices"):
+            NeuralResidual(3, 2, outputs=bad)

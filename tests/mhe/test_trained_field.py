@@ -85,3 +85,13 @@ def test_an_identification_problem_starts_its_residual_from_a_run(tmp_path):
         problem.replace(residual=ResidualSettings(8, start=str(tmp_path))).model()
     with pytest.raises(ValueError, match="leave in_scale, out_scale and seed unset"):
         ResidualSettings(16, in_scale=(1.0, 1.0, 1.0), start=str(tmp_path))
+
+
+def test_a_residual_on_chosen_channels_keeps_those_rows_of_the_trained_network(tmp_path):
+    field = _run(tmp_path, seed=5)
+    net = TrainedField.load(tmp_path).residual(outputs=(1,))
+    x = torch.randn(16, 2)
+    got = net(x, x.new_zeros(16, 0))
+    assert torch.all(got[:, 0] == 0)
+    assert torch.allclose(got[:, 1], field.residual(x)[:, 1].detach(), rtol=0, atol=1e-13)
+    assert net.mlp.sizes == (2, 16, 16, 1)
