@@ -18,12 +18,13 @@ from .windows import (
     Observations as Observations,
     ShootingWindows as ShootingWindows,
     observe as observe,
+    recorded_observations as recorded_observations,
     shooting_windows as shooting_windows,
 )
 
 __all__ = [
     "RK4Tape", "rk4_forward", "rk4_adjoint",
-    "Observations", "ShootingWindows", "observe", "shooting_windows",
+    "Observations", "ShootingWindows", "observe", "recorded_observations", "shooting_windows",
     "ShootingObjective", "ShootingGradient", "ShootingAdam", "StepResult", "FitHistory",
     "IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown",
     "CALIBRATION_SECONDS", "initial_field", "stream_calibration",

@@ -15,15 +15,17 @@ times (the RK4 step interpolates them linearly, `baselines.rk4`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from torch_ude.recorded import RecordedLog
 from torch_ude.systems.simulate import Recording
 
-__all__ = ["Observations", "ShootingWindows", "observe", "shooting_windows"]
+__all__ = ["Observations", "ShootingWindows", "observe", "recorded_observations", "shooting_windows"]
 
 
 @dataclass
@@ -130,6 +132,41 @@ def observe(rec: Recording, rate: float) -> Observations:
             "repair or cut those samples before building windows."
         )
     return Observations(y=y, segment=np.ascontiguousarray(rec.segment[::stride]), rate=float(rate), stride=stride)
+
+
+def recorded_observations(logs: Sequence[RecordedLog], rate: float) -> Observations:
+    """Recorded logs seen at the observation rate: every ``fs / rate``-th sample of each segment.
+
+    Each segment of each log (`torch_ude.recorded.read_log`: gaps split a log) is its own
+    observation segment, so no window straddles a gap or two files; the inputs come with
+    the states at the same instants.
+
+    Args:
+        logs: the training logs, all at the same nominal rate and with the same channels.
+        rate: observation rate in Hz; ``fs / rate`` must be a whole number.
+
+    Returns:
+        The `Observations` with ``u`` the inputs (None for logs without inputs).
+
+    Raises:
+        ValueError: for no logs, logs at different rates, or a rate that does not divide ``fs``.
+    """
+    if not logs:
+        raise ValueError("recorded_observations needs at least one log.")
+    fs, n = logs[0].fs, logs[0].n_states
+    if any(log.fs != fs or log.names != logs[0].names for log in logs):
+        raise ValueError("the logs must share the nominal rate and the channels; got "
+                         f"{[(log.fs, log.names) for log in logs]}.")
+    ratio = fs / rate if isinstance(rate, (int, float)) and rate > 0 else math.nan
+    stride = round(ratio) if math.isfinite(ratio) else 0
+    if stride < 1 or abs(ratio - stride) > 1e-9 * ratio:
+        raise ValueError(f"the observation rate must divide the logs' rate: {fs:g} Hz / {rate!r} Hz is not a whole "
+                         f"number of samples.")
+    segments = [s[::stride] for log in logs for s in log.segments]
+    table = np.concatenate(segments)
+    segment = np.concatenate([np.full(s.shape[0], i, dtype=np.int64) for i, s in enumerate(segments)])
+    u = np.ascontiguousarray(table[:, n:]) if table.shape[1] > n else None
+    return Observations(y=np.ascontiguousarray(table[:, :n]), segment=segment, rate=float(rate), stride=stride, u=u)
 
 
 def shooting_windows(obs: Observations, steps: int, n_windows: int) -> ShootingWindows:

@@ -12,15 +12,19 @@ from .metrics import (
     rollout_error as rollout_error,
 )
 from .mlp import TanhMLP as TanhMLP
+from .prediction import prediction_errors as prediction_errors, rk4_input_rollout as rk4_input_rollout
+from .recorded import RecordedLog as RecordedLog, read_log as read_log
 from .rk4 import rk4_rollout as rk4_rollout, rk4_step as rk4_step
 from .savgol import SavitzkyGolay as SavitzkyGolay, optimal_dt as optimal_dt, savgol_rows as savgol_rows, snr2 as snr2
 from .sparse import Library as Library, ResidualEquations as ResidualEquations, fit_residual as fit_residual
 from .systems import (
+    ControlledField as ControlledField,
     DoublePendulum as DoublePendulum,
     FrictionPendulum as FrictionPendulum,
     SinglePendulum as SinglePendulum,
     Simulator as Simulator,
     System as System,
+    TorquePendulumModel as TorquePendulumModel,
     VectorField as VectorField,
     simulate as simulate,
 )
@@ -32,4 +36,5 @@ __all__ = [
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
     "rk4_step", "rk4_rollout", "export_field", "load_field", "fit_residual", "Library", "ResidualEquations",
     "System", "VectorField", "SinglePendulum", "DoublePendulum", "FrictionPendulum", "Simulator", "simulate",
+    "ControlledField", "TorquePendulumModel", "read_log", "RecordedLog", "prediction_errors", "rk4_input_rollout",
 ]

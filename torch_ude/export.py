@@ -7,6 +7,9 @@ whose last line is that message). ``field.json`` records the plant, the case, th
 calibration scales, the layer sizes and the library and torch versions, from which the
 C port is generated. Both files are written atomically (a temporary file moved into
 place), so a reader never sees a half-written one.
+A field with recorded inputs (``F(x, u)``) is exported as a map of ``(N, n + n_u)`` rows,
+the states then the inputs, to ``(N, n)`` values; the sidecar says so and records the
+input scales.
 TorchScript is deprecated upstream in favour of ``torch.export``; it is kept here
 because a TorchScript file loads in any libtorch without Python, and its deprecation
 warnings are silenced around the calls that trigger them.
@@ -39,6 +42,9 @@ class _FieldProgram(nn.Module):
         self.field = field
 
     def forward(self, x: Tensor) -> Tensor:
+        n = self.field.n_states
+        if self.field.n_inputs:
+            return self.field.evaluate_unchecked(x[:, :n], x[:, n:])
         return self.field.evaluate_unchecked(x)
 
 
@@ -92,12 +98,13 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     dtype = field.in_scale.dtype
-    example = torch.zeros(4, field.n_states, dtype=dtype)
+    width = field.n_states + field.n_inputs
+    example = torch.zeros(4, width, dtype=dtype)
     pt_path, json_path = out / FIELD_FILE, out / SIDECAR_FILE
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
         traced = torch.jit.trace(_FieldProgram(field).eval(), example, check_trace=False)
-        program = torch.jit.script(_CheckedProgram(traced, field.n_states, dtype))
+        program = torch.jit.script(_CheckedProgram(traced, width, dtype))
         with atomic_path(pt_path) as tmp:
             program.save(str(tmp))
     sidecar = {
@@ -116,6 +123,11 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
         "input": {"shape": ["N", field.n_states], "meaning": "states"},
         "output": {"shape": ["N", field.n_states], "meaning": "F(x) = f_known(x) + N_theta(x)"},
     }
+    if field.n_inputs:
+        sidecar["input_names"] = list(getattr(system, "input_names", ()))
+        sidecar["input_scale"] = field.input_scale.tolist()
+        sidecar["input"] = {"shape": ["N", width], "meaning": "states, then inputs"}
+        sidecar["output"] = {"shape": ["N", field.n_states], "meaning": "F(x, u) = f_known(x, u) + N_theta(x, u)"}
     if extra:
         sidecar["extra"] = extra
     write_text_atomic(json_path, json.dumps(sidecar, indent=2) + "\n")

@@ -1,9 +1,11 @@
 """Observations at the observation rate and shooting windows inside one segment."""
 import numpy as np
 import pytest
+import torch
 
-from baselines.windows import observe, shooting_windows
+from baselines.windows import observe, recorded_observations, shooting_windows
 from torch_ude import SinglePendulum, simulate
+from torch_ude.recorded import RecordedLog
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +59,17 @@ def test_bad_rates_sizes_and_nan_observations_are_clear_errors(recording):
             observe(recording, 50.0)
     finally:
         recording.y[4320:4322, 1] = kept
+
+
+def test_recorded_logs_are_observed_per_segment_with_their_inputs():
+    seg_a = np.arange(40, dtype=float).reshape(20, 2) @ np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
+    seg_b = -np.ones((10, 3))
+    log = RecordedLog(fs=100.0, names=("q", "qd", "tau"), n_states=2, segments=[seg_a, seg_b], starts=[0.0, 5.0])
+    obs = recorded_observations([log], 50.0)
+    assert obs.stride == 2 and obs.y.shape == (15, 2) and obs.u.shape == (15, 1)
+    assert np.array_equal(obs.segment, [0] * 10 + [1] * 5) and np.array_equal(obs.u[:10, 0], seg_a[::2, 2])
+    windows = shooting_windows(obs, 3, 4)
+    assert windows.inputs.shape == (4, 4, 1) and all(s + 3 < 10 or s >= 10 for s in windows.starts)
+    assert torch.equal(windows.inputs[:, 0, 0], torch.as_tensor(obs.u[windows.starts[0]:windows.starts[0] + 4, 0]))
+    with pytest.raises(ValueError, match="must divide the logs' rate"):
+        recorded_observations([log], 30.0)

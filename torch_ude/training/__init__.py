@@ -3,6 +3,7 @@ from .callbacks import FieldEvaluation as FieldEvaluation, PeriodicCheckpoint as
 from .data import StreamDataModule as StreamDataModule, run_seed as run_seed
 from .module import JetMatchingModule as JetMatchingModule
 from .outputs import METRIC_KEYS as METRIC_KEYS, RunOutputs as RunOutputs, residual_figure as residual_figure
+from .recorded import RecordedDataModule as RecordedDataModule, RecordedPlant as RecordedPlant
 
 __all__ = ["FieldEvaluation", "PeriodicCheckpoint", "StreamDataModule", "run_seed", "JetMatchingModule",
-           "METRIC_KEYS", "RunOutputs", "residual_figure"]
+           "METRIC_KEYS", "RunOutputs", "residual_figure", "RecordedDataModule", "RecordedPlant"]

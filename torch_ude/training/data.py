@@ -10,11 +10,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..metrics import evaluation_states
+from ..metrics import evaluate_field, evaluation_states
 from ..systems.base import System
 from ..systems.faults import SensorFaults
 from ..systems.pendulum import SinglePendulum
 from ..systems.simulate import Simulator, check_simulator_settings
+from .outputs import residual_figure
 
 __all__ = ["StreamDataModule", "run_seed"]
 
@@ -138,6 +139,24 @@ class StreamDataModule(L.LightningDataModule):
         if self._states is None:
             self._states = evaluation_states(self.system, duration=self.duration, seed=self.seed, fs=self.fs)
         return self._states
+
+    #: the `evaluate` keys a trainer logs as ``val/...`` and ``eval/...``
+    eval_keys = ("e_field", "e_field_visited", "c_hat")
+
+    def evaluate(self, field, states: dict[str, torch.Tensor] | None = None) -> dict:
+        """Field error and recovered damping of ``field`` (`torch_ude.metrics.evaluate_field`) on
+        ``states`` (a validation batch) or the `evaluation_states`."""
+        return evaluate_field(field.evaluate, self.system, self.case,
+                              states if states is not None else self.evaluation_states())
+
+    def summary(self, metrics: dict) -> str:
+        """The metrics part of a run's closing line."""
+        return (f"e_field = {metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), "
+                f"c_hat = {metrics['c_hat']:.4f}")
+
+    def figure(self, field):
+        """Parity plot of the learned against the true residual on the visited states (`residual_figure`)."""
+        return residual_figure(field, self.system, self.case, self.evaluation_states()["visited"])
 
     def train_dataloader(self) -> DataLoader:
         """An endless loader: live chunks, then replay chunks (stop with ``trainer.max_steps``)."""

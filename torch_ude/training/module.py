@@ -15,10 +15,9 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from ..calibration import Calibration
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
-from ..metrics import evaluate_field
 from ..stream import StreamEstimator, StreamSettings, reject_rate
 from ..update import apply_calibration, due_updates, jet_update
-from .outputs import RunOutputs, residual_figure, tensor_bytes
+from .outputs import RunOutputs, tensor_bytes
 from .resume import check_extends, extend_cosine_schedule
 
 __all__ = ["JetMatchingModule", "StreamStatus"]
@@ -170,7 +169,8 @@ class JetMatchingModule(L.LightningModule):
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
         if self.ema_decay is not None:
             self.ema = AveragedModel(self.field, multi_avg_fn=get_ema_multi_avg_fn(self.ema_decay))
-        self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed)
+        self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed,
+                                      n_inputs=self.field.n_inputs)
         ones = torch.ones(dm.system.n_states, dtype=torch.float64)
         self.loss = JetLoss(ones, ones, self.lambda1, self.stream_settings.lambda2)  # scales set at calibration
         self._gen.manual_seed(dm.seed + 1)
@@ -318,10 +318,9 @@ class JetMatchingModule(L.LightningModule):
 
     # ----- evaluation --------------------------------------------------------------------------
     def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
-        """Field error and recovered damping of the averaged field (see `evaluate_field`)."""
-        dm = self.trainer.datamodule
-        return evaluate_field(self.averaged_field().evaluate, dm.system, dm.case,
-                              states if states is not None else dm.evaluation_states())
+        """The data module's metrics of the averaged field: field error and recovered damping on a
+        simulated plant (`evaluate_field`), prediction errors on recorded logs."""
+        return self.trainer.datamodule.evaluate(self.averaged_field(), states)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat`` of the averaged field."""
@@ -333,7 +332,7 @@ class JetMatchingModule(L.LightningModule):
 
     def _log_eval(self, prefix: str, states: dict) -> None:
         out = self.evaluate(states)
-        self.log_dict({f"{prefix}/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")},
+        self.log_dict({f"{prefix}/{k}": out[k] for k in self.trainer.datamodule.eval_keys if out[k] is not None},
                       batch_size=1)
 
     def run_metrics(self) -> dict:
@@ -408,16 +407,17 @@ class JetMatchingModule(L.LightningModule):
         buffer = f"buffer {metrics['buffer_fill']}/{metrics['buffer_capacity']}" + (
             "" if metrics["buffer_full"] else " (never full: trained on what it held)")
         rank_zero_info(
-            f"jet matching: e_field = {metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), "
-            f"c_hat = {metrics['c_hat']:.4f}, m = {metrics['m']}, lambda2 = {metrics['lambda2']}, "
+            f"jet matching: {dm.summary(metrics)}, m = {metrics['m']}, lambda2 = {metrics['lambda2']}, "
             f"{metrics['updates']} updates in {metrics['wall_s']:.1f} s, {buffer}; "
             f"outputs in {paths['metrics'].parent}")
         logger = self.logger
         if logger is not None and hasattr(logger.experiment, "add_figure"):
-            fig = residual_figure(self.averaged_field(), dm.system, dm.case, dm.evaluation_states()["visited"])
-            logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
-            for k in ("e_field", "e_field_visited", "c_hat"):
-                logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)
+            fig = dm.figure(self.averaged_field())
+            if fig is not None:
+                logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
+            for k in dm.eval_keys:
+                if metrics[k] is not None:
+                    logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)
 
     # ----- checkpoints -------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -1,0 +1,112 @@
+"""Metrics without ground truth: one-step and open-loop prediction errors on recorded logs.
+
+On a real machine there is no true field; a model is scored by how well it predicts the
+log. From a measured state ``y_k`` the model is integrated by classical RK4 at the log's
+nominal step ``h = 1 / fs`` with the recorded input interpolated linearly over each step
+(as `baselines.rk4` does), and compared with the measured states:
+
+* one step: ``x_hat_{k+1}`` from every ``y_k`` against ``y_{k+1}``;
+* open loop over a horizon ``H``: from measured states ``H`` seconds apart (the start of
+  each non-overlapping stretch of ``H`` inside one segment), ``H fs`` steps with the
+  recorded inputs, every predicted state against the measured one.
+
+Errors are RMS per channel and normalized by the channel's RMS over the scored samples
+(NRMSE); the reported scalar is the mean over channels. A diverging rollout gives inf.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .recorded import RecordedLog
+
+__all__ = ["rk4_input_rollout", "prediction_errors"]
+
+
+@torch.no_grad()
+def rk4_input_rollout(field: Callable[[Tensor, Tensor], Tensor], x0: Tensor, inputs: Tensor, h: float) -> Tensor:
+    """RK4 with inputs interpolated linearly over each step (stage inputs ``u_k``, midpoint, ``u_{k+1}``).
+
+    Args:
+        field: ``F(x, u)``, (B, n), (B, n_u) -> (B, n).
+        x0: initial states, (B, n).
+        inputs: the inputs at the step times ``t_0 .. t_K``, (K + 1, B, n_u).
+        h: step in s.
+
+    Returns:
+        The trajectories including ``x0``, (K + 1, B, n).
+    """
+    out = [x0]
+    x = x0
+    for k in range(inputs.shape[0] - 1):
+        u0, u1 = inputs[k], inputs[k + 1]
+        um = 0.5 * (u0 + u1)
+        k1 = field(x, u0)
+        k2 = field(x + 0.5 * h * k1, um)
+        k3 = field(x + 0.5 * h * k2, um)
+        k4 = field(x + h * k3, u1)
+        x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        out.append(x)
+    return torch.stack(out)
+
+
+def _nrmse(pred: Tensor, meas: Tensor) -> tuple[list[float], list[float]]:
+    err = torch.sqrt(((pred - meas) ** 2).mean(dim=0))
+    scale = torch.sqrt((meas ** 2).mean(dim=0))
+    rms = [float(e) if torch.isfinite(e) else float("inf") for e in err]
+    return rms, [r / float(s) if float(s) > 0 else float("inf") for r, s in zip(rms, scale)]
+
+
+def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[float] = (1.0, 5.0)) -> dict:
+    """One-step and open-loop prediction errors of a field on logs (module doc).
+
+    Args:
+        field: a `torch_ude.field.HybridField` (or any ``F(x, u)`` with ``n_states`` and a
+            ``dtype``); a field without inputs is called as ``F(x)``.
+        logs: the logs (`torch_ude.recorded.read_log`), all with the same channels.
+        horizons: open-loop horizons in s; a horizon longer than every segment is skipped
+            (its entries are None).
+
+    Returns:
+        ``one_step_rms`` / ``one_step_nrmse_per_channel`` (lists over the states),
+        ``one_step_nrmse`` (their mean), the same ``open_loop_{H}s_*`` keys per horizon,
+        ``open_loop_nrmse`` (the longest horizon evaluated) and ``open_loop_windows_{H}s``.
+    """
+    n = logs[0].n_states
+    dtype = getattr(field, "dtype", torch.float64)
+    has_inputs = getattr(field, "n_inputs", logs[0].n_inputs) > 0
+
+    def f(x: Tensor, u: Tensor) -> Tensor:
+        return field.evaluate_unchecked(x, u) if has_inputs else field.evaluate_unchecked(x)
+
+    h = 1.0 / logs[0].fs
+    segments = [torch.as_tensor(s, dtype=dtype) for log in logs for s in log.segments]
+    pred = [rk4_input_rollout(f, s[:-1, :n], torch.stack((s[:-1, n:], s[1:, n:])), h)[1] for s in segments]
+    rms, nrmse = _nrmse(torch.cat(pred), torch.cat([s[1:, :n] for s in segments]))
+    out: dict = {"one_step_rms": rms, "one_step_nrmse_per_channel": nrmse, "one_step_nrmse": float(np.mean(nrmse)),
+                 "open_loop_nrmse": None}
+    for horizon in horizons:
+        steps = int(round(horizon / h))
+        key = f"open_loop_{horizon:g}s"
+        preds, meas, windows = [], [], 0
+        for s in segments:
+            starts = np.arange(0, s.shape[0] - steps, steps)
+            if starts.size == 0:
+                continue
+            idx = torch.as_tensor(starts).unsqueeze(0) + torch.arange(steps + 1).unsqueeze(1)  # (K + 1, B)
+            traj = rk4_input_rollout(f, s[starts, :n], s[idx][..., n:], h)
+            windows += int(starts.size)
+            preds.append(traj[1:].reshape(-1, n))
+            meas.append(s[idx][1:, :, :n].reshape(-1, n))
+        if not preds:
+            out.update({f"{key}_rms": None, f"{key}_nrmse_per_channel": None, f"{key}_nrmse": None,
+                        f"open_loop_windows_{horizon:g}s": 0})
+            continue
+        rms, nrmse = _nrmse(torch.cat(preds), torch.cat(meas))
+        out.update({f"{key}_rms": rms, f"{key}_nrmse_per_channel": nrmse, f"{key}_nrmse": float(np.mean(nrmse)),
+                    f"open_loop_windows_{horizon:g}s": windows})
+        out["open_loop_nrmse"] = out[f"{key}_nrmse"]
+    return out

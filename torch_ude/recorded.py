@@ -1,0 +1,241 @@
+"""Recorded logs: read a CSV, NPZ or MAT file of states, inputs and time stamps for training.
+
+A log names one time column, its state columns and (optionally) its input columns. Reading
+it (`read_log`) validates everything once, at the boundary:
+
+* the file must exist and be a ``.csv`` (header line of column names, comma-separated),
+  ``.npz`` (one 1-D array per column) or ``.mat`` (MATLAB v5, read by ``scipy.io.loadmat``;
+  one vector per column) file; every named column must be present (the error lists the
+  columns the file has) and, in NPZ/MAT files, as long as the time column;
+* rows with a NaN or Inf in the time, a state or an input are **rejected and counted**
+  (`LogReport`), never trained on;
+* the remaining time stamps must increase strictly (a step back or a repeated stamp is an
+  error naming the row);
+* the median time step must be the nominal rate's ``1 / fs`` or an integer fraction of it
+  (a file recorded at ``k * fs`` is decimated); anything else is a rate that disagrees with
+  the time stamps, an error;
+* a step longer than ``max_gap`` seconds (a dropped stretch of the log) **splits the log
+  into segments**; a window of the estimator never straddles two.
+
+Jittery time stamps are handled by **resampling each segment onto the nominal grid**
+``t_0 + j / fs`` by linear interpolation between the two neighbouring samples. For a file
+recorded at ``fs`` (or a multiple) with a jitter of a few percent of a step, each grid value
+is within that jitter of a real sample, so interpolation moves a value by at most
+``jitter * |xdot|`` and leaves the noise white; a file recorded faster is thus decimated
+without an anti-alias filter (which would colour the noise the estimator measures). Short
+gaps up to ``max_gap`` are bridged by the same interpolation, as the live stream bridges
+dropped samples (`torch_ude.stream`).
+"""
+from __future__ import annotations
+
+import csv
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+
+__all__ = ["RecordedLog", "LogReport", "read_log", "RATE_TOLERANCE"]
+
+#: Relative disagreement allowed between the median time step and ``1 / (k fs)``.
+RATE_TOLERANCE = 0.02
+
+
+@dataclass
+class LogReport:
+    """What reading a log found (recorded in the run's outputs).
+
+    Attributes:
+        file: the file's path as given.
+        rows: data rows in the file.
+        rejected_nonfinite: rows dropped for a NaN or Inf value.
+        first_rejected_row: 1-based data row of the first rejected row, or None.
+        segments: segments after splitting at gaps longer than ``max_gap``.
+        gaps: steps longer than ``max_gap`` (each splits the log).
+        bridged: steps longer than 1.5 nominal steps but within ``max_gap`` (interpolated over).
+        dt_median: median time step of the file in s.
+        decimation: file samples per nominal step (1 at the nominal rate).
+        samples: samples after resampling onto the nominal grid, all segments together.
+    """
+
+    file: str
+    rows: int
+    rejected_nonfinite: int = 0
+    first_rejected_row: int | None = None
+    segments: int = 0
+    gaps: int = 0
+    bridged: int = 0
+    dt_median: float = math.nan
+    decimation: int = 1
+    samples: int = 0
+
+
+@dataclass
+class RecordedLog:
+    """A log on the nominal grid, split into segments.
+
+    Attributes:
+        fs: the nominal rate in Hz.
+        names: state column names, then input column names.
+        n_states: how many of ``names`` are states.
+        segments: per segment an array (T_s, n + n_u) of states then inputs, float64, on
+            the grid ``t_s + j / fs``.
+        starts: the time of each segment's first grid point in s (the file's clock).
+        report: what reading found (`LogReport`).
+    """
+
+    fs: float
+    names: tuple[str, ...]
+    n_states: int
+    segments: list[np.ndarray] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    report: LogReport | None = None
+
+    @property
+    def n_inputs(self) -> int:
+        """Input channels."""
+        return len(self.names) - self.n_states
+
+    @property
+    def samples(self) -> int:
+        """Samples over all segments."""
+        return sum(s.shape[0] for s in self.segments)
+
+
+def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
+    """The named columns of a file as float64 vectors (validated for presence and length)."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = [h.strip() for h in next(csv.reader(fh), [])]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ValueError(f"{path}: column(s) {missing} named in the config are not in the file's header; "
+                             f"it has {header}. Fix data.time/states/inputs.")
+        try:
+            data = np.genfromtxt(path, delimiter=",", skip_header=1, dtype=np.float64, invalid_raise=True, ndmin=2)
+        except ValueError as err:
+            # numpy names the line: "Line #12 (got 3 columns instead of 4)"
+            raise ValueError(f"{path}: a row does not have the {len(header)} columns of the header: "
+                             f"{str(err).strip().splitlines()[-1].strip()} (file lines, the header is line 1).") from None
+        if data.shape[0] and data.shape[1] != len(header):
+            raise ValueError(f"{path}: the rows have {data.shape[1]} columns but the header names {len(header)}.")
+        return {c: data[:, header.index(c)] for c in wanted}
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as archive:
+            content = {k: archive[k] for k in archive.files}
+    elif suffix == ".mat":
+        try:
+            content = {k: v for k, v in scipy.io.loadmat(path).items() if not k.startswith("__")}
+        except (NotImplementedError, ValueError) as err:
+            raise ValueError(f"{path}: scipy.io.loadmat cannot read it ({err}); save it as MATLAB v5 "
+                             f"(save -v7) or as CSV/NPZ.") from None
+    else:
+        raise ValueError(f"{path}: unknown file type {path.suffix!r}; a log must be .csv, .npz or .mat.")
+    missing = [c for c in wanted if c not in content]
+    if missing:
+        raise ValueError(f"{path}: variable(s) {missing} named in the config are not in the file; it has "
+                         f"{sorted(content)}. Fix data.time/states/inputs.")
+    out = {}
+    for c in wanted:
+        v = np.asarray(content[c])
+        if v.ndim > 2 or (v.ndim == 2 and min(v.shape) != 1) or not np.issubdtype(v.dtype, np.number):
+            raise ValueError(f"{path}: variable {c!r} must be a numeric vector (one value per sample); got "
+                             f"shape {v.shape}, dtype {v.dtype}.")
+        out[c] = v.astype(np.float64).reshape(-1)
+    length = out[wanted[0]].shape[0]
+    for c in wanted[1:]:
+        if out[c].shape[0] != length:
+            raise ValueError(f"{path}: variable {c!r} has {out[c].shape[0]} samples but the time variable "
+                             f"{wanted[0]!r} has {length}; every column needs one value per time stamp.")
+    return out
+
+
+def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequence[str] = (), fs: float = 100.0,
+             max_gap: float | None = None) -> RecordedLog:
+    """Read, validate, split and resample one log (module doc).
+
+    Args:
+        path: a ``.csv``, ``.npz`` or ``.mat`` file.
+        time: the time column (s).
+        states: the state columns, in the order of the known model's state.
+        inputs: the input columns (the known model's inputs), possibly none.
+        fs: the nominal rate in Hz; the file's median rate must be ``k * fs``, k = 1, 2, ...
+        max_gap: the longest step, in s, bridged by interpolation; a longer one splits the
+            log. None: 5.5 nominal steps (as the live stream bridges up to 5 dropped samples).
+
+    Returns:
+        The `RecordedLog`; its ``report`` counts rejected rows, gaps and segments.
+
+    Raises:
+        FileNotFoundError: for a missing file.
+        ValueError: for an unknown file type, missing columns, columns of unequal length,
+            time stamps that do not increase, a rate that disagrees with the time stamps, or
+            a log with no segment of at least two samples; each names the file (and the
+            column or row).
+    """
+    path = Path(path)
+    names = (time, *states, *inputs)
+    if len(states) < 1:
+        raise ValueError(f"{path}: name at least one state column (data.states).")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: the time, state and input columns must be distinct; got {list(names)}.")
+    if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
+        raise ValueError(f"fs (the nominal rate in Hz) must be positive; got {fs!r}.")
+    if max_gap is not None and not (math.isfinite(max_gap) and max_gap > 0):
+        raise ValueError(f"max_gap must be a positive number of seconds or null; got {max_gap!r}.")
+    if not path.is_file():
+        raise FileNotFoundError(f"the log {path} does not exist; check data.files / data.val_files "
+                                f"(paths are relative to the working directory).")
+    cols = _read_columns(path, names)
+    table = np.stack([cols[c] for c in names], axis=1)  # (rows, 1 + n + n_u)
+    report = LogReport(file=str(path), rows=int(table.shape[0]))
+    finite = np.isfinite(table).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        report.rejected_nonfinite, report.first_rejected_row = int(bad.size), int(bad[0]) + 1
+        worst = [c for j, c in enumerate(names) if not np.isfinite(table[bad, j]).all()]
+        warnings.warn(f"{path}: {bad.size} of {table.shape[0]} rows hold NaN or Inf (columns {worst}; first at data "
+                      f"row {bad[0] + 1}); they are rejected and counted, not trained on.", stacklevel=2)
+    rows = np.flatnonzero(finite)
+    table = table[rows]
+    t = table[:, 0]
+    step = np.diff(t)
+    if (step <= 0).any():
+        j = int(np.flatnonzero(step <= 0)[0])
+        raise ValueError(f"{path}: the time column {time!r} does not increase at data row {rows[j + 1] + 1} "
+                         f"(t = {t[j + 1]!r} s after {t[j]!r} s at row {rows[j] + 1}); sort the log or remove "
+                         f"repeated rows.")
+    if t.shape[0] < 2:
+        raise ValueError(f"{path}: fewer than two valid rows; nothing to learn from.")
+    dt = float(np.median(step))
+    ratio = 1.0 / (dt * fs)
+    k = round(ratio)
+    report.dt_median, report.decimation = dt, max(k, 1)
+    if k < 1 or abs(ratio - k) > RATE_TOLERANCE * k:
+        divisors = ", ".join(f"{1 / (dt * j):.6g}" for j in (1, 2, 3, 4, 5))
+        raise ValueError(f"{path}: the time stamps have a median step of {dt:.6g} s ({1 / dt:.6g} Hz), which is "
+                         f"not the nominal rate data.fs = {fs:g} Hz or an integer multiple of it; set data.fs to "
+                         f"the file's rate or a divisor of it ({divisors} Hz).")
+    limit = 5.5 / fs if max_gap is None else float(max_gap)
+    long = step > limit
+    report.gaps = int(long.sum())
+    report.bridged = int(((step > 1.5 * dt) & ~long).sum())
+    cuts = np.flatnonzero(long) + 1
+    log = RecordedLog(fs=float(fs), names=tuple(names[1:]), n_states=len(states), report=report)
+    for piece in np.split(table, cuts):
+        ts = piece[:, 0]
+        count = int(math.floor((ts[-1] - ts[0]) * fs + 1e-9)) + 1
+        if count < 2:
+            continue  # an isolated sample between two gaps: no window fits it
+        grid = ts[0] + np.arange(count) / fs
+        values = np.stack([np.interp(grid, ts, piece[:, j]) for j in range(1, piece.shape[1])], axis=1)
+        log.segments.append(values)
+        log.starts.append(float(ts[0]))
+    if not log.segments:
+        raise ValueError(f"{path}: no stretch of the log between gaps holds two samples at {fs:g} Hz.")
+    report.segments, report.samples = len(log.segments), log.samples
+    return log
