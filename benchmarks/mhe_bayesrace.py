@@ -1,0 +1,161 @@
+"""Table 1 of the PEM-MHE paper on BayesRace's data: train on one track, validate on the other, truth row.
+
+The experiment is the config's (``configs/mhe_bayesrace_physics_gn.yaml``: DYN-PP-ETHZ, noise-free,
+y = (vx, omega), vy unmeasured, 16 parameters from a seeded start with a mean relative error
+of 67.95 %), parsed as ``torch-ude fit`` parses it (`mhe.training.load_experiment`) and run by
+`mhe.PEMIdentifier`. Then, at the identified parameters and arrival cost, and at the ground
+truth (with the config's arrival-cost start):
+
+* one-step prediction error: the mean over windows and the two outputs of ``r^2``,
+  ``r = C x^_N - y~_N`` (Eq. 9) with ``x^_N`` from the MHE of each window (the lowest MHE cost
+  of the warm start and ``--starts`` cold starts), on the training windows and on the windows of
+  ``--validation`` (the same N and stride; its arrival-cost box from its own data, the trained
+  s_bar and sigma clipped into it);
+  the validation error is also given with the config's arrival-cost start instead of the trained
+  one (``validation_config_arrival``; the truth row uses the config's start);
+* mean relative parameter error over the identified parameters, and training time (the loop's
+  wall time).
+
+Prints the table and writes ``table1.json`` (and the run files of the CLI) to ``--out``::
+
+    python -m benchmarks.mhe_bayesrace
+    python -m benchmarks.mhe_bayesrace --trainer.max_steps 3 --out results/mhe_bayesrace_short
+
+Further arguments are ``torch-ude`` overrides of the config.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, WindowSolver
+from mhe.arrival import arrival_bounds
+from mhe.logs import BayesRaceRecording
+from mhe.solver import Start, cold_solve, lower_cost
+from mhe.training import load_experiment, pem_outputs, write_pem_outputs
+from mhe.vehicle import BAYESRACE_TRUTH
+
+CONFIG = "configs/mhe_bayesrace_physics_gn.yaml"
+VALIDATION = "../shared/data/bayesrace/DYN-PP-ETHZMobil.npz"
+PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_error": 0.075,
+         "truth_one_step_train": 6.27e-14, "truth_one_step_validation": 9.71e-14, "start_mean_rel_error": 0.6795}
+
+
+def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
+                   starts: int, warm: list[Start | None] | None = None) -> dict[str, float | int]:
+    """Mean of ``r^2`` over the windows that solved and the outputs, with the lowest-cost MHE solution per window."""
+    windows = problem.windows
+    best = cold_solve(solver, windows, starts)[0]
+    if warm is not None:
+        best = lower_cost(est, windows, solver.solve(windows, warm), best)[0]
+    r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
+    return {"mse": float((r ** 2).mean()), "max_abs": float(r.abs().max()), "windows": len(windows),
+            "failed": best.n_failed}
+
+
+def with_values(problem: IdentificationProblem, recording: object, physics: dict[str, float],
+                arrival: tuple[list[float], list[float]] | None) -> IdentificationProblem:
+    """``problem`` on another recording and parameter values; the arrival cost clipped into that data's box."""
+    phys = type(problem.physics)(physics, identify=problem.physics.params.free_names, abs_vx=problem.physics.abs_vx)
+    other = problem.replace(recording=recording, physics=phys)
+    if arrival is None:
+        return other
+    a, model = problem.arrival, other.model()
+    hidden = {j: box for j, box in enumerate(a.box) if box is not None}
+    means, stds = arrival_bounds(other.windows, model, hidden, a.margin, a.std_range)
+
+    def clip(v: float, b) -> float:
+        pad = 1e-6 * (b.upper - b.lower)
+        return min(max(v, b.lower + pad), b.upper - pad)
+
+    mean = tuple(clip(v, b) for v, b in zip(arrival[0], means))
+    std = tuple(clip(v, b) for v, b in zip(arrival[1], stds))
+    return other.replace(arrival=ArrivalCost(mean, std, a.box, a.margin, a.std_range))
+
+
+def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, build: Path, starts: int,
+             warm: list[Start | None] | None = None) -> dict[str, dict]:
+    """One-step errors on the training and validation windows at each problem's start values."""
+    out = {}
+    for label, prob, w in (("train", problem, warm), ("validation", validation, None)):
+        est = prob.estimator()
+        with WindowSolver(est, build / label) as solver:
+            out[label] = one_step_error(est, prob, solver, starts, w)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the config in-process, evaluate, print and write ``table1.json``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
+                                 "overrides of the config, e.g. --trainer.max_steps 20.")
+    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
+    ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
+    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
+    ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
+    ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace"))
+    args, overrides = ap.parse_known_args(argv)
+    exp = load_experiment(args.config, overrides)
+    problem, build = exp.problem, Path(exp.solver.build_dir)
+    src = problem.source
+    val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
+    args.out.mkdir(parents=True, exist_ok=True)
+    start_errors = problem.relative_errors(problem.estimator())
+    print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}; start mean relative error "
+          f"{100 * sum(start_errors.values()) / len(start_errors):.2f} %", flush=True)
+    truth = evaluate(with_values(problem, problem.source, BAYESRACE_TRUTH, None),
+                     with_values(problem, val_source, BAYESRACE_TRUTH, None), build / "truth", args.starts)
+    print(f"truth: one-step error train {truth['train']['mse']:.3e}, validation {truth['validation']['mse']:.3e}",
+          flush=True)
+    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    history = []
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        est, t0 = pem.estimator, time.perf_counter()
+
+        def record(i, step):
+            errors = problem.relative_errors(est)
+            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
+                            "mean_rel_error": sum(errors.values()) / len(errors), "wall_s": time.perf_counter() - t0})
+            if i % args.log_every == 0 or step.stop:
+                print(f"{i:4d} J={step.loss:.4e} mean rel err={history[-1]['mean_rel_error']:.4f} "
+                      f"failed={step.n_failed} t={history[-1]['wall_s']:.0f}s{' stop: ' + step.stop if step.stop else ''}",
+                      flush=True)
+
+        result = pem.fit(record)
+        write_pem_outputs(outputs, est, result)
+        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
+        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
+        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
+    print(result.summary(args.out), flush=True)
+    fitted = evaluate(with_values(problem, problem.source, values, arrival),
+                      with_values(problem, val_source, values, arrival), build / "fitted", args.starts, warm)
+    fitted["validation_config_arrival"] = evaluate(problem, with_values(problem, val_source, values, None),
+                                                   build / "fitted_config_arrival", args.starts)["validation"]
+    table = {"config": args.config, "overrides": overrides, "validation": args.validation,
+             "one_step_error": "mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9)",
+             "paper": PAPER,
+             "start_mean_rel_error": sum(start_errors.values()) / len(start_errors),
+             "truth": truth, "pem_mhe": {**fitted, "mean_rel_error": result.mean_rel_error,
+                                         "rel_errors": result.rel_errors, "training_s": result.wall_s,
+                                         "steps": result.counters.steps, "stop": result.stop_reason,
+                                         "failed_window_solves": result.counters.failed,
+                                         "parameters": result.parameters},
+             "history": history}
+    (args.out / "table1.json").write_text(json.dumps(table, indent=1) + "\n")
+    print("| method | one-step train | one-step validation | mean rel. parameter error | training time |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| ground truth | {truth['train']['mse']:.3g} | {truth['validation']['mse']:.3g} | 0 | - |")
+    print(f"| PEM-MHE (physics-only) | {fitted['train']['mse']:.3g} | {fitted['validation']['mse']:.3g} | "
+          f"{100 * result.mean_rel_error:.2f} % | {result.wall_s:.0f} s |")
+    print(f"PEM-MHE validation with the config's arrival-cost start: "
+          f"{fitted['validation_config_arrival']['mse']:.3g}")
+    print(f"written {args.out / 'table1.json'}")
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main()
