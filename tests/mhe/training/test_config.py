@@ -58,7 +58,8 @@ def test_a_config_run_in_process_is_the_cli_run(tmp_path):
 
 @pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)
 def test_configs_parse(path, tmp_path):
-    exp = load_experiment(path, [*SHORT, "--trainer.default_root_dir", str(tmp_path)])
+    short = SHORT[2:] if "mhe.logs." in path.read_text() else SHORT  # a log file has no 'steps'
+    exp = load_experiment(path, [*short, "--trainer.default_root_dir", str(tmp_path)])
     assert exp.outer.optimizer == ("gauss_newton" if path.stem.endswith("_gn") else "adam")
     assert (exp.problem.arrival.box is not None) == (exp.outer.optimizer == "gauss_newton")
     assert (exp.problem.residual is not None) == ("gray" in path.stem) and exp.max_steps > 0
