@@ -59,7 +59,12 @@ class CoupledInputs(ControlledField):
         return jac
 
 
-INPUT_MODELS = {"torque": TorquePendulumModel, "coupled": CoupledInputs}
+def _lab_pendulum() -> TorquePendulumModel:
+    """The DFKI lab's whole model, friction and offset included."""
+    return TorquePendulumModel(viscous=4.707e-2, coulomb=1.839e-1, offset=-7.586e-2)
+
+
+INPUT_MODELS = {"torque": TorquePendulumModel, "coupled": CoupledInputs, "lab": _lab_pendulum}
 
 
 def random_input_field(model: str, seed: int) -> HybridField:

@@ -58,17 +58,22 @@ class ControlledField(nn.Module, abc.ABC):
 
 
 class TorquePendulumModel(ControlledField):
-    """A motor-driven pendulum without friction: ``J q'' = tau - m cx g sin(q)``.
+    """A motor-driven pendulum: ``J q'' = tau - m cx g sin(q) - Fv q' - Fc atan(100 q') - offset``.
 
     State ``x = (q, qdot)`` (rad, rad/s), input ``u = (tau,)`` (N m). The DFKI
     torque-limited pendulum's own identification gives ``J = 6.259e-2`` kg m^2 and
     ``m cx = 1.022e-1`` kg m (``../shared/data/dfki_pendulum/system_identification.txt``);
-    its friction and torque offset are what a residual learns.
+    without friction (the defaults: ``Fv = Fc = offset = 0``) it is the known model whose
+    friction and torque offset a residual learns; with the lab's ``Fv``, ``Fc`` and
+    ``offset`` it is the lab's whole least-squares model (a reference, not the truth).
 
     Args:
         inertia: ``J`` in kg m^2 (> 0).
         mass_com: ``m cx``, mass times distance of the centre of mass from the axis, in kg m.
         gravity: ``g`` in m/s^2.
+        viscous: ``Fv`` in N m s.
+        coulomb: ``Fc`` in N m (smoothed by ``atan(100 q')``, the lab's form).
+        offset: torque offset in N m.
 
     Raises:
         ValueError: for a non-positive or non-finite inertia, or non-finite constants.
@@ -77,30 +82,39 @@ class TorquePendulumModel(ControlledField):
     n_states = 2
     n_inputs = 1
 
-    def __init__(self, inertia: float = 6.259e-2, mass_com: float = 1.022e-1, gravity: float = GRAVITY) -> None:
+    def __init__(self, inertia: float = 6.259e-2, mass_com: float = 1.022e-1, gravity: float = GRAVITY,
+                 viscous: float = 0.0, coulomb: float = 0.0, offset: float = 0.0) -> None:
         super().__init__()
-        for name, value in (("inertia", inertia), ("mass_com", mass_com), ("gravity", gravity)):
+        for name, value in (("inertia", inertia), ("mass_com", mass_com), ("gravity", gravity), ("viscous", viscous),
+                            ("coulomb", coulomb), ("offset", offset)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number; got {value!r}.")
         if not inertia > 0:
             raise ValueError(f"inertia (J in kg m^2) must be positive; got {inertia!r}.")
         self.inertia, self.mass_com, self.gravity = float(inertia), float(mass_com), float(gravity)
+        self.viscous, self.coulomb, self.offset = float(viscous), float(coulomb), float(offset)
 
     def init_args(self) -> dict:
-        """``{"inertia", "mass_com", "gravity"}``."""
-        return {"inertia": self.inertia, "mass_com": self.mass_com, "gravity": self.gravity}
+        """The constructor arguments."""
+        return {"inertia": self.inertia, "mass_com": self.mass_com, "gravity": self.gravity, "viscous": self.viscous,
+                "coulomb": self.coulomb, "offset": self.offset}
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
-        """``(qdot, (tau - m cx g sin q) / J)``, shapes (N, 2), (N, 1) -> (N, 2)."""
+        """``(qdot, (tau - m cx g sin q - friction - offset) / J)``, shapes (N, 2), (N, 1) -> (N, 2)."""
         q, qd = x[:, 0], x[:, 1]
-        qdd = (u[:, 0] - self.mass_com * self.gravity * torch.sin(q)) / self.inertia
-        return torch.stack((qd, qdd), dim=1)
+        torque = u[:, 0] - self.mass_com * self.gravity * torch.sin(q)
+        if self.viscous or self.coulomb or self.offset:
+            torque = torque - self.viscous * qd - self.coulomb * torch.atan(100.0 * qd) - self.offset
+        return torch.stack((qd, torque / self.inertia), dim=1)
 
     def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
-        """``[[0, 1], [-m cx g cos(q) / J, 0]]`` per state, (N, 2, 2)."""
+        """``[[0, 1], [-m cx g cos(q) / J, -(Fv + 100 Fc / (1 + (100 q')^2)) / J]]`` per state, (N, 2, 2)."""
         jac = x.new_zeros(x.shape[0], 2, 2)
         jac[:, 0, 1] = 1.0
         jac[:, 1, 0] = -self.mass_com * self.gravity * torch.cos(x[:, 0]) / self.inertia
+        if self.viscous or self.coulomb:
+            s = 100.0 * x[:, 1]
+            jac[:, 1, 1] = -(self.viscous + 100.0 * self.coulomb / (1.0 + s * s)) / self.inertia
         return jac
 
     def input_jacobian(self, x: Tensor, u: Tensor) -> Tensor:

@@ -26,7 +26,11 @@ def test_torque_pendulum_is_the_lab_model():
     x = torch.tensor([[torch.pi / 2, 3.0]])
     out = known(x, torch.tensor([[1.5]]))
     assert torch.allclose(out, torch.tensor([[3.0, (1.5 - 0.2 * 10.0) / 0.5]]))
-    assert known.spec()["init_args"] == {"inertia": 0.5, "mass_com": 0.2, "gravity": 10.0}
+    assert known.spec()["init_args"] == {"inertia": 0.5, "mass_com": 0.2, "gravity": 10.0, "viscous": 0.0,
+                                         "coulomb": 0.0, "offset": 0.0}
+    lab = TorquePendulumModel(inertia=0.5, mass_com=0.2, gravity=10.0, viscous=0.1, coulomb=0.3, offset=-0.05)
+    friction = 0.1 * 3.0 + 0.3 * torch.atan(torch.tensor(300.0)) - 0.05
+    assert torch.allclose(lab(x, torch.tensor([[1.5]])), torch.tensor([[3.0, (1.5 - 2.0 - friction) / 0.5]]))
 
 
 def test_torque_pendulum_rejects_bad_constants():
