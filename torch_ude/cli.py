@@ -10,20 +10,36 @@ Errors: a config file that is empty, not text or not YAML, and a checkpoint
 failed) is printed first, as one line ``torch-ude: error: <message>``, and the script
 exits with status 2; set ``TORCH_UDE_TRACEBACK=1`` to see the full traceback instead.
 Argument-parsing errors keep jsonargparse's message (also status 2).
+
+Every output of a run goes under ``trainer.default_root_dir`` (the working directory
+when unset): the TensorBoard logger's ``save_dir`` is linked to it
+(`TorchUdeCLI`), so ``--trainer.default_root_dir DIR`` moves the logs and checkpoints
+with the run's files; a ``save_dir`` given in a config or on the command line is
+replaced by it. The progress bar counts updates (`UpdateProgressBar`), and the
+third-party notices a default run would print (`KNOWN_NOTICES`) are silenced while
+the CLI runs.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
 import yaml
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
-__all__ = ["main", "console", "check_files", "user_error"]
+from .training.progress import UpdateProgressBar
+
+__all__ = ["main", "console", "check_files", "user_error", "TorchUdeCLI", "KNOWN_NOTICES", "quiet_known_notices",
+           "log_dir_of"]
 
 #: Exception types whose message, raised by the project's code, is the whole story for a user.
 USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, FloatingPointError)
@@ -82,6 +98,61 @@ def check_files(args: list[str]) -> None:
                              f"a {type(content).__name__}.")
 
 
+#: Third-party warnings a default run prints, as ``(category, message regex, module regex)``:
+#: Lightning's two notices that ``training_step(dataloader_iter)`` is experimental (the
+#: streaming modules consume the stream chunk by chunk through it on purpose), and torch's
+#: deprecation of ``LeafSpec`` that Lightning's own ``_pytree`` helper triggers.
+KNOWN_NOTICES: tuple[tuple[type[Warning], str, str], ...] = (
+    (PossibleUserWarning, r"You are using the `dataloader_iter` step flavor",
+     r"lightning\.pytorch\.trainer\.configuration_validator"),
+    (UserWarning, r"Found `dataloader_iter` argument in the `\w+`", r"lightning\.pytorch\.loops\.utilities"),
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated", r"lightning\.pytorch\.utilities\._pytree"),
+)
+
+
+@contextmanager
+def quiet_known_notices() -> Iterator[None]:
+    """Silence exactly the warnings of `KNOWN_NOTICES` (each by category, message and the
+    module that raises it) inside the block; every other warning is shown as before."""
+    with warnings.catch_warnings():
+        for category, message, module in KNOWN_NOTICES:
+            warnings.filterwarnings("ignore", message=message, category=category, module=module)
+        yield
+
+
+def log_dir_of(default_root_dir: str | None) -> str:
+    """The logger's ``save_dir`` for a run folder: ``default_root_dir``, or the working
+    directory when it is unset (Lightning's own default for the run folder)."""
+    return os.getcwd() if default_root_dir is None else str(default_root_dir)
+
+
+class TorchUdeCLI(LightningCLI):
+    """`LightningCLI` with the run folder in charge of every output.
+
+    * ``trainer.logger.init_args.save_dir`` is linked to ``trainer.default_root_dir``
+      (`log_dir_of`), so the TensorBoard logs (and the checkpoints under them) follow
+      ``--trainer.default_root_dir``.
+    * Lightning's default `TQDMProgressBar` is replaced by `UpdateProgressBar` (same
+      refresh rate), which counts updates; a progress bar named in the config is kept.
+    """
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Link the logger's ``save_dir`` to ``trainer.default_root_dir``."""
+        parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir", compute_fn=log_dir_of)
+
+    def instantiate_trainer(self, **kwargs) -> L.Trainer:
+        """Lightning's trainer, with `UpdateProgressBar` in place of the `TQDMProgressBar` Lightning
+        adds by default (not of one the config names)."""
+        config = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        configured = config["trainer"].get("callbacks") or []
+        configured = {id(c) for c in (configured if isinstance(configured, list) else [configured])}
+        trainer = super().instantiate_trainer(**kwargs)  # (the trainer may extend the config's list in place)
+        bar = trainer.progress_bar_callback
+        if type(bar) is TQDMProgressBar and id(bar) not in configured:
+            trainer.callbacks[trainer.callbacks.index(bar)] = UpdateProgressBar(bar.refresh_rate, bar._leave)
+        return trainer
+
+
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI.
 
@@ -90,17 +161,19 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
         run: run the subcommand (False: only parse and instantiate).
 
     Returns:
-        The `LightningCLI` instance (its ``trainer``, ``model`` and ``datamodule``).
+        The `TorchUdeCLI` instance (its ``trainer``, ``model`` and ``datamodule``); the
+        warnings of `KNOWN_NOTICES` are silenced while it runs.
 
     Raises:
         ValueError: for a file `check_files` rejects; any error of the
             components or the run propagates unchanged.
     """
     check_files(sys.argv[1:] if args is None else args)
-    return LightningCLI(
-        L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
-        seed_everything_default=0, save_config_kwargs={"overwrite": True}, args=args, run=run,
-    )
+    with quiet_known_notices():
+        return TorchUdeCLI(
+            L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+            seed_everything_default=0, save_config_kwargs={"overwrite": True}, args=args, run=run,
+        )
 
 
 def _ours(filename: str) -> bool:
