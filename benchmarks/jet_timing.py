@@ -2,6 +2,7 @@
 
     python -m benchmarks.jet_timing run        # one default run: wall_s, update_ms (3 seeds)
     python -m benchmarks.jet_timing profile    # cProfile of one run, grouped by component
+    python -m benchmarks.jet_timing compare    # torch's clipping + AveragedModel vs the lean ones, side by side
     python -m benchmarks.jet_timing macs       # matmul MACs per update (torch FlopCounterMode)
     python -m benchmarks.jet_timing memory     # RSS over a one-hour stream
 
@@ -14,6 +15,8 @@ import cProfile
 import json
 import pstats
 import time
+from contextlib import contextmanager
+from unittest import mock
 
 import lightning as L
 import matplotlib
@@ -22,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, fit, summarize  # noqa: E402
@@ -47,6 +51,50 @@ def timing(seeds: list[int]) -> dict:
     runs = [fit(CONFIG, RESULTS / "jet_timing" / f"run_{s}", s) for s in seeds]
     keys = ("wall_s", "update_ms", "stream_s", "e_field_visited")
     return {"runs": [{k: r[k] for k in keys} for r in runs], **{k: summarize([r[k] for r in runs]) for k in keys}}
+
+
+@contextmanager
+def torch_housekeeping():
+    """The update as before issue 15 (item 6): torch's ``clip_grad_norm_`` and ``AveragedModel``
+    in place of `torch_ude.update.clip_grad_norm` and `ExponentialAverage`."""
+    def ema(field, decay):
+        return AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(decay))
+
+    with mock.patch("torch_ude.update.clip_grad_norm", torch.nn.utils.clip_grad_norm_), \
+            mock.patch("torch_ude.training.module.ExponentialAverage", ema):
+        yield
+
+
+def compare(seeds: list[int], repeats: int) -> dict:
+    """Default runs with torch's clipping and EMA ("before") and the lean ones ("after"),
+    alternating run by run; the weights of the two must be equal to the last bit."""
+    folder = RESULTS / "jet_timing"
+    rows, identical, load_start = [], True, psutil.getloadavg()
+    for r in range(repeats):
+        for s in seeds:
+            out = {}
+            for variant in ("before", "after"):
+                root = folder / f"compare_{variant}_{s}"
+                if variant == "before":
+                    with torch_housekeeping():
+                        m = fit(CONFIG, root, s)
+                else:
+                    m = fit(CONFIG, root, s)
+                out[variant] = m
+                rows.append({"variant": variant, "seed": s, "repeat": r, "wall_s": m["wall_s"],
+                             "update_ms": m["update_ms"], "e_field_visited": m["e_field_visited"]})
+            a = torch.load(folder / f"compare_before_{s}" / "field.pt", weights_only=False)
+            b = torch.load(folder / f"compare_after_{s}" / "field.pt", weights_only=False)
+            same = all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+            same = same and out["before"]["e_field"] == out["after"]["e_field"]
+            identical = identical and same
+    res = {"runs": rows, "bit_identical": identical, "load_average_start": load_start,
+           "load_average_end": psutil.getloadavg()}
+    for variant in ("before", "after"):
+        for k in ("wall_s", "update_ms"):
+            res[f"{variant}_{k}"] = summarize([r[k] for r in rows if r["variant"] == variant])
+    res["wall_ratio_after_before"] = res["after_wall_s"]["mean"] / res["before_wall_s"]["mean"]
+    return res
 
 
 def profile() -> dict:
@@ -116,13 +164,14 @@ def memory(duration: float) -> dict:
 def main(argv: list[str] | None = None) -> None:
     """Dispatch to one measurement and save its JSON."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("what", choices=("run", "profile", "macs", "memory"))
+    ap.add_argument("what", choices=("run", "profile", "macs", "memory", "compare"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--duration", type=float, default=3600.0)
+    ap.add_argument("--repeats", type=int, default=2, help="compare: rounds over the seeds")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     result = {"run": lambda: timing(args.seeds), "profile": profile, "macs": macs,
-              "memory": lambda: memory(args.duration)}[args.what]()
+              "memory": lambda: memory(args.duration), "compare": lambda: compare(args.seeds, args.repeats)}[args.what]()
     folder = RESULTS / "jet_timing"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{args.what}.json").write_text(json.dumps(result, indent=2))
@@ -132,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         ax.set(xlabel="stream time [min]", ylabel="RSS [MiB]", title="resident memory over a one-hour stream")
         fig.tight_layout()
         fig.savefig(folder / "memory.png", dpi=120)
-    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "top_cumulative")}, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "top_cumulative", "runs")}, indent=2))
 
 
 if __name__ == "__main__":

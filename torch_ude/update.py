@@ -3,6 +3,13 @@
 Every trainer built on the streaming estimator (the Lightning module, the float32
 reference that checks the C port) makes its updates through `jet_update` and counts
 them with `due_updates`, so they cannot drift apart.
+
+The update's housekeeping is per-call overhead on a 354-weight network, so
+`clip_grad_norm` and `ExponentialAverage` do torch's own arithmetic
+(``torch.nn.utils.clip_grad_norm_``, ``AveragedModel`` with
+``get_ema_multi_avg_fn``) as the same ``torch._foreach_*`` kernels without the
+general-purpose wrappers around them: the results are bit for bit those of torch's
+functions (tests/torch_ude/test_update.py).
 """
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.optim.swa_utils import AveragedModel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .calibration import Calibration, noise_adaptive_weight_decay
 from .field import HybridField
@@ -18,7 +25,57 @@ from .jet import JetLoss, JetResult
 from .prng import Pcg32
 from .reservoir import SampleBuffer
 
-__all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration"]
+__all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration", "clip_grad_norm", "ExponentialAverage"]
+
+
+@torch.no_grad()
+def clip_grad_norm(parameters: list[Tensor], max_norm: float) -> Tensor:
+    """Clip the gradients' total 2-norm to ``max_norm`` in place; bit for bit
+    ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` on tensors of one device and
+    dtype (its foreach path: per-tensor norms, their norm, ``min(max_norm / (norm + 1e-6), 1)``).
+
+    Args:
+        parameters: tensors that all have a ``.grad`` of one device and dtype.
+        max_norm: the largest total norm kept.
+
+    Returns:
+        The total norm before clipping, 0-dim tensor (non-finite if a gradient is).
+    """
+    grads = [p.grad for p in parameters]
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    return total
+
+
+class ExponentialAverage(AveragedModel):
+    """``AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))`` with a lean update.
+
+    The first update copies the weights, each later one is ``torch._foreach_lerp_`` with
+    weight ``1 - decay``, and the buffers (the field's scales) are copied every time:
+    bit for bit torch's update, with the same state dict (``module.*``, ``n_averaged``),
+    so checkpoints of either load in the other.
+
+    Args:
+        model: the module to average (its parameters and buffers of one device and dtype).
+        decay: the EMA decay beta in [0, 1].
+    """
+
+    def __init__(self, model: torch.nn.Module, decay: float) -> None:
+        super().__init__(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
+        self.decay = float(decay)
+
+    @torch.no_grad()
+    def update_parameters(self, model: torch.nn.Module) -> None:
+        """Average ``model``'s parameters into the copy and take its buffers."""
+        averaged, current = list(self.module.parameters()), list(model.parameters())
+        if self.n_averaged == 0:
+            torch._foreach_copy_(averaged, current)
+        else:
+            torch._foreach_lerp_(averaged, current, 1 - self.decay)
+        buffers = list(self.module.buffers())
+        if buffers:
+            torch._foreach_copy_(buffers, list(model.buffers()))
+        self.n_averaged += 1
 
 
 @dataclass
@@ -72,7 +129,7 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     else:
         res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
     field.write_grad(res.grads)
-    norm = torch.nn.utils.clip_grad_norm_(field.parameters_list(), grad_clip)
+    norm = clip_grad_norm(field.parameters_list(), grad_clip)
     if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
         optimizer.zero_grad()
         return UpdateResult(res, norm, lr, True)

@@ -10,13 +10,13 @@ import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch.optim.swa_utils import AveragedModel
 
 from ..calibration import Calibration
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
 from ..stream import StreamEstimator, StreamSettings, reject_rate
-from ..update import apply_calibration, due_updates, jet_update
+from ..update import ExponentialAverage, apply_calibration, due_updates, jet_update
 from .outputs import RunOutputs, tensor_bytes
 from .resume import check_extends, extend_cosine_schedule
 
@@ -54,7 +54,8 @@ class JetMatchingModule(L.LightningModule):
     ``train_rate``), pushes it through the `StreamEstimator` and, once the buffer is
     full, performs the due updates: a minibatch from the buffer, the hand-written
     jet gradient written into ``.grad``, gradient-norm clipping, ``torch.optim.Adam``,
-    the cosine schedule and the EMA of the weights (``torch.optim.swa_utils``).
+    the cosine schedule and the EMA of the weights (`torch_ude.update.ExponentialAverage`,
+    torch's ``AveragedModel`` EMA).
     After the stream, each replay chunk drives ``replay_updates`` updates until ``trainer.max_steps``
     updates (the iteration limit) have been made.
 
@@ -168,7 +169,7 @@ class JetMatchingModule(L.LightningModule):
         self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
         if self.ema_decay is not None:
-            self.ema = AveragedModel(self.field, multi_avg_fn=get_ema_multi_avg_fn(self.ema_decay))
+            self.ema = ExponentialAverage(self.field, self.ema_decay)
         self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed,
                                       n_inputs=self.field.n_inputs)
         ones = torch.ones(dm.system.n_states, dtype=torch.float64)

@@ -1,0 +1,88 @@
+"""The update's lean housekeeping is bit for bit torch's: clipping, EMA, whole runs."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+import torch_ude
+import torch_ude.training.module as module_mod
+import torch_ude.update as update_mod
+from torch_ude import HybridField, SinglePendulum
+from torch_ude.cli import main
+from torch_ude.update import ExponentialAverage, clip_grad_norm
+
+CONFIG = Path(torch_ude.__file__).resolve().parents[1] / "configs" / "pendulum_case_a.yaml"
+
+
+def _field(dtype: torch.dtype) -> HybridField:
+    return HybridField.from_seed(SinglePendulum().known_field("A"), 3).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3, float("inf"), float("nan")])
+def test_clip_grad_norm_is_torchs_bit_for_bit(dtype, scale):
+    gen = torch.Generator().manual_seed(7)
+    a, b = _field(dtype).parameters_list(), _field(dtype).parameters_list()
+    for p, q in zip(a, b):
+        p.grad = torch.randn(p.shape, generator=gen, dtype=dtype) * scale
+        q.grad = p.grad.clone()
+    ours, theirs = clip_grad_norm(a, 5.0), torch.nn.utils.clip_grad_norm_(b, 5.0)
+    assert torch.equal(ours, theirs) or (ours.isnan() and theirs.isnan())
+    for p, q in zip(a, b):
+        assert torch.equal(p.grad, q.grad) or (p.grad.isnan().all() and q.grad.isnan().all())
+    if scale == 1e3:  # it clipped
+        assert float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in a]))) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_exponential_average_is_torchs_bit_for_bit(dtype):
+    field = _field(dtype)
+    ours, theirs = ExponentialAverage(field, 0.995), AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(0.995))
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for k in range(40):
+            for p in field.parameters():
+                p.add_(torch.randn(p.shape, generator=gen, dtype=dtype) * 0.1)
+            if k == 20:  # new scales reach the average
+                field.set_scales(torch.tensor([2.0, 3.0], dtype=dtype), torch.tensor([0.5, 4.0], dtype=dtype))
+            ours.update_parameters(field)
+            theirs.update_parameters(field)
+    for (name, x), (_, y) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+        assert torch.equal(x, y), name
+    assert int(ours.n_averaged) == 40
+    assert not torch.equal(ours.module.parameters_list()[0], field.parameters_list()[0])  # it averaged
+    assert torch.equal(ours.module.in_scale, field.in_scale)
+    # a checkpoint of torch's EMA loads into ours
+    fresh = ExponentialAverage(copy.deepcopy(field), 0.995)
+    fresh.load_state_dict(theirs.state_dict())
+    assert all(torch.equal(x, y) for x, y in zip(fresh.state_dict().values(), theirs.state_dict().values()))
+
+
+def test_a_run_is_bit_for_bit_that_of_torchs_clipping_and_ema(tmp_path, monkeypatch):
+    """A short default run, once as it is and once with torch's ``clip_grad_norm_`` and
+    ``AveragedModel``: the trained and averaged weights are equal to the last bit."""
+    args = ["fit", "--config", str(CONFIG), "--data.duration", "8", "--model.stream.capacity", "256",
+            "--model.stream.calibration_s", "1.0", "--trainer.max_steps", "400", "--trainer.enable_progress_bar",
+            "false", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false", "--trainer.callbacks",
+            "null"]
+
+    def run(folder):
+        cli = main([*args, "--trainer.default_root_dir", str(tmp_path / folder)])
+        return cli.model, json.loads((tmp_path / folder / "metrics.json").read_text())
+
+    new, new_metrics = run("new")
+    monkeypatch.setattr(update_mod, "clip_grad_norm", torch.nn.utils.clip_grad_norm_)
+    monkeypatch.setattr(module_mod, "ExponentialAverage",
+                        lambda field, decay: AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(decay)))
+    old, old_metrics = run("old")
+    assert type(old.ema) is AveragedModel and type(new.ema) is ExponentialAverage
+    assert new.stats["updates"] == old.stats["updates"] == 400
+    for x, y in zip(new.field.state_dict().values(), old.field.state_dict().values()):
+        assert torch.equal(x, y)
+    for x, y in zip(new.ema.state_dict().values(), old.ema.state_dict().values()):
+        assert torch.equal(x, y)
+    assert new_metrics["e_field"] == old_metrics["e_field"]
