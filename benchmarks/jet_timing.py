@@ -35,8 +35,11 @@ CONFIG = "configs/pendulum_case_a.yaml"
 COMPONENTS = {  # (file fragment, function) -> component; cumulative time, nested calls included
     ("torch_ude/jet.py", "value_and_grad"): "hand-written jet gradient",
     ("torch/optim/optimizer.py", "wrapper"): "Adam step (+ schedule)",
+    ("lightning/pytorch/core/optimizer.py", "step"): "Lightning's optimizer step (Adam, schedule, hooks)",
     ("torch/optim/swa_utils.py", "update_parameters"): "EMA update",
+    ("torch_ude/update.py", "update_parameters"): "EMA update",
     ("torch/nn/utils/clip_grad.py", "clip_grad_norm_"): "gradient clipping",
+    ("torch_ude/update.py", "clip_grad_norm"): "gradient clipping",
     ("torch_ude/reservoir.py", "sample"): "minibatch draw",
     ("torch_ude/stream.py", "push"): "stream estimator (calibration, windows, gate, reservoir)",
     ("torch_ude/systems/simulate.py", "_clean_block"): "simulated sensor: RK4 of the plant",
