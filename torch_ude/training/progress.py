@@ -41,9 +41,18 @@ class UpdateProgressBar(TQDMProgressBar):
         steps = trainer.max_steps
         return steps if steps is not None and steps > 0 else None
 
+    def on_train_start(self, trainer: L.Trainer, *args: Any) -> None:
+        """Lightning's bar, set to the update count (a resumed run may skip the epoch start)."""
+        super().on_train_start(trainer, *args)
+        self._start(trainer)
+
     def on_train_epoch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        """Set the total to ``max_steps`` and start at the current update count."""
+        """Lightning's reset, then the update count again."""
         super().on_train_epoch_start(trainer, *args)
+        self._start(trainer)
+
+    def _start(self, trainer: L.Trainer) -> None:
+        """Set the total to ``max_steps`` and start at the current update count."""
         total = self._max_updates(trainer)
         if total is None:
             return

@@ -96,3 +96,12 @@ def test_a_progress_bar_named_in_the_config_is_kept(tmp_path):
                 "lightning.pytorch.callbacks.TQDMProgressBar", "--trainer.callbacks.refresh_rate", "7"], run=False)
     bars = [c for c in cli.trainer.callbacks if isinstance(c, TQDMProgressBar)]
     assert len(bars) == 1 and bars[0].refresh_rate == 7
+
+
+def test_a_resumed_run_starts_the_bar_at_the_checkpoints_update(default_run, tmp_path):
+    ckpt = next(default_run[3].rglob("last.ckpt"))
+    cli = main(["fit", "--config", str(CONFIG), *SHORT, "--trainer.max_steps", "400", "--trainer.default_root_dir",
+                str(tmp_path), "--ckpt_path", str(ckpt)])
+    bar = cli.trainer.progress_bar_callback.train_progress_bar
+    assert cli.model.stats["updates"] == 400
+    assert (bar.initial, bar.n, bar.total) == (300, 400, 400)
