@@ -17,20 +17,25 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
 
 
-@pytest.mark.parametrize("steps", [1, 3, 5, 10])
-def test_adjoint_matches_complex_step(steps):
-    field = random_field("single", "A", steps)
-    windows = short_windows("single", steps, 3, seed=steps)
+def _check_against_complex_step(field, windows):
+    """Assert the discrete adjoint's parameter and state gradients equal complex step (1e-12); return both objectives' views."""
     objective = ShootingObjective(field, windows, state_scale=torch.tensor([0.5, 1.5]))
     objective.shooting_states += 0.01  # off the observations, so the state gradient is not special
     result = objective.gradient()
     theta = torch.cat([g.reshape(-1) for g in result.grads])
-
     reference = ShootingObjective(complex_copy(field), windows, state_scale=torch.tensor([0.5, 1.5]))
     reference.shooting_states.copy_(objective.shooting_states)
     theta_cs, states_cs = complex_step_gradient(reference)
     assert _relative(theta, theta_cs) <= 1e-12
     assert _relative(result.state_grad, states_cs) <= 1e-12
+    return reference, result
+
+
+@pytest.mark.parametrize("steps", [1, 3, 5, 10])
+def test_adjoint_matches_complex_step(steps):
+    field = random_field("single", "A", steps)
+    windows = short_windows("single", steps, 3, seed=steps)
+    reference, result = _check_against_complex_step(field, windows)
     assert torch.allclose(reference.loss().real, result.loss, rtol=1e-14, atol=0.0)
 
 
@@ -72,15 +77,7 @@ def _input_windows(field, steps, batch, seed):
 def test_adjoint_with_inputs_matches_complex_step(model):
     field = random_input_field(model, 4)
     windows = _input_windows(field, 4, 3, seed=4)
-    objective = ShootingObjective(field, windows, state_scale=torch.tensor([0.5, 1.5]))
-    objective.shooting_states += 0.01
-    result = objective.gradient()
-    theta = torch.cat([g.reshape(-1) for g in result.grads])
-    reference = ShootingObjective(complex_copy(field), windows, state_scale=torch.tensor([0.5, 1.5]))
-    reference.shooting_states.copy_(objective.shooting_states)
-    theta_cs, states_cs = complex_step_gradient(reference)
-    assert _relative(theta, theta_cs) <= 1e-12
-    assert _relative(result.state_grad, states_cs) <= 1e-12
+    _check_against_complex_step(field, windows)
 
 
 def test_adjoint_with_inputs_matches_autograd_through_rk4_with_interpolated_inputs():
