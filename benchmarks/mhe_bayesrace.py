@@ -88,6 +88,15 @@ def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, 
     return out
 
 
+def print_table1(rows: list[tuple[str, str, str, str, str]]) -> None:
+    """Print Table 1 rows (method, one-step train, one-step validation, mean relative parameter error,
+    training time), already formatted, as a Markdown table."""
+    print("| method | one-step train | one-step validation | mean rel. parameter error | training time |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the config in-process, evaluate, print and write ``table1.json``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
@@ -146,11 +155,9 @@ def main(argv: list[str] | None = None) -> None:
                                          "parameters": result.parameters},
              "history": history}
     (args.out / "table1.json").write_text(json.dumps(table, indent=1) + "\n")
-    print("| method | one-step train | one-step validation | mean rel. parameter error | training time |")
-    print("| --- | --- | --- | --- | --- |")
-    print(f"| ground truth | {truth['train']['mse']:.3g} | {truth['validation']['mse']:.3g} | 0 | - |")
-    print(f"| PEM-MHE (physics-only) | {fitted['train']['mse']:.3g} | {fitted['validation']['mse']:.3g} | "
-          f"{100 * result.mean_rel_error:.2f} % | {result.wall_s:.0f} s |")
+    print_table1([("ground truth", f"{truth['train']['mse']:.3g}", f"{truth['validation']['mse']:.3g}", "0", "-"),
+                  ("PEM-MHE (physics-only)", f"{fitted['train']['mse']:.3g}", f"{fitted['validation']['mse']:.3g}",
+                   f"{100 * result.mean_rel_error:.2f} %", f"{result.wall_s:.0f} s")])
     print(f"PEM-MHE validation with the config's arrival-cost start: "
           f"{fitted['validation_config_arrival']['mse']:.3g}")
     print(f"written {args.out / 'table1.json'}")

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, with_values
+from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, print_table1, with_values
 from mhe import IdentificationProblem, WindowSolver
 from mhe.ekf import EKFSettings, ExtendedKalmanFilter
 from mhe.logs import BayesRaceRecording
@@ -160,12 +160,10 @@ def main(argv: list[str] | None = None) -> None:
                               "all": [{k: r[k] for k in ("initial_mean_rel_error", "mean_rel_error", "validation",
                                                           "training_s", "ekf_hidden_rmse")} for r in runs]}
     (args.out / "ekf_pem.json").write_text(json.dumps(table, indent=1) + "\n")
-    print("| method | one-step train | one-step validation | mean rel. parameter error | training time |")
-    print("| --- | --- | --- | --- | --- |")
-    for label, r in (("EKF->PEM, 10 inits within 5 % of the truth (paper)", table["ekf_pem_paper"]),
-                     ("EKF->PEM, from the 67.95 % start", table["ekf_pem_start"])):
-        print(f"| {label} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | "
-              f"{100 * r['mean_rel_error']:.2f} % | {r['training_s']:.1f} s |")
+    print_table1([(label, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
+                   f"{100 * r['mean_rel_error']:.2f} %", f"{r['training_s']:.1f} s")
+                  for label, r in (("EKF->PEM, 10 inits within 5 % of the truth (paper)", table["ekf_pem_paper"]),
+                                   ("EKF->PEM, from the 67.95 % start", table["ekf_pem_start"]))])
     print(f"written {args.out / 'ekf_pem.json'}")
 
 
