@@ -4,17 +4,17 @@ The problem is `mhe.pendulum.pendulum_problem` on the data module's stream (the 
 why they were chosen are in `mhe.pendulum`); the outer loop is Gauss–Newton
 (Levenberg–Marquardt) with its stopping tests (`mhe.OuterSettings`). Physics-only: the known
 model with an identified damping; gray-box: the known model plus the 2-16-16 tanh residual
-on the omega channel through L4CasADi (theta' = omega is exact; a residual on the theta channel
-is confounded with the unmeasured omega: with it, gray-box PEM-MHE from theta drifted to field
-errors of 0.24-0.37, worse than the known model alone), started either as `mhe` starts it (last layer zero, hidden layers from the
-run seed) with the jet run's calibration scales, or from the jet-matching run's trained field
-(`mhe.trained_field`).
+on the omega channel through L4CasADi (theta' = omega is exact; a residual on the theta
+channel is confounded with the unmeasured omega: with it, gray-box PEM-MHE from theta drifted
+to field errors of 0.24-0.37, worse than the known model alone), started either as `mhe`
+starts it (last layer zero, hidden layers from the run seed) with the jet run's calibration
+scales, or from the jet-matching run's trained field (`mhe.trained_field`).
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,7 +38,7 @@ PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
 
 @dataclass(frozen=True)
 class PEMSettings:
-    """One PEM–MHE variant and its settings (`mhe.pendulum.pendulum_problem`'s, whose docstring justifies them).
+    """One PEM–MHE variant; the problem's settings are `mhe.pendulum.pendulum_problem`'s defaults.
 
     Attributes:
         variant: ``"physics"`` or ``"gray"``.
@@ -47,10 +47,6 @@ class PEMSettings:
             or None for the cold start; ``scales`` is then ignored.
         scales: gray-box cold start: ``(in_scale, out_scale)`` of the residual, 2 numbers each
             (the jet run's calibration), or None for ones.
-        rate: MHE sample rate in Hz.
-        horizon: N, samples per window.
-        stride: samples between window starts.
-        process_std: ``Q^(1/2)`` (rad/s, rad/s^2).
         max_steps: cap of outer iterations.
         build_dir: L4CasADi's build folder.
     """
@@ -59,14 +55,8 @@ class PEMSettings:
     measured: tuple[int, ...] = (0,)
     start: str | None = None
     scales: tuple[tuple[float, ...], tuple[float, ...]] | None = None
-    rate: float = 50.0
-    horizon: int = 50
-    stride: int = 25
-    process_std: tuple[float, float] = (1e-3, 2e-2)
     max_steps: int = 30
     build_dir: str = "build/l4casadi/peer_pem"
-    damping_start: float = 0.1
-    arrival_std: tuple[float, float] = dataclass_field(default=(1.0, 3.0))
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -95,9 +85,7 @@ def pem_fit(dm: StreamDataModule, settings: PEMSettings) -> tuple[Callable[[Tens
         residual = ResidualSettings(16, in_scale, out_scale, seed=0 if s.start else dm.seed, outputs=(1,),
                                     start=s.start)
     problem = pendulum_problem(dm.system, dm.case, dm.noise, dm.seed, dm.duration, fs=dm.fs, substeps=dm.substeps,
-                               measured=s.measured, residual=residual, rate=s.rate, horizon=s.horizon,
-                               stride=s.stride, process_std=s.process_std, arrival_std=s.arrival_std,
-                               damping_start=s.damping_start)
+                               measured=s.measured, residual=residual)
     windows = len(problem.windows)
     history: list[tuple[float, float]] = []
     t0 = time.perf_counter()
@@ -114,8 +102,7 @@ def pem_fit(dm: StreamDataModule, settings: PEMSettings) -> tuple[Callable[[Tens
 
     info = {"wall_s": wall, "steps": len(history), "J": history[-1][1] if history else None,
             "stop": result.stop_reason, "failed_solves": result.counters.failed + result.counters.failed_trials,
-            "windows": windows,
-            "history": history}
+            "windows": windows, "history": history}
     return field, info
 
 
