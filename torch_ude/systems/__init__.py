@@ -1,6 +1,7 @@
 """Plants: true fields, known models per case, simulator, excitation and noise."""
 from .base import System as System, VectorField as VectorField, ZeroField as ZeroField, check_states as check_states
 from .controlled import ControlledField as ControlledField, TorquePendulumModel as TorquePendulumModel
+from .dfki_double_pendulum import TorqueDoublePendulumModel as TorqueDoublePendulumModel
 from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
 from .friction import FrictionField as FrictionField, FrictionPendulum as FrictionPendulum
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
@@ -9,6 +10,7 @@ from .simulate import Recording as Recording, Simulator as Simulator, simulate a
 
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
-    "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField", "FrictionPendulum", "FrictionField",
+    "TorqueDoublePendulumModel", "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
+    "FrictionPendulum", "FrictionField",
     "Recording", "Simulator", "simulate", "SensorFaults",
 ]
