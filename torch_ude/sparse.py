@@ -15,8 +15,11 @@ From the command line, on a run folder written by ``torch-ude fit``::
 
     python -m torch_ude.sparse runs/pendulum_case_a --library omega "sin(theta)" "omega**3"
     python -m torch_ude.sparse RUN --library omega "tanh(omega/0.02)" --channels omega
+    python -m torch_ude.sparse runs/dfki_pendulum --library velocity "atan(100*velocity)" 1 torque \
+        --channels velocity
 
-prints the equations and writes them to ``RUN/equations.json``. Needs the optional
+(the last on a run trained on recorded logs: the residual ``F(x, u) - f_known(x, u)`` on
+the training logs' samples, the library in the state and input names) prints the equations and writes them to ``RUN/equations.json``. Needs the optional
 extra ``peers`` (``pip install 'torch-ude[peers]'``: pysindy, scikit-learn).
 """
 from __future__ import annotations
@@ -35,6 +38,7 @@ from torch import Tensor
 
 from .export import load_field
 from .metrics import evaluation_states
+from .recorded import read_log
 from .systems.base import System, check_states
 
 __all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "fit_residual", "fit_run", "main"]
@@ -47,20 +51,25 @@ class OutsideVisitedRegionWarning(UserWarning):
 class Library:
     """Candidate terms, each an expression in the plant's state names.
 
-    Expressions use the state names (e.g. ``theta``, ``omega``), numbers, ``+ - * / **``
-    and the functions sympy knows (``sin``, ``cos``, ``tanh``, ``exp``, ``Abs``,
-    ``sign``, ``atan``, ...), e.g. ``["omega", "tanh(omega/0.02)", "omega*Abs(omega)"]``.
+    Expressions use the state names (e.g. ``theta``, ``omega``) and, for a plant with
+    recorded inputs, the input names (e.g. ``torque``), numbers, ``+ - * / **`` and the
+    functions sympy knows (``sin``, ``cos``, ``tanh``, ``exp``, ``Abs``, ``sign``,
+    ``atan``, ...), e.g. ``["omega", "tanh(omega/0.02)", "omega*Abs(omega)", "1"]``
+    (``"1"`` is a constant term, e.g. an offset).
 
     Args:
         expressions: the terms, at least one, no duplicates.
         state_names: the names of the ``n`` state variables, in state order.
+        input_names: the names of the ``m`` inputs, in input order (none for an
+            autonomous plant).
 
     Raises:
         ValueError: for an empty library, a duplicate, an expression that does not parse,
             or one that uses a name that is not a state or a function sympy does not know.
     """
 
-    def __init__(self, expressions: Sequence[str], state_names: Sequence[str]) -> None:
+    def __init__(self, expressions: Sequence[str], state_names: Sequence[str], input_names: Sequence[str] = ()
+                 ) -> None:
         import sympy  # here, not at module import: it takes most of a second to load
         from sympy.core.function import AppliedUndef
 
@@ -68,34 +77,37 @@ class Library:
             raise ValueError(f"the library must be a non-empty list of expressions in the states "
                              f"{list(state_names)}, e.g. ['{state_names[-1]}']; got {expressions!r}.")
         self.state_names = tuple(str(s) for s in state_names)
-        symbols = {name: sympy.Symbol(name) for name in self.state_names}
+        self.input_names = tuple(str(s) for s in input_names)
+        variables = self.state_names + self.input_names
+        among = f"the {len(self.state_names)} state variables {list(self.state_names)}" + (
+            f" or the inputs {list(self.input_names)}" if self.input_names else "")
+        symbols = {name: sympy.Symbol(name) for name in variables}
         self.names, exprs = [], []
         for text in expressions:
             try:
                 expr = sympy.parse_expr(str(text), local_dict=symbols)
             except (SyntaxError, TypeError, ValueError, sympy.SympifyError) as err:
-                raise ValueError(f"the library term {text!r} is not an expression ({err}); write it in the state "
-                                 f"names {list(self.state_names)}, e.g. 'tanh({self.state_names[-1]}/0.02)'.") from None
+                raise ValueError(f"the library term {text!r} is not an expression ({err}); write it in the names "
+                                 f"{list(variables)}, e.g. 'tanh({self.state_names[-1]}/0.02)'.") from None
             unknown = sorted(str(s) for s in expr.free_symbols - set(symbols.values()))
             undefined = sorted(str(f.func) for f in expr.atoms(AppliedUndef))
             if unknown or undefined:
                 raise ValueError(
                     f"the library term {text!r} uses {', '.join(unknown + undefined)}, which "
-                    f"{'is' if len(unknown + undefined) == 1 else 'are'} not among the {len(self.state_names)} "
-                    f"state variables {list(self.state_names)} (or a known function); build the library for "
-                    f"this plant's states.")
+                    f"{'is' if len(unknown + undefined) == 1 else 'are'} not among {among} (or a known "
+                    f"function); build the library for this plant's states.")
             if expr in exprs:  # equal in sympy's canonical form (2*omega/2 is omega)
                 raise ValueError(f"the library term {text!r} repeats an earlier term; give each term once.")
             self.names.append(str(text).strip())
             exprs.append(expr)
-        args = [symbols[s] for s in self.state_names]
+        args = [symbols[s] for s in variables]
         self._functions = [sympy.lambdify(args, e, "numpy") for e in exprs]
 
     def __len__(self) -> int:
         return len(self.names)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """The library matrix ``Theta(x)``: (N, n) states -> (N, L) term values, float64."""
+        """The library matrix ``Theta(x)``: (N, n + m) states then inputs -> (N, L) term values, float64."""
         cols = [np.broadcast_to(np.asarray(f(*x.T), dtype=np.float64), (x.shape[0],)) for f in self._functions]
         return np.stack(cols, axis=1)
 
@@ -168,17 +180,24 @@ def _default_optimizer(threshold: float):
 
 def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, library: Library | Sequence[str],
                  states: Tensor | None = None, channels: Sequence[str] | None = None, threshold: float = 0.05,
-                 optimizer: object | None = None, bootstrap: int = 200, seed: int = 0) -> ResidualEquations:
+                 optimizer: object | None = None, bootstrap: int = 200, seed: int = 0,
+                 inputs: Tensor | None = None) -> ResidualEquations:
     """Regress a trained field's residual ``F(x) - f_known(x)`` on a library, sparsely.
 
+    For a plant with recorded inputs (``system.input_names``, e.g. a recorded machine's
+    `RecordedPlant`), the residual is ``F(x, u) - f_known(x, u)`` on given samples
+    ``(x, u)`` (a log has no evaluation grid: pass the training log's samples), and the
+    library may use the input names too.
+
     Args:
-        field: the trained field, ``(N, n) -> (N, n)`` (a `HybridField`, or the module of
-            a run's ``field.pt``), float64 states.
+        field: the trained field, ``(N, n) -> (N, n)``, or ``(N, n), (N, m) -> (N, n)``
+            with inputs (a `HybridField`, or a wrapper of a run's ``field.pt``), float64.
         system: the plant it was trained on.
         case: the case of its known model.
-        library: a `Library`, or expressions in ``system.state_names`` to build one.
+        library: a `Library`, or expressions in ``system.state_names`` (and
+            ``system.input_names``) to build one.
         states: states to regress on, shape (N, n); default the visited evaluation states
-            (`torch_ude.metrics.evaluation_states`).
+            (`torch_ude.metrics.evaluation_states`); required with inputs.
         channels: the residual channels (state names) to regress; default all.
         threshold: STLSQ threshold of the default optimizer, in the coefficient's units.
         optimizer: a PySINDy optimizer or scikit-learn linear estimator with
@@ -186,31 +205,48 @@ def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, l
             ``pysindy.STLSQ(threshold)``.
         bootstrap: bootstrap refits over resampled states (>= 2).
         seed: seed of the resampling.
+        inputs: the recorded inputs at ``states``, shape (N, m), for a plant with ``m``
+            inputs; None for an autonomous plant.
 
     Returns:
         The `ResidualEquations`.
 
     Raises:
         ValueError: for a library built for other state variables, unknown channels,
-            bad states, or ``bootstrap < 2``.
+            bad states or inputs (missing, extra, or of the wrong shape), or ``bootstrap < 2``.
 
     Warns:
         OutsideVisitedRegionWarning: when some ``states`` lie outside the plant's visited
             region, where the residual is an extrapolation of the network.
     """
-    names = list(system.state_names)
+    names, input_names = list(system.state_names), list(getattr(system, "input_names", ()))
     if not isinstance(library, Library):
-        library = Library(library, names)
-    if list(library.state_names) != names:
+        library = Library(library, names, input_names)
+    if list(library.state_names) != names or list(library.input_names) != input_names:
+        has = f"{len(names)}: {names}" + (f" and the inputs {input_names}" if input_names else "")
         raise ValueError(
-            f"the library is built for {len(library.state_names)} state variables {list(library.state_names)} "
-            f"but {type(system).__name__} has {len(names)}: {names}; build it with Library(expressions, "
-            f"system.state_names).")
+            f"the library is built for {len(library.state_names)} state variables {list(library.state_names)}"
+            f"{f' and the inputs {list(library.input_names)}' if library.input_names else ''} but "
+            f"{type(system).__name__} has {has}; build it with Library(expressions, system.state_names"
+            f"{', system.input_names' if input_names else ''}).")
     channels = names if channels is None else list(channels)
     if not channels or any(c not in names for c in channels):
         raise ValueError(f"channels must name residual channels among the states {names}; got {channels!r}.")
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 2:
         raise ValueError(f"bootstrap must be an integer >= 2 (refits for the uncertainties); got {bootstrap!r}.")
+    if input_names:
+        if states is None or inputs is None:
+            raise ValueError(f"{type(system).__name__} has the inputs {input_names}: pass the samples to regress "
+                             f"on as states (N, {len(names)}) and inputs (N, {len(input_names)}), e.g. the "
+                             f"training logs' samples (fit_run does this for a run folder).")
+        check_states(inputs, len(input_names), "inputs")
+        if inputs.shape[0] != states.shape[0]:
+            raise ValueError(f"inputs must have one row per state; got {inputs.shape[0]} rows of inputs for "
+                             f"{states.shape[0]} states.")
+        inputs = inputs.to(torch.float64)
+    elif inputs is not None:
+        raise ValueError(f"{type(system).__name__} has no inputs; got inputs of shape {tuple(inputs.shape)}. "
+                         f"Pass inputs only for a plant with recorded inputs.")
     if states is None:
         states = evaluation_states(system)["visited"]
     check_states(states, system.n_states, "states")
@@ -221,10 +257,11 @@ def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, l
                       f"({type(system).__name__}.visited_region): the learned residual there is the network's "
                       f"extrapolation, not something it was trained on; regress on visited states only "
                       f"(the default) to read the physics it learned.", OutsideVisitedRegionWarning, stacklevel=2)
+    args = (states,) if inputs is None else (states, inputs)
     with torch.no_grad():
-        residual = (field(states) - system.known_field(case)(states)).numpy()
+        residual = (field(*args) - system.known_field(case)(*args)).numpy()
     cols = [names.index(c) for c in channels]
-    y, theta = residual[:, cols], library(states.numpy())
+    y, theta = residual[:, cols], library(torch.cat(args, dim=1).numpy())
     estimator = _default_optimizer(threshold) if optimizer is None else optimizer
     from sklearn.base import clone  # a dependency of pysindy and of any scikit-learn estimator
 
@@ -249,23 +286,41 @@ def fit_run(run: str | Path, library: Library | Sequence[str], states: str = "vi
             ) -> ResidualEquations:
     """`fit_residual` on the trained field of a run folder (``field.pt`` and ``field.json``).
 
+    For a run trained on recorded logs (a plant with inputs, or any `RecordedPlant`),
+    "visited" means the samples of the run's training logs, read again from the paths in
+    its saved config (`torch_ude.recorded.read_log`, relative to the working directory)
+    on the same nominal grid; there is no grid.
+
     Args:
         run: a folder written by ``torch-ude fit`` (any trainer).
-        library: as for `fit_residual`, in the state names of the run's plant.
+        library: as for `fit_residual`, in the state (and input) names of the run's plant.
         states: ``"visited"`` (the visited evaluation states) or ``"grid"`` (all of them).
         **kwargs: further arguments of `fit_residual` (channels, threshold, optimizer, bootstrap, seed).
 
     Raises:
-        FileNotFoundError: if the folder lacks the field files.
-        ValueError: for an unknown ``states`` or what `fit_residual` rejects.
+        FileNotFoundError: if the folder lacks the field files, or a recorded run's
+            training log is missing.
+        ValueError: for an unknown ``states``, ``"grid"`` for a recorded run, or what
+            `fit_residual` rejects.
     """
     if states not in ("visited", "grid"):
         raise ValueError(f"states must be 'visited' or 'grid'; got {states!r}.")
     module, sidecar = load_field(run)
     system = System.from_spec(sidecar["plant"])
     dtype = getattr(torch, sidecar["dtype"])
-    return fit_residual(lambda x: module(x.to(dtype)).to(torch.float64), system, sidecar["case"], library,
-                        states=evaluation_states(system)[states], **kwargs)
+    if sidecar.get("case") != "RECORDED":
+        return fit_residual(lambda x: module(x.to(dtype)).to(torch.float64), system, sidecar["case"], library,
+                            states=evaluation_states(system)[states], **kwargs)
+    if states != "visited":
+        raise ValueError(f"{run} was trained on recorded logs, which have no evaluation grid; use "
+                         f"states='visited' (the training logs' samples).")
+    data = sidecar["extra"]["config"]["data"]
+    samples = np.concatenate([seg for path in data["files"] for seg in read_log(
+        path, data["time"], data["states"], data.get("inputs", ()), data["fs"], data.get("max_gap")).segments])
+    z = torch.as_tensor(samples, dtype=torch.float64)
+    n = system.n_states
+    return fit_residual(lambda x, u: module(torch.cat([x, u], dim=1).to(dtype)).to(torch.float64), system,
+                        sidecar["case"], library, states=z[:, :n], inputs=z[:, n:], **kwargs)
 
 
 def main(argv: list[str] | None = None) -> ResidualEquations:
@@ -277,7 +332,8 @@ def main(argv: list[str] | None = None) -> ResidualEquations:
                                  epilog="example: python -m torch_ude.sparse runs/pendulum_case_a --library omega "
                                         "'sin(theta)' 'omega**3'")
     ap.add_argument("run", type=Path, help="run folder with field.pt and field.json (written by torch-ude fit)")
-    ap.add_argument("--library", nargs="+", required=True, help="candidate terms in the plant's state names")
+    ap.add_argument("--library", nargs="+", required=True,
+                    help="candidate terms in the plant's state (and input) names; '1' is a constant")
     ap.add_argument("--channels", nargs="+", default=None, help="residual channels to regress (default: all)")
     ap.add_argument("--states", choices=("visited", "grid"), default="visited",
                     help="regress on the visited evaluation states (default) or the whole grid")

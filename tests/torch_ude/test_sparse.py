@@ -1,12 +1,13 @@
 """Equations from a learned residual: exact recovery, uncertainties, estimators, the CLI and bad input."""
 import json
 
+import numpy as np
 import pytest
 import torch
 from sklearn.linear_model import Lasso
 
 from torch_ude import DoublePendulum, FrictionPendulum, HybridField, SinglePendulum, export_field
-from torch_ude.sparse import Library, OutsideVisitedRegionWarning, fit_residual, main
+from torch_ude.sparse import Library, OutsideVisitedRegionWarning, fit_residual, fit_run, main
 
 
 def test_case_a_damping_is_recovered_exactly_from_the_true_field():
@@ -117,3 +118,61 @@ def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, args, message):
         main([str(folder), *args])
     err = capsys.readouterr().err
     assert done.value.code == 2 and message in err and err.count("\n") == 1
+
+
+LAB = {"viscous": 0.047, "coulomb": 0.184, "offset": -0.076}  # a friction law in the lab's form
+LAB_LIBRARY = ["velocity", "atan(100*velocity)", "1", "torque", "sin(position)"]
+
+
+def _recorded_run(tmp_path):
+    """A run folder "trained" on a recorded log: the field is the known model plus the lab's friction."""
+    from torch_ude.systems.controlled import TorquePendulumModel
+    from torch_ude.training.recorded import RecordedPlant
+
+    t = np.arange(0.0, 3.0, 0.01)
+    q, qd, tau = np.sin(1.3 * t), 1.3 * np.cos(1.3 * t), 0.5 * np.sin(2.9 * t + 0.3)
+    log = tmp_path / "log.csv"
+    np.savetxt(log, np.stack([t, q, qd, tau], 1), delimiter=",", header="time,position,velocity,torque", comments="")
+    field = HybridField.from_seed(TorquePendulumModel(**LAB), 0, last_layer_gain=0.0)
+    field.set_scales(torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64),
+                     torch.ones(1, dtype=torch.float64))
+    plant = RecordedPlant(TorquePendulumModel(), ["position", "velocity"], ["torque"])
+    data = {"files": [str(log)], "time": "time", "states": ["position", "velocity"], "inputs": ["torque"],
+            "fs": 100.0, "max_gap": None}
+    export_field(field, tmp_path / "run", plant, "RECORDED", extra={"config": {"data": data}})
+    return tmp_path / "run", plant, field, torch.as_tensor(np.stack([q, qd], 1)), torch.as_tensor(tau[:, None])
+
+
+def test_a_recorded_run_s_residual_with_inputs_is_regressed_on_its_training_log(tmp_path):
+    run, plant, field, states, inputs = _recorded_run(tmp_path)
+    eq = fit_run(run, LAB_LIBRARY, channels=["velocity"], threshold=0.01, bootstrap=5)
+    j = 6.259e-2
+    assert eq.n_states == 300 and eq.channels == ["velocity"] and eq.r2[0] == pytest.approx(1.0)
+    for term, value in zip(LAB_LIBRARY[:3], (LAB["viscous"], LAB["coulomb"], LAB["offset"])):
+        assert eq.coefficient("velocity", term)[0] == pytest.approx(-value / j, rel=1e-9)
+    assert eq.coefficient("velocity", "torque")[0] == 0.0 and eq.coefficient("velocity", "sin(position)")[0] == 0.0
+    direct = fit_residual(field, plant, "RECORDED", LAB_LIBRARY, states=states, inputs=inputs,
+                          channels=["velocity"], threshold=0.01, bootstrap=5)
+    assert direct.coefficients[0] == pytest.approx(eq.coefficients[0], rel=1e-9)
+    with pytest.raises(ValueError, match="no evaluation grid"):
+        fit_run(run, LAB_LIBRARY, states="grid")
+
+
+def test_inputs_that_are_missing_extra_or_misshapen_are_errors(tmp_path):
+    _, plant, field, states, inputs = _recorded_run(tmp_path)
+    with pytest.raises(ValueError, match=r"has the inputs \['torque'\]: pass the samples"):
+        fit_residual(field, plant, "RECORDED", LAB_LIBRARY, states=states)
+    with pytest.raises(ValueError, match=r"one row per state; got 299 rows of inputs for 300 states"):
+        fit_residual(field, plant, "RECORDED", LAB_LIBRARY, states=states, inputs=inputs[1:])
+    with pytest.raises(ValueError, match=r"inputs must have shape \(N, 1\)"):
+        fit_residual(field, plant, "RECORDED", LAB_LIBRARY, states=states, inputs=torch.zeros(300, 2))
+    with pytest.raises(ValueError, match=r"not among the 2 state variables \['position', 'velocity'\] or the inputs "
+                                         r"\['torque'\]"):
+        fit_residual(field, plant, "RECORDED", ["current"], states=states, inputs=inputs)
+    with pytest.raises(ValueError, match=r"built for 2 state variables \['position', 'velocity'\] but RecordedPlant "
+                                         r"has 2: .* and the inputs \['torque'\]"):
+        fit_residual(field, plant, "RECORDED", Library(["velocity"], ["position", "velocity"]), states=states,
+                     inputs=inputs)
+    p = SinglePendulum()
+    with pytest.raises(ValueError, match=r"SinglePendulum has no inputs; got inputs of shape \(5, 1\)"):
+        fit_residual(p.true_field(), p, "A", ["omega"], inputs=torch.zeros(5, 1))
