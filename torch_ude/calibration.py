@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
-from .savgol import SavitzkyGolay, optimal_dt, snr2
+from .savgol import SavitzkyGolay, optimal_dt, savgol_rows, snr2
 
 __all__ = ["Calibration", "calibrate", "valid_windows", "screen_outliers", "noise_adaptive_weight_decay",
            "CALIBRATION_M0"]
@@ -140,7 +140,7 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
               m: int | None = None, m0: int = CALIBRATION_M0, stride: int = 5, m_max: int = 100, dt_scale: float = 0.117,
               lambda2_0: float = 0.1, snr_threshold: float = 12.0, gate_lambda2: bool = True,
               bridged: Tensor | None = None, outlier_threshold: float | None = 5.0,
-              n_states: int | None = None) -> Calibration:
+              n_states: int | None = None, tap_average: bool = False) -> Calibration:
     """Measure scales and noise on a calibration record and choose ``m`` and ``lambda2``.
 
     Args:
@@ -166,6 +166,12 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
             scales and noise measured (the network's input scale) but do not set
             ``sigma_rel``, ``omega_c`` (so ``m``) or the SNR gate, which are about the
             state's jets. None: every channel is a state.
+        tap_average: the stream's windows hold box-averaged taps (`torch_ude.savgol`,
+            ``bin_width = m``): Eq. (24) and the SNR of Eq. (25) then see the noise of a tap,
+            ``sigma / sqrt(m)`` (white noise averaged over m samples), and Eq. (25) the
+            averaged fit's row ``D_2``. The adaptive ``m`` is the fixed point of
+            Eq. (24) with that noise (``m ~ sigma^(2/11)`` instead of ``sigma^(1/5)``); the scales
+            are measured with point taps as without it. False: the paper's point taps.
 
     Returns:
         The `Calibration`.
@@ -206,12 +212,17 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
         omega_c = float((s2 / s1)[states].max())
         if not adaptive:
             break
-        new_m = int(min(max(round(fs * optimal_dt(omega_c, max(sigma_rel, 1e-12), dt_scale)), 1), m_max))
+        tap_noise = sigma_rel / math.sqrt(m) if tap_average else sigma_rel
+        new_m = int(min(max(round(fs * optimal_dt(omega_c, max(tap_noise, 1e-12), dt_scale)), 1), m_max))
         if new_m == m:
             break
         m = new_m
     dt_eff = m / fs
-    ratio = snr2(s2[states], sigma[states], dt_eff, sg.rows[2].to(torch.float64))
+    if tap_average:
+        ratio = snr2(s2[states], sigma[states] / math.sqrt(m), dt_eff,
+                     savgol_rows(sg.half_width, sg.order, 2, m)[2])
+    else:
+        ratio = snr2(s2[states], sigma[states], dt_eff, sg.rows[2].to(torch.float64))
     lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0
     return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
                        m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),

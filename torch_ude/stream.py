@@ -85,6 +85,13 @@ class StreamSettings:
         forget_window: make the reservoir forget (`torch_ude.reservoir.SampleBuffer`): it
             then holds roughly the jets of the last ``forget_window`` windows (>= capacity),
             for a plant that changes; None keeps Vitter's uniform reservoir.
+        tap_average: box-averaged taps (ours, issue 17; `torch_ude.savgol`): each of the
+            2M + 1 taps is the mean of the m samples ending at it, fitted with the exact
+            averaging operator, so a window uses all ``(2M + 1) m`` samples of its span and
+            the tap noise falls to ``sigma / sqrt(m)``; the adaptive ``m`` and the SNR gate
+            use that noise (`torch_ude.calibration.calibrate`). A window then spans m - 1
+            more samples (the ring holds ``11 m`` per channel). False (default): the
+            paper's point taps (what the C trainer implements).
     """
 
     half_width: int = 5
@@ -106,6 +113,7 @@ class StreamSettings:
     max_bridge: int = 5
     outlier_threshold: float | None = 5.0
     forget_window: int | None = None
+    tap_average: bool = False
 
     def validate(self) -> None:
         """Check every setting before any work.
@@ -142,6 +150,8 @@ class StreamSettings:
                                ("snr_threshold", False), ("gate_factor", True), ("gate_floor", False)):
             number(name, positive)
         number("outlier_threshold", True, optional=True)
+        if not isinstance(self.tap_average, bool):
+            raise TypeError(f"stream.tap_average must be true or false; got {self.tap_average!r}.")
         integer("forget_window", self.capacity, optional=True)
         if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int)
                                    or not 1 <= self.m <= self.m_max):
@@ -224,6 +234,7 @@ class StreamEstimator:
         self.n, self.fs, self.seed = int(n_states), float(fs), int(seed)
         self.dtype, self.pcg32 = dtype, bool(pcg32)
         self.sg = SavitzkyGolay(self.settings.half_width, self.settings.order, dtype=dtype)
+        self._window_sg = self.sg  # the windows' estimator: box-averaged taps once m is known
         self._cal_len = self.settings.calibration_ticks(self.fs)
         self._cal_y = torch.empty(self._cal_len, self.n, dtype=dtype)
         self._cal_seg = torch.empty(self._cal_len, dtype=torch.int64)
@@ -386,15 +397,27 @@ class StreamEstimator:
             self._cal_y, self.fs, self._cal_seg, self.sg, m=st.m, m_max=st.m_max, dt_scale=st.dt_scale,
             lambda2_0=st.lambda2, snr_threshold=st.snr_threshold, gate_lambda2=st.snr_gate,
             bridged=self._cal_bridged, outlier_threshold=st.outlier_threshold,
-            n_states=self.n - self.n_inputs if self.n_inputs else None)
-        self.buffer, self.gate = self._buffer(), self._gate()
+            n_states=self.n - self.n_inputs if self.n_inputs else None, tap_average=st.tap_average)
+        self.buffer, self.gate, self._window_sg = self._buffer(), self._gate(), self._windows_estimator()
         # warm the gate's running median on the calibration record
-        warm = valid_windows(self.sg, self._cal_y, self._cal_seg, self.calibration.m, self.stride)
+        warm = valid_windows(self._window_sg, self._cal_y, self._cal_seg, self.calibration.m, self.stride)
         tail = warm[-st.gate_history :]
-        self.gate.check(self.sg.misfit(tail), torch.sqrt((tail * tail).mean(dim=2)))
-        span = (self.sg.taps - 1) * self.calibration.m
-        self._hist_y = self._cal_y[-span:].clone()
-        self._hist_seg = self._cal_seg[-span:].clone()
+        self.gate.check(self._window_sg.misfit(tail), torch.sqrt((tail * tail).mean(dim=2)))
+        reach = self._reach()
+        self._hist_y = self._cal_y[-reach:].clone()
+        self._hist_seg = self._cal_seg[-reach:].clone()
+
+    def _windows_estimator(self) -> SavitzkyGolay:
+        """The SG estimator of the stream's windows: box-averaged taps of width m, or the point taps."""
+        if not self.settings.tap_average or self.calibration.m == 1:
+            return self.sg
+        return SavitzkyGolay(self.settings.half_width, self.settings.order, dtype=self.dtype,
+                             bin_width=self.calibration.m)
+
+    def _reach(self) -> int:
+        """Samples before a window's newest one that it still uses: ``(taps - 1) m`` for point taps,
+        plus the ``b - 1`` older samples of the first bin for box-averaged taps of width b."""
+        return (self.sg.taps - 1) * self.calibration.m + self._window_sg.bin_width - 1
 
     def _buffer(self) -> SampleBuffer:
         st = self.settings
@@ -407,29 +430,32 @@ class StreamEstimator:
         return QualityGate(self.n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=self.dtype)
 
     def _stream(self, y: Tensor, ticks: Tensor, seg: Tensor) -> int:
-        m, s, taps = self.calibration.m, self.stride, self.sg.taps
-        span = (taps - 1) * m
+        m, s, taps, sg = self.calibration.m, self.stride, self.sg.taps, self._window_sg
+        reach, b = self._reach(), sg.bin_width
         all_y = torch.cat((self._hist_y, y))
         all_seg = torch.cat((self._hist_seg, seg))
         h = self._hist_y.shape[0]
         ends = h + torch.nonzero(ticks % s == 0).flatten()
-        ends = ends[ends >= span]
-        self._hist_y, self._hist_seg = all_y[-span:], all_seg[-span:]
+        ends = ends[ends >= reach]
+        self._hist_y, self._hist_seg = all_y[-reach:], all_seg[-reach:]
         if ends.numel() == 0:
             return 0
         idx = ends.unsqueeze(1) - m * torch.arange(taps - 1, -1, -1).unsqueeze(0)  # (W, taps)
-        win = all_y[idx].transpose(1, 2)  # (W, n, taps)
+        if b == 1:
+            win = all_y[idx].transpose(1, 2)  # (W, n, taps)
+        else:  # each tap the mean of the b samples ending at it
+            win = all_y[idx.unsqueeze(2) - torch.arange(b)].mean(dim=2).transpose(1, 2)
         self.counters["windows"] += int(ends.numel())
         finite = torch.isfinite(win).all(dim=2).all(dim=1)
-        same = all_seg[idx[:, 0]] == all_seg[idx[:, -1]]
+        same = all_seg[idx[:, 0] - (b - 1)] == all_seg[idx[:, -1]]
         self.counters["nonfinite"] += int((~finite).sum())
         self.counters["boundary"] += int((finite & ~same).sum())
         win = win[finite & same]
         if win.shape[0] == 0:
             return 0
         rms = torch.sqrt((win * win).mean(dim=2))
-        misfit = self.sg.misfit(win)
-        jets = torch.stack(self.sg.estimate(win, self.calibration.dt_eff), dim=1)  # (W, 3, n)
+        misfit = sg.misfit(win)
+        jets = torch.stack(sg.estimate(win, self.calibration.dt_eff), dim=1)  # (W, 3, n)
         # huge finite samples can overflow the estimates: such windows count as non-finite
         ok = (torch.isfinite(rms) & torch.isfinite(misfit)).all(dim=1) & torch.isfinite(jets).all(dim=2).all(dim=1)
         self.counters["nonfinite"] += int((~ok).sum())
@@ -472,7 +498,7 @@ class StreamEstimator:
         est._last_y = None if state["last_y"] is None else state["last_y"].clone()
         if state["calibration"] is not None:
             est.calibration = Calibration(**state["calibration"])
-            est.buffer, est.gate = est._buffer(), est._gate()
+            est.buffer, est.gate, est._window_sg = est._buffer(), est._gate(), est._windows_estimator()
             est.buffer.load_state_dict(state["buffer"])
             est.gate.load_state_dict(state["gate"])
         est._hist_y, est._hist_seg = (t.clone() for t in state["hist"])

@@ -150,3 +150,15 @@ def test_bridged_samples_are_left_out_of_the_noise_estimate(record):
     assert torch.equal(calibrate(smooth, 1000.0, seg, bridged=bridged).sigma,
                        calibrate(y, 1000.0, seg, bridged=bridged).sigma)
     assert torch.all(calibrate(smooth, 1000.0, seg).sigma < 0.9 * calibrate(y, 1000.0, seg).sigma)
+
+
+def test_box_averaged_taps_see_the_tap_noise_in_eq24_and_the_snr_gate():
+    noisy = simulate(SinglePendulum(), 4.0, noise=0.05, seed=0)
+    y, seg = torch.as_tensor(noisy.y[:3000]), torch.as_tensor(noisy.segment[:3000])
+    point, box = calibrate(y, 1000.0, seg), calibrate(y, 1000.0, seg, tap_average=True)
+    assert torch.equal(point.sigma, box.sigma)  # the noise estimate itself is unchanged
+    # m ~ sigma^(1/5) with the tap noise sigma / sqrt(m): the fixed point m^1.1 = m_point (up to rounding)
+    assert box.m < point.m and abs(box.m ** 1.1 / point.m - 1) < 0.1
+    assert box.snr2 > 2 * point.snr2  # sqrt(m) less tap noise, at a shorter dt_eff (snr2 ~ dt^2)
+    fixed = calibrate(y, 1000.0, seg, m=20, tap_average=True)
+    assert fixed.m == 20 and fixed.snr2 > 3 * calibrate(y, 1000.0, seg, m=20).snr2

@@ -76,3 +76,51 @@ def test_bad_windows_are_errors():
         SavitzkyGolay().estimate(torch.zeros(11), 0.0)
     with pytest.raises(ValueError, match="positive"):
         optimal_dt(0.0, 0.01)
+
+
+def test_box_averaged_taps_of_width_one_are_the_point_taps_bit_for_bit():
+    assert torch.equal(savgol_rows(5, 4, 2, bin_width=1), savgol_rows(5, 4, 2))
+    assert torch.equal(residual_projection(5, 4, bin_width=1), residual_projection(5, 4))
+    assert SavitzkyGolay(5, 4).bin_width == 1
+
+
+@pytest.mark.parametrize("b", [2, 7, 30])
+def test_box_averaged_taps_fit_polynomials_exactly_at_the_middle_bin_centre(b):
+    sg = SavitzkyGolay(5, 4, bin_width=b)
+    rng = np.random.default_rng(b)
+    fs, taps = 1000.0, 11
+    t = torch.arange(taps * b, dtype=torch.float64) / fs
+    centre = (5 * b + (b - 1) / 2) / fs  # the middle bin's centre
+    for degree in range(5):
+        coef = torch.as_tensor(rng.normal(size=degree + 1))
+        y = sum(c * (t - centre) ** k for k, c in enumerate(coef)).unsqueeze(1)
+        win = sg.windows(y, b)
+        assert win.shape == (1, 1, taps)
+        x, xd, xdd = sg.estimate(win[0, 0], b / fs)
+        assert math.isclose(float(x), float(coef[0]), abs_tol=1e-9)
+        assert math.isclose(float(xd), float(coef[1]) if degree >= 1 else 0.0, abs_tol=1e-6)
+        assert math.isclose(float(xdd), 2 * float(coef[2]) if degree >= 2 else 0.0, abs_tol=1e-4)
+        assert float(sg.misfit(win)) < 1e-9 * (1 + float(y.abs().max()))
+    # the point-tap rows are biased on the same bins (the averaging shifts each tap by x'' (b dt)^2 / 24)
+    if b > 2:
+        y = ((t - centre) ** 2).unsqueeze(1)
+        point = SavitzkyGolay(5, 4).estimate(sg.windows(y, b)[0, 0], b / fs)[0]
+        assert abs(float(point)) > 1e-3 * (b / fs) ** 2
+
+
+def test_box_averaged_taps_cut_the_noise_of_every_row_by_the_root_of_the_width():
+    gen = torch.Generator().manual_seed(0)
+    b, dt = 25, 0.025
+    noise = torch.randn(40_000, 1, generator=gen, dtype=torch.float64)
+    point, box = SavitzkyGolay(5, 4), SavitzkyGolay(5, 4, bin_width=b)
+    est_point = point.estimate(point.windows(noise, b, b * 11), dt)
+    est_box = box.estimate(box.windows(noise, b, b * 11), dt)
+    for d in range(3):
+        ratio = float(est_box[d].std() / est_point[d].std())
+        expected = float(box.rows[d].norm() / point.rows[d].norm()) / math.sqrt(b)
+        assert abs(ratio / expected - 1) < 0.15
+
+
+def test_a_bin_width_below_one_is_refused():
+    with pytest.raises(ValueError, match="bin_width .* must be a positive integer; got 0"):
+        SavitzkyGolay(5, 4, bin_width=0)

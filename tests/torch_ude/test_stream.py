@@ -235,6 +235,7 @@ def test_state_dict_round_trip_inside_a_bridged_gap(rec):
     (dict(capacity=2.5), TypeError, "stream.capacity must be an integer"),
     (dict(stride=0), ValueError, "stream.stride must be >= 1"),
     (dict(buffer="ring"), ValueError, "reservoir"),
+    (dict(tap_average="yes"), TypeError, "stream.tap_average must be true or false; got 'yes'"),
 ])
 def test_every_setting_is_validated_before_any_sample(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -271,3 +272,44 @@ def test_inputs_ride_as_extra_channels_and_do_not_set_m_or_lambda2():
     state = both.state_dict()
     again = StreamEstimator.from_state_dict(state)
     assert again.n_inputs == 1 and again.n == 3
+
+
+def test_box_averaged_taps_use_every_sample_and_keep_clean_targets(rec):
+    est = StreamEstimator(2, FS, _settings(capacity=10_000, tap_average=True))
+    _feed(est, torch.as_tensor(rec.y))
+    c = est.counters
+    # a window now also reaches back over the m - 1 older samples of its first bin
+    assert est._hist_y.shape == (10 * 10 + 9, 2)
+    assert c["windows"] == (8000 - 1000) // 5 and c["accepted"] == c["windows"]
+    assert _target_error(est) < 1e-5
+
+
+def test_box_averaged_taps_cut_the_target_noise(rec):
+    noisy = simulate(SinglePendulum(reexcite_interval=(30.0, 30.0)), 8.0, noise=0.02, seed=0)
+    errors = {}
+    for average in (False, True):
+        est = StreamEstimator(2, FS, _settings(m=30, capacity=10_000, tap_average=average))
+        _feed(est, torch.as_tensor(noisy.y))
+        errors[average] = _target_error(est)
+    assert errors[True] < 0.3 * errors[False]  # noise std / sqrt(30), plus the unchanged bias
+
+
+def test_box_averaged_taps_chunks_state_and_segments(rec):
+    y = torch.as_tensor(rec.y[:2400])
+    settings = _settings(tap_average=True, capacity=300)
+    a, b = StreamEstimator(2, FS, settings), StreamEstimator(2, FS, settings)
+    _feed(a, y, chunk=40)
+    for i in range(1600):
+        b.push(y[i])
+    c = StreamEstimator.from_state_dict(b.state_dict())
+    _feed(b, y[1600:], chunk=7)
+    _feed(c, y[1600:], chunk=13)
+    assert a.counters == b.counters == c.counters
+    assert torch.equal(a.buffer.data, b.buffer.data) and torch.equal(b.buffer.data, c.buffer.data)
+    # a segment change 5 samples after a window's end tap: its first bin straddles it only with averaging
+    segment = torch.zeros(2400, dtype=torch.int64)
+    segment[1300:] = 1
+    point, box = StreamEstimator(2, FS, _settings()), StreamEstimator(2, FS, _settings(tap_average=True))
+    _feed(point, y, segment=segment)
+    _feed(box, y, segment=segment)
+    assert box.counters["boundary"] == point.counters["boundary"] + 2  # windows ending at ticks 1400, 1405
