@@ -1,7 +1,8 @@
-"""Jet matching on the real DFKI pendulum, beside the RK4 multiple-shooting baseline and f_known alone.
+"""Jet matching on the real DFKI pendulums, beside the RK4 multiple-shooting baseline and f_known alone.
 
     python -m benchmarks.dfki_pendulum [--config configs/dfki_pendulum.yaml] [--seeds 0 1 2]
                                        [--iterations 1200] [--rate 50] [--steps 40] [--windows 128]
+    python -m benchmarks.dfki_pendulum --config configs/dfki_double_pendulum.yaml --seeds 0 1 2
 
 Known model ``J q'' = tau - m cx g sin q`` with the lab's J and m cx
 (`torch_ude.systems.TorquePendulumModel`); the residual learns friction and offset from the
@@ -17,15 +18,27 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
   scales jet matching's calibration measured, full-batch Adam with the discrete adjoint
   (`baselines.ShootingAdam`, the simulated pendulum's tuned settings);
 * f_known alone (the residual switched off), once;
-* for reference, the lab's own least-squares model (J, m cx and its viscous and Coulomb
-  friction and offset from system_identification.txt beside the logs), once: what a
-  residual should find, not ground truth.
+* for reference, the lab's own least-squares model, once: what a residual should find, not
+  ground truth. Single pendulum: J, m cx and its viscous and Coulomb friction and offset from
+  system_identification.txt beside the logs; double pendulum
+  (`torch_ude.systems.TorqueDoublePendulumModel`, known model = the lab's rigid-body model
+  3.1): the lab's model 3.0 (model_3.0_parameters.yml: viscous and Coulomb friction and
+  rotor inertia added).
+
+Each learned residual is compared with the reference on the validation logs' visited states
+(measured states, recorded torques) in joint torques: the residual's torque ``M(q) N(x, u)``
+(``M`` the known model's mass matrix, the inverse of its input Jacobian's acceleration
+rows) against the reference's ``M(q) (f_ref - f_known)`` (friction, offset, rotor inertia),
+RMS per joint and the RMS of the difference; for the double pendulum also against model
+3.0's friction torque ``-F(q')`` alone. Plotted per joint over the joint velocity
+(residual_torque.png).
 
 Writes results/CONFIG/CONFIG.json, CONFIG the config's file stem (per model: the prediction
-errors, wall time). ``configs/dfki_pendulum.yaml`` validates on a run whose states and torques
+errors, wall time, the residual comparison). ``configs/dfki_pendulum.yaml`` validates on a run whose states and torques
 lie inside the training runs' range; ``configs/dfki_pendulum_extrapolate.yaml`` on runs that
 leave it (higher torques and angles than any training run).
-The data are read from ../shared/data/dfki_pendulum (see its README); nothing is copied.
+The data are read from ../shared/data/dfki_pendulum or ../shared/data/dfki_double_pendulum (see
+their README); nothing is copied.
 """
 from __future__ import annotations
 
@@ -39,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from matplotlib.figure import Figure
 
 from baselines import ShootingAdam, ShootingObjective, recorded_observations, shooting_windows
 from benchmarks.jet_runs import RESULTS, save
@@ -46,6 +60,7 @@ from torch_ude.cli import main as cli_main
 from torch_ude.field import HybridField
 from torch_ude.prediction import prediction_errors
 from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
 
 KEYS = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse")
 
@@ -55,14 +70,14 @@ def _data_files(config: Path) -> list[str]:
     return [*data["files"], *data["val_files"]]
 
 
-def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object]:
-    """One jet-matching run through the CLI; returns its metrics.json and the data module."""
+def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
+    """One jet-matching run through the CLI; returns its metrics.json, the data module and the EMA field."""
     start = time.perf_counter()
     cli = cli_main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.logger", "false",
                     "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder)])
     metrics = json.loads((folder / "metrics.json").read_text())
     metrics["process_wall_s"] = time.perf_counter() - start
-    return metrics, cli.datamodule
+    return metrics, cli.datamodule, cli.model.averaged_field()
 
 
 def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace) -> tuple[dict, HybridField]:
@@ -82,27 +97,101 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace) -> 
     return out, field
 
 
-def known_alone(dm) -> dict:
-    """Prediction errors of f_known with the residual switched off (zero network)."""
-    field = HybridField(dm.system.known)
-    with torch.no_grad():
-        for p in field.parameters_list():
-            p.zero_()
-    return prediction_errors(field, dm.val_logs, dm.horizons)
-
-
-def lab_model(dm, config: Path) -> dict:
-    """Prediction errors of the lab's whole identified model (friction and offset included)."""
-    text = (Path(_data_files(config)[0]).parent / "system_identification.txt").read_text()
-    value = {k: float(re.search(rf"^{re.escape(k)}\s*=\s*([-+0-9.e]+)", text, re.M).group(1))
-             for k in ("J", "m*cx", "Fv", "Fc", "offset")}
-    model = TorquePendulumModel(inertia=value["J"], mass_com=value["m*cx"], gravity=dm.system.known.gravity,
-                                viscous=value["Fv"], coulomb=value["Fc"], offset=value["offset"])
+def _without_residual(model) -> HybridField:
+    """``model`` as a hybrid field whose residual is switched off (zero network)."""
     field = HybridField(model)
     with torch.no_grad():
         for p in field.parameters_list():
             p.zero_()
-    return prediction_errors(field, dm.val_logs, dm.horizons) | {"parameters": value}
+    return field
+
+
+def known_alone(dm) -> dict:
+    """Prediction errors of f_known with the residual switched off (zero network)."""
+    return prediction_errors(_without_residual(dm.system.known), dm.val_logs, dm.horizons)
+
+
+def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
+    """The lab's whole identified model beside the logs (module doc) and its constants."""
+    folder = Path(_data_files(config)[0]).parent
+    if isinstance(dm.system.known, TorqueDoublePendulumModel):
+        model = TorqueDoublePendulumModel.from_lab_file(folder / "model_3.0_parameters.yml")
+        return model, model.init_args()
+    text = (folder / "system_identification.txt").read_text()
+    value = {k: float(re.search(rf"^{re.escape(k)}\s*=\s*([-+0-9.e]+)", text, re.M).group(1))
+             for k in ("J", "m*cx", "Fv", "Fc", "offset")}
+    model = TorquePendulumModel(inertia=value["J"], mass_com=value["m*cx"], gravity=dm.system.known.gravity,
+                                viscous=value["Fv"], coulomb=value["Fc"], offset=value["offset"])
+    return model, value
+
+
+def lab_model(dm, config: Path) -> dict:
+    """Prediction errors of the lab's whole identified model (friction and offset or rotor inertia included)."""
+    model, value = reference_model(dm, config)
+    return prediction_errors(_without_residual(model), dm.val_logs, dm.horizons) | {"parameters": value}
+
+
+def _visited(dm) -> tuple[torch.Tensor, torch.Tensor]:
+    """The validation logs' measured states (N, n) and recorded inputs (N, n_u), float64."""
+    n = dm.system.known.n_states
+    y = torch.as_tensor(np.concatenate([s for log in dm.val_logs for s in log.segments]), dtype=torch.float64)
+    return y[:, :n], y[:, n:]
+
+
+def _torque(known, x: torch.Tensor, u: torch.Tensor, accel: torch.Tensor) -> torch.Tensor:
+    """Joint torques ``M(q) a`` (N, n_u) of accelerations ``a`` (N, n_u), ``M`` the inverse of the
+    known model's input Jacobian rows of the accelerations."""
+    inverse_mass = known.input_jacobian(x, u)[:, x.shape[1] - u.shape[1]:, :]
+    return torch.linalg.solve(inverse_mass, accel)
+
+
+def residual_torques(field: HybridField, reference, dm) -> dict:
+    """The residual's joint torques against the reference's on the validation states (module doc).
+
+    Returns:
+        Per joint (lists): ``rms_residual``, ``rms_reference`` (``M (f_ref - f_known)``),
+        ``rms_difference`` and, where the reference has a ``friction`` method,
+        ``rms_reference_friction`` and ``rms_difference_friction`` (N m); and the torques
+        themselves under ``"series"`` (for the plot, not saved).
+    """
+    known = dm.system.known
+    x, u = _visited(dm)
+    n_u = u.shape[1]
+    with torch.no_grad():
+        accel = field.residual(x.to(field.dtype), u.to(field.dtype))[:, -n_u:].to(torch.float64)
+        res = _torque(known, x, u, accel)
+        ref = _torque(known, x, u, (reference(x, u) - known(x, u))[:, -n_u:])
+
+    def rms(t: torch.Tensor) -> list[float]:
+        return torch.sqrt((t * t).mean(dim=0)).tolist()
+
+    out = {"rms_residual": rms(res), "rms_reference": rms(ref), "rms_difference": rms(res - ref),
+           "series": {"velocity": x[:, -n_u:], "residual": res, "reference": ref}}
+    if hasattr(reference, "friction"):
+        fric = -reference.friction(x[:, -n_u:])
+        out.update({"rms_reference_friction": rms(fric), "rms_difference_friction": rms(res - fric)})
+        out["series"]["friction"] = fric
+    return out
+
+
+def torque_figure(comparisons: dict[str, dict]) -> Figure:
+    """Residual torques (one series per method) and the reference over each joint's velocity."""
+    first = next(iter(comparisons.values()))["series"]
+    joints = first["velocity"].shape[1]
+    fig = Figure(figsize=(5.0 * joints, 4.0))
+    for j in range(joints):
+        ax = fig.add_subplot(1, joints, j + 1)
+        v = first["velocity"][:, j].numpy()
+        ax.plot(v, first["reference"][:, j].numpy(), ".", ms=1.5, color="0.6", label="reference (lab model)")
+        if "friction" in first:
+            ax.plot(v, first["friction"][:, j].numpy(), ".", ms=1.5, color="k", label="reference friction only")
+        for name, comp in comparisons.items():
+            ax.plot(v, comp["series"]["residual"][:, j].numpy(), ".", ms=1.5, label=name)
+        ax.set_xlabel(f"joint {j + 1} velocity (rad/s)")
+        ax.set_ylabel(f"joint {j + 1} torque (N m)")
+        ax.legend(markerscale=6, fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def _summary(rows: list[dict]) -> dict:
@@ -123,29 +212,42 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f for f in _data_files(args.config) if not Path(f).is_file()]
     if missing:
         sys.exit(f"benchmarks.dfki_pendulum: the data files {missing} are missing; the DFKI logs live in "
-                 f"../shared/data/dfki_pendulum (see its README).")
+                 f"../shared/data/dfki_pendulum and ../shared/data/dfki_double_pendulum (see its README).")
     torch.set_num_threads(1)
     out = {"config": str(args.config), "settings": vars(args) | {"config": str(args.config)}, "jet_matching": [],
            "rk4_baseline": []}
-    dm, name = None, args.config.stem
+    dm, name, fields = None, args.config.stem, {}
     for seed in args.seeds:
-        metrics, dm = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
+        metrics, dm, jet_field = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
         out["jet_matching"].append({k: v for k, v in metrics.items() if k != "config"} | {"seed": seed})
         print(f"seed {seed}: jet matching " + ", ".join(f"{k} {metrics.get(k)}" for k in KEYS)
               + f" ({metrics['updates']} updates, {metrics['wall_s']:.1f} s)", flush=True)
-        base, _ = rk4_baseline(dm, seed, metrics["calibration"], args)
+        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args)
         out["rk4_baseline"].append(base | {"seed": seed})
         print(f"seed {seed}: RK4 baseline " + ", ".join(f"{k} {base.get(k)}" for k in KEYS)
               + f" ({base['iterations']} iterations, {base['skipped']} rejected, {base['wall_s']:.1f} s)", flush=True)
+        fields[seed] = {"jet matching": jet_field, "RK4 baseline": base_field}
     out["f_known_alone"] = known_alone(dm)
     print("f_known alone " + ", ".join(f"{k} {out['f_known_alone'].get(k)}" for k in KEYS), flush=True)
     out["lab_model"] = lab_model(dm, args.config)
     print("lab model " + ", ".join(f"{k} {out['lab_model'].get(k)}" for k in KEYS), flush=True)
+    reference, comparisons = reference_model(dm, args.config)[0], {}
+    for seed, pair in fields.items():
+        for method, field in pair.items():
+            comp = residual_torques(field, reference, dm)
+            out.setdefault("residual_torques", {}).setdefault(method, []).append(
+                {k: v for k, v in comp.items() if k != "series"} | {"seed": seed})
+            print(f"seed {seed}: {method} residual torque RMS {np.round(comp['rms_residual'], 4).tolist()} N m, "
+                  f"reference {np.round(comp['rms_reference'], 4).tolist()}, difference "
+                  f"{np.round(comp['rms_difference'], 4).tolist()}", flush=True)
+            if seed == args.seeds[0]:
+                comparisons[method] = comp
     out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
     out["summary"] = {"jet_matching": _summary(out["jet_matching"]), "rk4_baseline": _summary(out["rk4_baseline"]),
                       "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
                       "lab_model": {k: out["lab_model"].get(k) for k in KEYS}}
     folder = save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))
+    torque_figure(comparisons).savefig(folder / "residual_torque.png", dpi=120)
     print(f"saved {folder}")
 
 

@@ -1,0 +1,105 @@
+"""The DFKI benchmarks: the double-pendulum config reads the real logs, and a tiny end-to-end run
+scores jet matching, the RK4 baseline, f_known alone and the lab's model 3.0 and compares the
+residual torques with model 3.0's."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.dfki_pendulum import _without_residual, main, residual_torques
+from torch_ude.systems import TorqueDoublePendulumModel
+from torch_ude.training import RecordedDataModule
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data" / "dfki_double_pendulum"
+SINGLE = ROOT.parent / "shared" / "data" / "dfki_pendulum"
+CONFIG = ROOT / "configs" / "dfki_double_pendulum.yaml"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the DFKI double-pendulum files are not at {DATA} "
+                                                          f"(see ../shared/data/README.md)")
+
+
+def _module(config: dict) -> RecordedDataModule:
+    data = config["data"]["init_args"]
+    return RecordedDataModule(TorqueDoublePendulumModel(**data["known"]["init_args"]),
+                              files=[str(DATA / Path(f).name) for f in data["files"]],
+                              val_files=[str(DATA / Path(f).name) for f in data["val_files"]], time=data["time"],
+                              states=data["states"], inputs=data["inputs"], fs=data["fs"],
+                              train_rate=data["train_rate"], horizons=data["horizons"])
+
+
+@needs_data
+def test_the_config_is_model_3_1_on_trajectories_00_to_04():
+    config = yaml.safe_load(CONFIG.read_text())
+    data = config["data"]["init_args"]
+    assert TorqueDoublePendulumModel(**data["known"]["init_args"]).init_args() == \
+        TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.1_parameters.yml").init_args()
+    assert [Path(f).name for f in data["files"]] == [f"trajectory_0{i}.csv" for i in range(3)]
+    assert [Path(f).name for f in data["val_files"]] == ["trajectory_03.csv", "trajectory_04.csv"]
+    dm = _module(config)
+    # 500 Hz logs with jittery stamps, decimated onto the 100 Hz grid, short gaps bridged, none split
+    reports = [log.report for log in dm.train_logs + dm.val_logs]
+    assert [r.decimation for r in reports] == [5] * 5
+    assert all(r.rejected_nonfinite == 0 and r.segments == 1 and r.bridged > 0 for r in reports)
+    assert dm.duration == pytest.approx(30.0, abs=0.1)
+
+
+@needs_data
+def test_the_lab_friction_is_what_the_rigid_body_model_lacks():
+    dm = _module(yaml.safe_load(CONFIG.read_text()))
+    lab = TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.0_parameters.yml")
+    out = residual_torques(_without_residual(dm.system.known), lab, dm)
+    assert out["rms_residual"] == [0.0, 0.0] and out["rms_difference"] == out["rms_reference"]
+    # the Coulomb terms cf atan(100 q') dominate model 3.0's friction: |F| -> cf pi/2 = 0.146 and
+    # 0.123 N m once |q'| >> 0.01 rad/s (b q' adds < 0.01 N m); its rotor inertia adds torque where
+    # the joints accelerate
+    for rms, cf in zip(out["rms_reference_friction"], (0.093, 0.078)):
+        assert 0.5 * cf < rms < cf * math.pi / 2 + 0.01
+    assert all(r > f for r, f in zip(out["rms_reference"], out["rms_reference_friction"]))
+
+
+def test_missing_data_files_stop_the_benchmark(tmp_path):
+    config = yaml.safe_load(CONFIG.read_text())
+    config["data"]["init_args"]["files"] = [str(tmp_path / "nowhere.csv")]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(SystemExit, match=r"the data files \[.*nowhere.csv'\] are missing"):
+        main(["--config", str(tmp_path / "c.yaml")])
+
+
+@pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
+def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
+    config = yaml.safe_load((ROOT / "configs" / "dfki_pendulum.yaml").read_text())
+    config["trainer"]["max_steps"] = 40
+    data = config["data"]["init_args"]
+    for key in ("files", "val_files"):
+        data[key] = [str(SINGLE / Path(f).name) for f in data[key]]
+    (tmp_path / "tiny_single.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    main(["--config", "tiny_single.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
+    out = json.loads((tmp_path / "results" / "tiny_single" / "tiny_single.json").read_text())
+    assert out["lab_model"]["parameters"]["Fc"] > 0
+    # the lab's friction and offset as a torque: one joint, nonzero, compared with both residuals
+    for method in ("jet matching", "RK4 baseline"):
+        (row,) = out["residual_torques"][method]
+        assert len(row["rms_reference"]) == 1 and row["rms_reference"][0] > 0
+        assert "rms_reference_friction" not in row
+
+
+@needs_data
+def test_a_tiny_run(tmp_path, monkeypatch):
+    config = yaml.safe_load(CONFIG.read_text())
+    config["trainer"]["max_steps"] = 40
+    data = config["data"]["init_args"]
+    for key in ("files", "val_files"):
+        data[key] = [str(DATA / Path(f).name) for f in data[key]]
+    (tmp_path / "tiny_double.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    main(["--config", "tiny_double.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
+    out = json.loads((tmp_path / "results" / "tiny_double" / "tiny_double.json").read_text())
+    assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["iterations"] == 3
+    assert out["lab_model"]["parameters"]["cf1"] == 0.093
+    # the lab's friction and rotor inertia predict the validation runs far better than model 3.1 alone
+    assert out["lab_model"]["open_loop_1s_nrmse"] < 0.25 * out["f_known_alone"]["open_loop_1s_nrmse"]
+    assert set(out["residual_torques"]) == {"jet matching", "RK4 baseline"}
+    assert (tmp_path / "results" / "tiny_double" / "residual_torque.png").is_file()
