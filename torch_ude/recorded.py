@@ -59,6 +59,8 @@ class LogReport:
         dt_median: median time step of the file in s.
         decimation: file samples per nominal step (1 at the nominal rate).
         samples: samples after resampling onto the nominal grid, all segments together.
+        trimmed: samples dropped at segment ends where no centred velocity window fits
+            (position-only logs, `torch_ude.position_only.with_velocities`).
     """
 
     file: str
@@ -71,6 +73,7 @@ class LogReport:
     dt_median: float = math.nan
     decimation: int = 1
     samples: int = 0
+    trimmed: int = 0
 
 
 @dataclass

@@ -1,4 +1,6 @@
 """Builders shared by the torch_ude tests."""
+import math
+
 import numpy as np
 import scipy.interpolate
 import torch
@@ -129,3 +131,53 @@ def write_csv(path, columns: dict[str, np.ndarray]) -> None:
     names = list(columns)
     np.savetxt(path, np.stack([columns[c] for c in names], axis=1), delimiter=",", header=",".join(names),
                comments="")
+
+
+#: The simulated linear axis of the position-only tests: `LinearAxisModel` constants of the truth.
+AXIS_TRUTH = {"mass": 2.0, "gain": 1.0, "viscous": 4.0, "coulomb": 1.5, "coulomb_velocity": 0.02, "offset": 0.3}
+
+
+def forced_axis_log(duration: float = 12.0, fs: float = 1000.0, noise: float = 1e-5,
+                    seed: int = 0) -> dict[str, np.ndarray]:
+    """A simulated position-only log of a linear axis with friction and an offset (`AXIS_TRUTH`)
+    driven by a known force: columns time, position (with Gaussian noise ``noise`` in m), force,
+    and the truth (true_position, true_velocity, true_acceleration, true_jerk) for checks.
+
+    The force is ``offset`` plus three sines of random phase, so the axis oscillates without
+    drifting; the motion is integrated by RK4 at 10 times ``fs`` and read at every tenth step.
+    """
+    c = AXIS_TRUTH
+    rng = np.random.default_rng(seed)
+    freqs, phases = 2 * np.pi * np.array([0.4, 1.1, 2.3]), rng.uniform(0, 2 * np.pi, 3)
+    amps = np.array([3.0, 2.0, 1.5])
+
+    def force(t):
+        return c["offset"] + (amps * np.sin(np.multiply.outer(t, freqs) + phases)).sum(axis=-1)
+
+    def force_rate(t):
+        return (amps * freqs * np.cos(np.multiply.outer(t, freqs) + phases)).sum(axis=-1)
+
+    def accel(v, t):
+        return (c["gain"] * force(t) - c["viscous"] * v - c["coulomb"] * math.tanh(v / c["coulomb_velocity"])
+                - c["offset"]) / c["mass"]
+
+    sub, steps = 10, int(round(duration * fs))
+    h = 1.0 / (fs * sub)
+    q, v = 0.0, 0.0
+    states = np.empty((steps, 2))
+    for j in range(steps * sub):
+        if j % sub == 0:
+            states[j // sub] = (q, v)
+        t = j * h
+        a1 = accel(v, t)
+        a2 = accel(v + 0.5 * h * a1, t + 0.5 * h)
+        a3 = accel(v + 0.5 * h * a2, t + 0.5 * h)
+        a4 = accel(v + h * a3, t + h)
+        q += h / 6 * (v + 2 * (v + 0.5 * h * a1) + 2 * (v + 0.5 * h * a2) + v + h * a3)
+        v += h / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+    times = np.arange(steps) / fs
+    a = np.array([accel(vk, tk) for vk, tk in zip(states[:, 1], times)])
+    slope = c["viscous"] + c["coulomb"] / c["coulomb_velocity"] / np.cosh(states[:, 1] / c["coulomb_velocity"]) ** 2
+    jerk = (c["gain"] * force_rate(times) - slope * a) / c["mass"]
+    return {"time": times, "position": states[:, 0] + noise * rng.standard_normal(steps), "force": force(times),
+            "true_position": states[:, 0], "true_velocity": states[:, 1], "true_acceleration": a, "true_jerk": jerk}

@@ -4,6 +4,7 @@ from .controlled import ControlledField as ControlledField, TorquePendulumModel 
 from .dfki_double_pendulum import TorqueDoublePendulumModel as TorqueDoublePendulumModel
 from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
 from .friction import FrictionField as FrictionField, FrictionPendulum as FrictionPendulum
+from .linear_axis import LinearAxisModel as LinearAxisModel
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
 from .faults import SensorFaults as SensorFaults
 from .simulate import Recording as Recording, Simulator as Simulator, simulate as simulate
@@ -11,6 +12,6 @@ from .simulate import Recording as Recording, Simulator as Simulator, simulate a
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
     "TorqueDoublePendulumModel", "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
-    "FrictionPendulum", "FrictionField",
+    "FrictionPendulum", "FrictionField", "LinearAxisModel",
     "Recording", "Simulator", "simulate", "SensorFaults",
 ]

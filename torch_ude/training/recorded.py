@@ -10,6 +10,12 @@ gap or two files), and handed to the trainer in the same chunks as a live stream
 States and inputs travel as channels (states first), so the inputs' SG jets come from the
 same windows (`torch_ude.stream`). The validation files are never trained on: the
 validation metrics are prediction errors on them (`torch_ude.prediction`).
+
+Position-only logs (an encoder and no tachometer): ``data.states`` names the positions only
+and ``data.velocity_from_position: {half_width: M, order: P}`` derives each velocity by a
+centred SG derivative of its position at the nominal rate (`torch_ude.position_only`); from
+then on the training and validation logs hold the full state ``(q, qdot_hat)`` and every
+consumer (stream, baseline, prediction errors) reads them unchanged.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, IterableDataset
 
+from ..position_only import VelocityFromPosition, velocity_name, with_velocities
 from ..prediction import prediction_errors
 from ..recorded import RecordedLog, read_log
 from ..systems.base import System, VectorField
@@ -111,13 +118,18 @@ class RecordedDataModule(L.LightningDataModule):
         files: the training logs (.csv, .npz, .mat); streamed one after the other.
         val_files: the validation logs (other files), scored by prediction errors.
         time: the time column (s).
-        states: the state columns, in the known model's order.
+        states: the state columns, in the known model's order; with
+            ``velocity_from_position`` the position columns only (the known model's first
+            half of the state).
         inputs: the input columns, in the known model's order.
         fs: the nominal rate in Hz; every file's rate must be ``k * fs`` (k = 1, 2, ...).
         train_rate: training ticks per second; ``fs / train_rate`` must be an integer.
         max_gap: the longest step bridged inside a log, in s (None: 5.5 nominal steps).
         horizons: open-loop prediction horizons of the validation metrics, in s.
         seed: initial-weight and sampling seed; None uses the run seed.
+        velocity_from_position: derive the velocities from the positions
+            (`torch_ude.position_only.VelocityFromPosition`) for a position-only log; None
+            (default) reads every state from the file.
 
     Raises:
         TypeError, ValueError, FileNotFoundError: for a bad setting or a bad file, here,
@@ -128,9 +140,22 @@ class RecordedDataModule(L.LightningDataModule):
                  time: str = "time", states: Sequence[str] = ("position", "velocity"),
                  inputs: Sequence[str] = (), fs: float = 100.0, train_rate: float = 25.0,
                  max_gap: float | None = None, horizons: Sequence[float] = (1.0, 5.0),
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, velocity_from_position: VelocityFromPosition | None = None) -> None:
         super().__init__()
-        self.system = RecordedPlant(known, states, inputs)
+        if velocity_from_position is not None:
+            if not isinstance(velocity_from_position, VelocityFromPosition):
+                raise TypeError(f"velocity_from_position must be a VelocityFromPosition ({{half_width, order}} in "
+                                f"YAML) or null; got {type(velocity_from_position).__name__}.")
+            velocity_from_position.validate()
+        self.velocity_from_position = velocity_from_position
+        derived = [velocity_name(c) for c in states] if velocity_from_position is not None else []
+        try:
+            self.system = RecordedPlant(known, [*states, *derived], inputs)
+        except ValueError as err:
+            if velocity_from_position is None:
+                raise
+            raise ValueError(f"{err} With velocity_from_position, data.states names the positions only (half of the "
+                             f"known model's states); their velocities {derived} are derived.") from None
         self.case = "RECORDED"
         if isinstance(files, str) or not files:
             raise ValueError(f"data.files must be a non-empty list of log files; got {files!r}.")
@@ -155,8 +180,9 @@ class RecordedDataModule(L.LightningDataModule):
         self._tick = 0
 
     def _read(self, path: str) -> RecordedLog:
-        return read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
-                        self.max_gap)
+        log = read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
+                       self.max_gap)
+        return log if self.velocity_from_position is None else with_velocities(log, self.velocity_from_position)
 
     @property
     def seed(self) -> int:
@@ -177,6 +203,7 @@ class RecordedDataModule(L.LightningDataModule):
         """The data settings and what reading the files found (recorded in the run's outputs)."""
         return {"system": self.system, "files": self.files, "val_files": self.val_files, **self.columns,
                 "fs": self.fs, "train_rate": self.train_rate, "max_gap": self.max_gap, "seed": self.seed,
+                "velocity_from_position": self.velocity_from_position,
                 "reports": [log.report for log in self.train_logs + self.val_logs]}
 
     def next_chunk(self) -> dict:

@@ -11,11 +11,13 @@ import yaml
 from torch_ude.cli import console, main
 from torch_ude.export import load_field
 from torch_ude.field import HybridField
+from torch_ude.position_only import VelocityFromPosition
 from torch_ude.prediction import prediction_errors
 from torch_ude.recorded import read_log
 from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.systems.linear_axis import LinearAxisModel
 from torch_ude.training.recorded import RecordedDataModule
-from tests.torch_ude.helpers import forced_pendulum_log, write_csv
+from tests.torch_ude.helpers import AXIS_TRUTH, forced_axis_log, forced_pendulum_log, write_csv
 
 COLS = dict(time="time", states=["position", "velocity"], inputs=["torque"])
 
@@ -116,3 +118,79 @@ def test_the_dfki_config_reads_the_real_logs():
     assert [log.report.decimation for log in dm.train_logs + dm.val_logs] == [2, 3, 10, 5]
     assert all(log.report.rejected_nonfinite == 0 and log.report.segments == 1 for log in dm.train_logs + dm.val_logs)
     assert dm.duration == pytest.approx(53.9, abs=0.1)
+
+
+# ----- position-only logs (data.velocity_from_position) -----------------------------------------
+AXIS_COLS = dict(time="time", states=["position"], inputs=["force"])
+
+
+@pytest.fixture(scope="module")
+def axis_logs(tmp_path_factory):
+    """Position-only logs of a simulated linear axis whose friction and offset the known model lacks."""
+    folder = tmp_path_factory.mktemp("axis")
+    paths = []
+    for seed, name in ((0, "train.csv"), (1, "val.csv")):
+        log = forced_axis_log(duration=12.0, fs=1000.0, noise=1e-5, seed=seed)
+        write_csv(folder / name, {k: log[k] for k in ("time", "position", "force")})
+        paths.append(str(folder / name))
+    return paths
+
+
+def _axis_known() -> LinearAxisModel:
+    return LinearAxisModel(mass=AXIS_TRUTH["mass"], gain=AXIS_TRUTH["gain"])
+
+
+def test_a_position_only_log_becomes_a_log_of_the_full_state(axis_logs):
+    dm = RecordedDataModule(_axis_known(), files=axis_logs[:1], val_files=axis_logs[1:], fs=1000.0,
+                            velocity_from_position=VelocityFromPosition(5, 2), **AXIS_COLS)
+    assert dm.system.state_names == ("position", "position_dot") and dm.system.input_names == ("force",)
+    for log in dm.train_logs + dm.val_logs:
+        assert log.names == ("position", "position_dot", "force") and log.n_states == 2
+        assert log.report.trimmed == 10 and log.report.samples == 12000 - 10
+    assert dm.total_ticks == 12000 - 10 and dm.next_chunk()["y"].shape == (40, 3)
+    assert dm.config()["velocity_from_position"] == VelocityFromPosition(5, 2)
+
+
+def test_bad_position_only_settings_are_clear_errors(axis_logs):
+    kwargs = dict(files=axis_logs[:1], fs=1000.0, time="time", inputs=["force"])
+    with pytest.raises(TypeError, match=r"velocity_from_position must be a VelocityFromPosition \(\{half_width, "
+                                        r"order\} in YAML\) or null; got dict"):
+        RecordedDataModule(_axis_known(), states=["position"], velocity_from_position={"half_width": 5}, **kwargs)
+    with pytest.raises(ValueError, match=r"velocity_from_position.half_width must be >= 1; got 0"):
+        RecordedDataModule(_axis_known(), states=["position"], velocity_from_position=VelocityFromPosition(0),
+                           **kwargs)
+    with pytest.raises(ValueError, match=r"has 2 states and 1 inputs; the config names 4 state columns .* With "
+                                         r"velocity_from_position, data.states names the positions only"):
+        RecordedDataModule(_axis_known(), states=["position", "velocity"],
+                           velocity_from_position=VelocityFromPosition(5), **kwargs)
+
+
+def test_fit_from_position_only_learns_the_missing_friction_of_a_simulated_axis(tmp_path, axis_logs):
+    """`torch-ude fit` on position-only logs of a simulated axis (truth known: `AXIS_TRUTH`): on the
+    validation log's states the learned residual is the true friction-and-offset acceleration the
+    known model ``M q'' = F`` lacks (RMS difference under 10 % of its RMS; 4 % measured), and the learned field
+    predicts the validation log over 2 s 20 times better than the known model alone (130 times measured)."""
+    config = yaml.safe_load(_config(tmp_path, axis_logs).read_text())
+    config["trainer"]["max_steps"] = 2000
+    config["data"]["init_args"] = {"known": _axis_known().spec(), "files": axis_logs[:1], "val_files": axis_logs[1:],
+                                   "fs": 1000.0, "train_rate": 25.0, "horizons": [0.5, 2.0],
+                                   "velocity_from_position": {"half_width": 5, "order": 2}, **AXIS_COLS}
+    (tmp_path / "axis.yaml").write_text(yaml.safe_dump(config))
+    cli = main(["fit", "--config", str(tmp_path / "axis.yaml")])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["config"]["data"]["reports"][0]["trimmed"] == 10
+    field, dm = cli.model.averaged_field(), cli.datamodule
+    y = torch.as_tensor(dm.val_logs[0].segments[0])
+    x, u = y[:, :2], y[:, 2:]
+    truth = LinearAxisModel(**AXIS_TRUTH)
+    with torch.no_grad():
+        missing = (truth(x, u) - _axis_known()(x, u))[:, 1]
+        learned = field.residual(x.to(field.dtype), u.to(field.dtype))[:, 1].to(torch.float64)
+    rms = float(missing.pow(2).mean().sqrt())
+    assert float((learned - missing).pow(2).mean().sqrt()) < 0.1 * rms
+    known = HybridField(_axis_known())
+    with torch.no_grad():
+        for p in known.parameters_list():
+            p.zero_()
+    alone = prediction_errors(known, dm.val_logs, (0.5, 2.0))
+    assert metrics["open_loop_2s_nrmse"] < 0.05 * alone["open_loop_2s_nrmse"]

@@ -1,0 +1,71 @@
+"""The force-driven linear axis (EMPS): hand-written Jacobians against torch.func and complex step, bad constants."""
+import pytest
+import torch
+from torch.func import jacrev
+
+from torch_ude.systems import LinearAxisModel
+
+IDIM = {"mass": 95.1089, "gain": 35.15, "viscous": 203.5034, "coulomb": 20.3935, "offset": -3.1648}
+
+
+def _models() -> dict[str, LinearAxisModel]:
+    return {"known": LinearAxisModel(), "idim": LinearAxisModel(**IDIM),
+            "steep": LinearAxisModel(mass=2.0, gain=1.5, viscous=0.3, coulomb=4.0, coulomb_velocity=0.05, offset=0.2)}
+
+
+def _states(batch: int = 9) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(5)
+    # velocities around the Coulomb smoothing (mm/s) and beyond
+    x = torch.stack((0.2 * torch.rand(batch, generator=gen), 0.05 * torch.randn(batch, generator=gen)), dim=1)
+    return x, 3.0 * torch.randn(batch, 1, generator=gen)
+
+
+@pytest.mark.parametrize("name", ["known", "idim", "steep"])
+def test_jacobians_match_jacrev(name):
+    model = _models()[name]
+    x, u = _states()
+    jx = torch.stack([jacrev(model, argnums=0)(x[b:b + 1], u[b:b + 1])[0, :, 0, :] for b in range(x.shape[0])])
+    ju = torch.stack([jacrev(model, argnums=1)(x[b:b + 1], u[b:b + 1])[0, :, 0, :] for b in range(x.shape[0])])
+    assert torch.allclose(model.jacobian(x, u), jx, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(model.input_jacobian(x, u), ju, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["known", "idim", "steep"])
+def test_jacobians_match_complex_step(name):
+    model, step = _models()[name], 1e-30
+    x, u = _states()
+    xc, uc = x.to(torch.complex128), u.to(torch.complex128)
+    for j in range(2):
+        probe = xc.clone()
+        probe[:, j] += 1j * step
+        assert torch.allclose(model(probe, uc).imag / step, model.jacobian(x, u)[:, :, j], rtol=1e-12, atol=1e-12)
+    probe = uc + 1j * step
+    assert torch.allclose(model(xc, probe).imag / step, model.input_jacobian(x, u)[:, :, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_the_field_is_the_benchmark_model():
+    model = LinearAxisModel(**IDIM, coulomb_velocity=1e-3)
+    x, u = torch.tensor([[0.1, 0.05], [0.1, -0.05]]), torch.tensor([[2.0], [2.0]])
+    friction = torch.tensor([203.5034 * 0.05 + 20.3935 * torch.tanh(torch.tensor(50.0)),
+                             -203.5034 * 0.05 - 20.3935 * torch.tanh(torch.tensor(50.0))])
+    expected = torch.stack((x[:, 1], (35.15 * 2.0 - friction + 3.1648) / 95.1089), dim=1)
+    assert torch.allclose(model(x, u), expected, rtol=1e-14)
+    # the known model: M q'' = gtau vir, nothing else
+    assert torch.allclose(LinearAxisModel(mass=95.1)(x, u), torch.tensor([[0.05, 35.15 * 2 / 95.1]] * 2)
+                          * torch.tensor([[1.0, 1.0], [-1.0, 1.0]]))
+    assert model.spec()["class_path"] == "torch_ude.systems.linear_axis.LinearAxisModel"
+    assert LinearAxisModel(**model.init_args()).init_args() == model.init_args()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mass": 0.0}, r"mass \(M in kg\) must be positive; got 0.0"),
+    ({"mass": -1}, r"mass \(M in kg\) must be positive; got -1"),
+    ({"coulomb_velocity": 0.0}, r"coulomb_velocity \(v_c in m/s\) must be positive"),
+    ({"viscous": float("nan")}, r"viscous must be a finite number; got nan"),
+    ({"gain": float("inf")}, r"gain must be a finite number; got inf"),
+    ({"offset": "1"}, r"offset must be a finite number; got '1'"),
+    ({"coulomb": True}, r"coulomb must be a finite number; got True"),
+])
+def test_bad_constants_are_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LinearAxisModel(**kwargs)
