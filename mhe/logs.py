@@ -217,7 +217,10 @@ class IACRecording(RecordingSource):
 
     Keeps the first contiguous stretch with ``|vx| >= min_speed``; the pedal input is
     ``throttle / 100``, or ``-brake / IAC_BRAKE_KPA`` where the brake pressure is positive; inputs
-    ``(delta, pedal)``; states ``(vx, vy, omega)`` as logged.
+    ``(delta, pedal)``; states ``(vx, vy, omega)`` as logged. ``part`` keeps a chronological part
+    of that stretch (a train/validation split): rows ``floor(a L)`` to ``floor(b L) - 1`` of its
+    ``L`` aligned rows for ``part = (a, b)``, so ``(0, 0.7)`` and ``(0.7, 1)`` split it without
+    overlap or gap.
 
     Args:
         path: the CSV file.
@@ -227,6 +230,10 @@ class IACRecording(RecordingSource):
         dt: the sample time in seconds (25 Hz).
         dt_rtol: relative tolerance of a step around ``dt``.
         min_samples: fewest usable rows.
+        part: the fractions ``(a, b)``, ``0 <= a < b <= 1``, of the gated stretch to keep, in time order.
+
+    Raises:
+        ValueError: for an unknown ``align`` or a ``part`` that is not two fractions ``0 <= a < b <= 1``.
     """
 
     COLUMNS = {"time": "time(s)", "vx": "vx(m/s)", "vy": "vy(m/s)", "omega": "omega(rad/s)", "delta": "delta(rad)",
@@ -234,16 +241,20 @@ class IACRecording(RecordingSource):
     """The log's column of each quantity."""
 
     def __init__(self, path: str, min_speed: float = 5.0, align: str = "next", dt: float = 0.04,
-                 dt_rtol: float = 0.05, min_samples: int = 2) -> None:
+                 dt_rtol: float = 0.05, min_samples: int = 2, part: Sequence[float] = (0.0, 1.0)) -> None:
         if align not in ("next", "same"):
             raise ValueError(f"align must be 'next' (Deep Dynamics: row k+1's commands drive k -> k+1) or 'same'; "
                              f"got {align!r}.")
         self.path, self.min_speed, self.align, self.dt = str(path), float(min_speed), align, float(dt)
-        self.dt_rtol, self.min_samples = dt_rtol, min_samples
+        part = tuple(float(v) for v in part)
+        if len(part) != 2 or not 0.0 <= part[0] < part[1] <= 1.0:
+            raise ValueError(f"part must be two fractions (a, b) of the gated stretch with 0 <= a < b <= 1, e.g. "
+                             f"(0, 0.7) for training and (0.7, 1) for validation; got {part}.")
+        self.dt_rtol, self.min_samples, self.part = dt_rtol, min_samples, part
         self.load_report: dict[str, int | float] | None = None
 
     def record(self) -> Recording:
-        """Read, gate, map the pedals, align the inputs and validate (see the class docstring)."""
+        """Read, gate, map the pedals, align the inputs, keep ``part`` and validate (see the class docstring)."""
         raw = read_csv(self.path)
         c = self.COLUMNS
         _require(raw, list(c.values()), self.path)
@@ -257,10 +268,12 @@ class IACRecording(RecordingSource):
         pedal = np.where(col["brake"] > 0, -col["brake"] / IAC_BRAKE_KPA, col["throttle"] / 100.0)
         u = np.column_stack([col["delta"], pedal])
         shift = 1 if self.align == "next" else 0
-        rows = slice(start, stop - shift)
-        inputs = u[start + shift:stop]
+        length = stop - shift - start
+        first, last = start + int(self.part[0] * length), start + int(self.part[1] * length)
+        rows = slice(first, last)
+        inputs = u[first + shift:last + shift]
         x = np.column_stack([col["vx"], col["vy"], col["omega"]])
         rec, report = recording_from_columns(col["time"][rows], inputs, x[rows][:, [0, 2]], x[rows], self.dt,
                                              self.dt_rtol, self.min_samples, self.path)
-        self.load_report = {**report, "first_row": start, "last_row": stop - 1 - shift}
+        self.load_report = {**report, "first_row": first, "last_row": last - 1}
         return rec

@@ -120,3 +120,22 @@ def test_iac_log_as_deep_dynamics_parses_it(tmp_path):
         IACRecording(str(cut)).record()
     with pytest.raises(ValueError, match="align must be 'next'"):
         IACRecording(str(path), align="previous")
+
+
+def test_iac_parts_split_the_stretch_in_time_without_overlap_or_gap():
+    path = str(data_file("iac/LVMS_23_01_04_B.csv"))
+    whole, train, val = (IACRecording(path, part=p) for p in ((0.0, 1.0), (0.0, 0.7), (0.7, 1.0)))
+    rw, rt, rv = whole.record(), train.record(), val.record()
+    assert len(rt.outputs) == int(0.7 * 10046) == 7032 and len(rt.outputs) + len(rv.outputs) == len(rw.outputs)
+    for name in ("inputs", "outputs", "states"):
+        assert torch.equal(torch.cat([getattr(rt, name), getattr(rv, name)]), getattr(rw, name))
+    assert (train.load_report["first_row"], train.load_report["last_row"]) == (667, 667 + 7031)
+    assert (val.load_report["first_row"], val.load_report["last_row"]) == (667 + 7032, 10712)
+    same = IACRecording(path, align="same", part=(0.7, 1.0))
+    assert torch.equal(same.record().inputs[1:], rv.inputs)  # same cut; "same" keeps one row more at the end
+
+
+@pytest.mark.parametrize("part", [(0.7, 0.7), (0.8, 0.2), (-0.1, 0.5), (0.5, 1.2), (0.5,), (0.1, 0.2, 0.3)])
+def test_iac_part_outside_zero_to_one_is_an_error(part):
+    with pytest.raises(ValueError, match=r"part must be two fractions \(a, b\) of the gated stretch with 0 <= a < b <= 1"):
+        IACRecording("unused.csv", part=part)
