@@ -14,6 +14,7 @@ from .identification import (
     RecordingSource as RecordingSource,
     ResidualSettings as ResidualSettings,
 )
+from .joint import JointMHE as JointMHE, JointSettings as JointSettings
 from .kkt import hypergradient_adjoint as hypergradient_adjoint, hypergradient_explicit as hypergradient_explicit
 from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
 from .outer import OuterSettings as OuterSettings, PEMLoop as PEMLoop
@@ -30,4 +31,5 @@ __all__ = [
     "Windows", "make_windows", "simulate",
     "OuterSettings", "GaussNewtonStopping", "SolverSettings", "PEMIdentifier", "PEMLoop", "PEMStep", "PEMResult",
     "MovingHorizonEstimator", "WindowSolver", "hypergradient_adjoint", "hypergradient_explicit", "residual_jacobian",
+    "JointMHE", "JointSettings",
 ]
