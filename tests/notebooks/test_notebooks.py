@@ -17,7 +17,8 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb",
-           "on_device_training.ipynb", "jet_vs_pem.ipynb"}
+           "on_device_training.ipynb", "jet_vs_pem.ipynb", "real_logs.ipynb"}
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 _KERNEL_PROBE = "import sys\nprint('KERNEL_PREFIX ' + sys.prefix)"
 
 
@@ -164,3 +165,20 @@ def test_jet_vs_pem_reads_the_benchmark_json(tmp_path, monkeypatch):
     assert r["source"] == "benchmark" and r["levels"] == [0.0, 0.01]
     assert r["best"] == {"0.0": "pem_theta", "0.01": "jet"}
     assert r["casadi_max_difference"] is None and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "dfki_pendulum").is_dir() or not (SHARED_DATA / "dfki_double_pendulum").is_dir(),
+                    reason=f"the DFKI logs are not at {SHARED_DATA} (see ../shared/data/README.md)")
+def test_real_logs_runs_every_method_on_the_dfki_logs(tmp_path, monkeypatch):
+    r = run_notebook("real_logs.ipynb", tmp_path, monkeypatch)
+    assert r["short"] is True and r["sources"] == {"dfki_pendulum": "tiny", "dfki_double_pendulum": "tiny",
+                                                   "dfki_pem": "tiny"}
+    nrmse = r["nrmse_1s"]
+    # the deterministic references: the lab's fits predict better than the known models alone
+    # (single pendulum 2.95 against 5.20; double pendulum 0.058 against 0.96)
+    assert nrmse["dfki_pendulum / lab_model"] < 0.7 * nrmse["dfki_pendulum / f_known_alone"]
+    assert nrmse["dfki_double_pendulum / lab_model"] < 0.1 * nrmse["dfki_double_pendulum / f_known_alone"]
+    for key in ("dfki_pendulum / jet_matching", "dfki_double_pendulum / rk4_baseline",
+                "dfki_pendulum / PEM-MHE theta_all"):
+        assert 0 < nrmse[key] < 100
+    assert r["rollout"] == {"segments": 1, "files": ["ddp.csv"]}
