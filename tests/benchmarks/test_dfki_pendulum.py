@@ -67,17 +67,22 @@ def test_missing_data_files_stop_the_benchmark(tmp_path):
         main(["--config", str(tmp_path / "c.yaml")])
 
 
-@pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
-def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
-    config = yaml.safe_load((ROOT / "configs" / "dfki_pendulum.yaml").read_text())
+def _tiny_run(tmp_path: Path, monkeypatch, config_file: Path, data_dir: Path, name: str) -> dict:
+    """The benchmark on ``config_file`` with its files in ``data_dir``, 40 updates, 3 baseline iterations."""
+    config = yaml.safe_load(config_file.read_text())
     config["trainer"]["max_steps"] = 40
     data = config["data"]["init_args"]
     for key in ("files", "val_files"):
-        data[key] = [str(SINGLE / Path(f).name) for f in data[key]]
-    (tmp_path / "tiny_single.yaml").write_text(yaml.safe_dump(config))
+        data[key] = [str(data_dir / Path(f).name) for f in data[key]]
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.chdir(tmp_path)
-    main(["--config", "tiny_single.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
-    out = json.loads((tmp_path / "results" / "tiny_single" / "tiny_single.json").read_text())
+    main(["--config", f"{name}.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
+    return json.loads((tmp_path / "results" / name / f"{name}.json").read_text())
+
+
+@pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
+def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
+    out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum.yaml", SINGLE, "tiny_single")
     assert out["lab_model"]["parameters"]["Fc"] > 0
     # the lab's friction and offset as a torque: one joint, nonzero, compared with both residuals
     for method in ("jet matching", "RK4 baseline"):
@@ -88,15 +93,7 @@ def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
 
 @needs_data
 def test_a_tiny_run(tmp_path, monkeypatch):
-    config = yaml.safe_load(CONFIG.read_text())
-    config["trainer"]["max_steps"] = 40
-    data = config["data"]["init_args"]
-    for key in ("files", "val_files"):
-        data[key] = [str(DATA / Path(f).name) for f in data[key]]
-    (tmp_path / "tiny_double.yaml").write_text(yaml.safe_dump(config))
-    monkeypatch.chdir(tmp_path)
-    main(["--config", "tiny_double.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
-    out = json.loads((tmp_path / "results" / "tiny_double" / "tiny_double.json").read_text())
+    out = _tiny_run(tmp_path, monkeypatch, CONFIG, DATA, "tiny_double")
     assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["iterations"] == 3
     assert out["lab_model"]["parameters"]["cf1"] == 0.093
     # the lab's friction and rotor inertia predict the validation runs far better than model 3.1 alone
