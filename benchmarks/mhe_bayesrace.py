@@ -35,7 +35,7 @@ import torch
 from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, WindowSolver
 from mhe.arrival import arrival_bounds
 from mhe.logs import BayesRaceRecording
-from mhe.solver import Start, cold_solve, lower_cost
+from mhe.solver import Start, WindowSolutions, cold_solve, lower_cost
 from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 from mhe.vehicle import BAYESRACE_TRUTH
 
@@ -45,13 +45,23 @@ PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_er
          "truth_one_step_train": 6.27e-14, "truth_one_step_validation": 9.71e-14, "start_mean_rel_error": 0.6795}
 
 
-def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
-                   starts: int, warm: list[Start | None] | None = None) -> dict[str, float | int]:
-    """Mean of ``r^2`` over the windows that solved and the outputs, with the lowest-cost MHE solution per window."""
+def best_solutions(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
+                   starts: int, warm: list[Start | None] | None = None) -> WindowSolutions:
+    """Each window's lowest-cost MHE solution of ``starts`` cold starts (and the ``warm`` starts, if given)."""
     windows = problem.windows
     best = cold_solve(solver, windows, starts)[0]
     if warm is not None:
         best = lower_cost(est, windows, solver.solve(windows, warm), best)[0]
+    return best
+
+
+def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
+                   starts: int, warm: list[Start | None] | None = None,
+                   best: WindowSolutions | None = None) -> dict[str, float | int]:
+    """Mean of ``r^2`` over the windows that solved and the outputs, with the lowest-cost MHE solution per window
+    (`best_solutions`, or ``best`` when given)."""
+    windows = problem.windows
+    best = best_solutions(est, problem, solver, starts, warm) if best is None else best
     r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
     return {"mse": float((r ** 2).mean()), "max_abs": float(r.abs().max()), "windows": len(windows),
             "failed": best.n_failed}
@@ -59,8 +69,11 @@ def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, 
 
 def with_values(problem: IdentificationProblem, recording: object, physics: dict[str, float],
                 arrival: tuple[list[float], list[float]] | None) -> IdentificationProblem:
-    """``problem`` on another recording and parameter values; the arrival cost clipped into that data's box."""
-    phys = type(problem.physics)(physics, identify=problem.physics.params.free_names, abs_vx=problem.physics.abs_vx)
+    """``problem`` on another recording and parameter values (the same identified ones and bounds); the arrival
+    cost clipped into that data's box."""
+    params = problem.physics.params
+    phys = type(problem.physics)(physics, identify=params.free_names, bounds=params.bounds,
+                                 abs_vx=problem.physics.abs_vx)
     other = problem.replace(recording=recording, physics=phys)
     if arrival is None:
         return other

@@ -1,0 +1,296 @@
+"""Table 2 of the PEM-MHE paper on the real IAC racecar, physics-only rows: EKF->PEM and PEM-MHE from one start.
+
+The experiment is the config's (``configs/mhe_iac_physics_gn.yaml``: the first 70 % of the gated
+stretch of Deep Dynamics' IAC log B trains, y = (vx, omega), vy unmeasured, 16 parameters within
+Deep Dynamics' IAC ranges, Euler at 0.04 s), parsed as ``torch-ude fit`` parses it
+(`mhe.training.load_experiment`); the last 30 % (``--validation-part``) validates. Rows, all from
+the config's start values (the paper: all methods from one start, Chrosniak et al.'s estimate):
+
+* start: the config's values, untrained (the one-step fit on the logged vx, vy, omega of the
+  training part from `GUESS`, which ``--start`` recomputes and prints with the MHE weights);
+* EKF->PEM (Section 4.3): `mhe.ekf.ExtendedKalmanFilter` with the start model over the training
+  part (the filter's noise model and prior from the config's MHE weights and arrival cost, as in
+  ``benchmarks.mhe_bayesrace_baselines``), then `mhe.state_pem.fit_on_states` on the frozen
+  estimates from the start values;
+* PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton).
+
+Metrics at each row's parameters, from each window's MHE (`benchmarks.mhe_bayesrace.best_solutions`:
+the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
+the config's arrival-cost start, PEM-MHE's trained one, each clipped into the box of the data it runs on):
+
+* one-step prediction error, Table 1's: the mean over windows and the two outputs of ``r^2``,
+  ``r = C x^_N - y~_N`` (Eq. 9), in the outputs' units (m/s, rad/s; not normalized), on the training
+  and validation windows;
+* multi-step error on validation: from each window's estimate ``x^_{N-1}`` (the last one that saw a
+  measurement) the model runs open loop with the logged inputs for ``--rollout-s`` (1 s = 25 steps);
+  the mean over windows, steps and outputs of the squared output error, and per output the RMSE
+  at the end of the rollout;
+* training time: the wall time of the fit (EKF + fit; the PEM loop).
+
+Prints the table and writes ``table2.json`` and ``validation.png`` (measured vx and omega on the
+validation part with the 1 s open-loop predictions of EKF->PEM and PEM-MHE) to ``--out``::
+
+    python -m benchmarks.mhe_iac
+    python -m benchmarks.mhe_iac --start          # the start values and MHE weights of the config
+    python -m benchmarks.mhe_iac --trainer.max_steps 3 --out results/mhe_iac_short
+
+Further arguments are ``torch-ude`` overrides of the config.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.mhe_bayesrace import best_solutions, one_step_error, with_values
+from benchmarks.mhe_bayesrace_baselines import ekf_settings
+from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
+from mhe.ekf import ExtendedKalmanFilter
+from mhe.logs import IACRecording
+from mhe.solver import Start
+from mhe.state_pem import fit_on_states
+from mhe.training import load_experiment, pem_outputs, write_pem_outputs
+from torch_ude.savgol import SavitzkyGolay
+
+CONFIG = "configs/mhe_iac_physics_gn.yaml"
+VALIDATION_PART = (0.7, 1.0)
+GUESS: dict[str, float] = {"Bf": 10.0, "Cf": 1.3, "Df": 4500.0, "Ef": -0.5, "Shf": 0.0, "Svf": 0.0,
+                           "Br": 10.0, "Cr": 1.3, "Dr": 3250.0, "Er": -0.5, "Shr": 0.0, "Svr": 0.0,
+                           "Cm1": 5000.0, "Cm2": 0.5, "Cr0": 0.75, "Cr2": 0.5}
+"""Physical guess from which the start is fitted: D = the static axle load m g l_other / L (friction
+coefficient 1), B = 10 and C = 1.3 (cornering stiffness B C D about 13 times the load per rad), E = -0.5,
+no offsets; the drivetrain at the middle of Deep Dynamics' ranges except Cm1 (5000 N at full pedal)."""
+PAPER = {"subnet": {"one_step_train": 3.16e-4, "one_step_validation": 3.25e-3, "training": "3 min"},
+         "joint_mhe": {"one_step_train": 4.70e-4, "one_step_validation": 4.47e-4, "training": "4 min"},
+         "ekf_pem": {"one_step_train": 4.37e-4, "one_step_validation": 4.20e-4, "training": "1 min"},
+         "ekf_pem_adaptive": {"one_step_train": 2.20e-4, "one_step_validation": 2.62e-4, "training": "4 min"},
+         "pem_mhe_physics": {"one_step_train": 4.24e-4, "one_step_validation": 4.10e-4, "training": "2 h 50 min"},
+         "pem_mhe_gray": {"one_step_train": 2.92e-4, "one_step_validation": 2.84e-4, "training": "23 h 40 min"}}
+"""Table 2 of the paper (its normalization of the error is not stated)."""
+
+
+def inside(values: Mapping[str, float], bounds: Mapping[str, Bound], fraction: float) -> dict[str, float]:
+    """``values`` with each bounded one moved to at least ``fraction`` of its range inside its bounds."""
+    out = dict(values)
+    for n, b in bounds.items():
+        if b.lower is not None and b.upper is not None:
+            pad = fraction * (b.upper - b.lower)
+            out[n] = min(max(out[n], b.lower + pad), b.upper - pad)
+    return out
+
+
+def values_of(problem: IdentificationProblem) -> dict[str, float]:
+    """The start values of all physical parameters of ``problem``, by name."""
+    return {n: float(v.detach()) for n, v in problem.physics.params().items()}
+
+
+def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, float]) -> np.ndarray:
+    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, shape (T - 1, n_x)."""
+    rec = problem.recording
+    model = with_values(problem, problem.source, dict(values), None).model()
+    with torch.no_grad():
+        x = rec.states[:-1]
+        return (rec.states[1:] - model.step(x, rec.inputs[:-1], torch.zeros_like(x))).numpy()
+
+
+def output_noise_std(problem: IdentificationProblem) -> list[float]:
+    """Savitzky-Golay (M = 5, P = 4) estimate of the noise standard deviation of each output (Eq. 23, TinyUDE)."""
+    sg = SavitzkyGolay(5, 4)
+    e = sg.centre_residual(sg.windows(problem.recording.outputs, 1))
+    return sg.noise_variance(e).sqrt().tolist()
+
+
+def logged_state_start(problem: IdentificationProblem) -> dict:
+    """The config's start as ``--start`` makes it: the one-step fit on the logged states from `GUESS`.
+
+    The fit weighs residual ``i`` by ``1 / (h q_i)`` with the config's ``q``; the result is moved
+    1 % of each range inside the bounds. Also the MHE weights measured on the training part: the
+    outputs' noise (`output_noise_std`) and ``q`` = the standard deviation of the start's one-step
+    residuals on the logged states divided by ``h``.
+    """
+    start = {**values_of(problem), **GUESS}
+    model = with_values(problem, problem.source, start, None).model()
+    rec = problem.recording
+    fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), problem.mhe.process_std, None, rec.breaks)
+    values = inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
+    q = (one_step_residuals(problem, values).std(axis=0) / rec.dt).tolist()
+    return {"values": values, "fitted": fit.values, "at_bounds": list(fit.at_bounds), "fit_s": fit.wall_s,
+            "process_std": q, "measurement_std": output_noise_std(problem)}
+
+
+def ekf_pem(problem: IdentificationProblem, build: Path) -> dict:
+    """EKF with ``problem``'s start model over its recording, then the one-step fit on the frozen estimates."""
+    t0 = time.perf_counter()
+    model, rec, start = problem.model(), problem.recording, values_of(problem)
+    est = ExtendedKalmanFilter(model, ekf_settings(problem), build).run(rec)
+    fit = fit_on_states(model, est.states, rec.inputs.numpy(), problem.mhe.process_std, [start], rec.breaks)
+    wall = time.perf_counter() - t0
+    hidden = [j for j in range(problem.n_x) if j not in problem.measured]
+    return {"values": inside({**start, **fit.values}, problem.physics.params.bounds, 1e-6),
+            "at_bounds": list(fit.at_bounds), "training_s": wall, "ekf_s": est.wall_s, "fit_s": fit.wall_s,
+            "ekf_vy_rmse_vs_logged": float(np.sqrt(((est.states[:, hidden] - rec.states.numpy()[:, hidden]) ** 2)
+                                                   .mean()))}
+
+
+def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tensor, steps: int) -> torch.Tensor:
+    """Open-loop outputs from states ``x0`` (M, n_x) at samples ``first`` (M,), logged inputs: (M, steps, n_y)."""
+    model, u = problem.model(), problem.recording.inputs
+    x, out = x0, []
+    with torch.no_grad():
+        for k in range(steps):
+            x = model.step(x, u[first + k], torch.zeros_like(x))
+            out.append(model.output(x))
+    return torch.stack(out, dim=1)
+
+
+def score(problem: IdentificationProblem, build: Path, starts: int, rollout_steps: int = 0,
+          warm: list[Start | None] | None = None) -> tuple[dict, dict]:
+    """One-step error (and, for ``rollout_steps > 0``, the multi-step error) of ``problem`` at its start values.
+
+    Returns:
+        The metrics, and for plotting the sample index of each rollout's first prediction and its
+        outputs, (M',) and (M', rollout_steps, n_y).
+    """
+    est = problem.estimator()
+    with WindowSolver(est, build) as solver:
+        best = best_solutions(est, problem, solver, starts, warm)
+        out = one_step_error(est, problem, solver, starts, best=best)
+    if rollout_steps < 1:
+        return out, {}
+    windows, y = problem.windows, problem.recording.outputs
+    first = windows.start + windows.horizon - 1  # the sample of x^_{N-1}
+    keep = best.ok & (first + rollout_steps < len(y))
+    first = first[keep]
+    pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps)
+    meas = y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]]
+    err = pred - meas
+    out["multi_step"] = {"mse": float((err ** 2).mean()), "steps": rollout_steps, "rollouts": int(keep.sum()),
+                         "rmse_end": (err[:, -1] ** 2).mean(dim=0).sqrt().tolist()}
+    return out, {"first": first + 1, "pred": pred}
+
+
+def plot(path: Path, rec_t: np.ndarray, y: np.ndarray, curves: Mapping[str, dict]) -> None:
+    """Measured vx and omega on the validation part with each row's 1 s open-loop predictions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    colors = {"EKF->PEM": "tab:orange", "PEM-MHE (physics-only)": "tab:blue"}
+    for j, (ax, label) in enumerate(zip(axes, ("vx (m/s)", "omega (rad/s)"))):
+        ax.plot(rec_t, y[:, j], color="k", lw=0.8, label="measured")
+        for name, c in curves.items():
+            for i, (f, p) in enumerate(zip(c["first"].tolist(), c["pred"][:, :, j].numpy())):
+                ax.plot(rec_t[f:f + len(p)], p, color=colors.get(name, "tab:green"), lw=0.8,
+                        label=f"{name}, 1 s open loop" if i == 0 else None)
+        ax.set_ylabel(label)
+    axes[0].legend(loc="lower left", fontsize=8)
+    axes[1].set_xlabel("time (s)")
+    axes[0].set_title("IAC log B, validation part: measured and 1 s open-loop predictions from the MHE estimates")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run both rows on the config, evaluate, print and write ``table2.json`` and ``validation.png``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
+                                 "overrides of the config, e.g. --trainer.max_steps 20.")
+    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
+    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
+                    help="the fractions (a, b) of the gated stretch to validate on")
+    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
+    ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
+    ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
+    ap.add_argument("--start", action="store_true", help="only print the start values and MHE weights")
+    ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
+    args, overrides = ap.parse_known_args(argv)
+    exp = load_experiment(args.config, overrides)
+    problem, build = exp.problem, Path(exp.solver.build_dir)
+    src = problem.source
+    if not isinstance(src, IACRecording):
+        raise ValueError(f"{args.config} must read an mhe.logs.IACRecording; it reads {type(src).__name__}.")
+    if args.start:
+        made = logged_state_start(problem)
+        print(json.dumps(made, indent=1))
+        return
+    val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
+                              args.validation_part)
+    steps = round(args.rollout_s / problem.recording.dt)
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = values_of(problem)
+    print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}, stride {problem.stride}", flush=True)
+
+    rows, curves = {}, {}
+
+    config_arrival = (list(problem.arrival.mean), list(problem.arrival.std))
+
+    def evaluate(name: str, values: dict, arrival: tuple, warm: list | None = None) -> None:
+        train, _ = score(with_values(problem, src, values, arrival), build / name / "train", args.starts, 0, warm)
+        val, curve = score(with_values(problem, val_source, values, arrival), build / name / "validation",
+                           args.starts, steps)
+        rows[name] = {**rows.get(name, {}), "values": values, "train": train, "validation": val}
+        curves[name] = curve
+        print(f"{name}: one-step train {train['mse']:.3e}, validation {val['mse']:.3e}, {args.rollout_s:g} s open "
+              f"loop {val['multi_step']['mse']:.3e}", flush=True)
+
+    evaluate("start", start, config_arrival)
+    rows["EKF->PEM"] = ekf_pem(problem, build / "ekf")
+    evaluate("EKF->PEM", rows["EKF->PEM"]["values"], config_arrival)
+
+    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    history = []
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        t0 = time.perf_counter()
+
+        def record(i, step):
+            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
+                            "wall_s": time.perf_counter() - t0})
+            if i % args.log_every == 0 or step.stop:
+                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
+                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
+
+        result = pem.fit(record)
+        est = pem.estimator
+        write_pem_outputs(outputs, est, result)
+        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
+        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
+        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
+    name = "PEM-MHE (physics-only)"
+    rows[name] = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
+                  "failed_window_solves": result.counters.failed, "arrival": arrival}
+    evaluate(name, values, arrival, warm)
+    val_config_arrival, _ = score(with_values(problem, val_source, values, config_arrival),
+                                  build / name / "config_arrival", args.starts)
+    rows[name]["validation_config_arrival"] = val_config_arrival
+
+    table = {"config": args.config, "overrides": overrides, "validation_part": list(args.validation_part),
+             "one_step_error": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
+                               "(Eq. 9), x^_N from each window's MHE at the row's parameters",
+             "multi_step_error": f"mean over windows, {steps} steps and outputs of the squared error of the open-loop "
+                                 "prediction from x^_{N-1} with the logged inputs",
+             "paper": PAPER, "rows": rows, "history": history}
+    (args.out / "table2.json").write_text(json.dumps(table, indent=1) + "\n")
+    rec = val_source.record()
+    t = (torch.arange(len(rec.outputs)) * rec.dt).numpy()
+    plot(args.out / "validation.png", t, rec.outputs.numpy(), {k: curves[k] for k in ("EKF->PEM", name)})
+    print("| method | one-step train | one-step validation | 1 s open loop, validation | training time |")
+    print("| --- | --- | --- | --- | --- |")
+    for k, r in rows.items():
+        wall = f"{r['training_s']:.1f} s" if "training_s" in r else "-"
+        print(f"| {k} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | "
+              f"{r['validation']['multi_step']['mse']:.3g} | {wall} |")
+    print(f"PEM-MHE validation with the config's arrival-cost start: {val_config_arrival['mse']:.3g}")
+    print(f"written {args.out / 'table2.json'} and {args.out / 'validation.png'}")
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main()

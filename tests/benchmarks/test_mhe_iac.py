@@ -1,0 +1,79 @@
+"""Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the rollout indexing, the config's start."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.mhe_iac import CONFIG, inside, logged_state_start, main, score, values_of
+from mhe import Bound
+from mhe.training import load_experiment
+from tests.mhe.data import data_file
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = "iac/LVMS_23_01_04_B.csv"
+TINY = ["--data.problem.recording.init_args.part", "[0.0, 0.05]", "--data.problem.windows", "5",
+        "--data.problem.arrival.mean", "[7.0, 0.0, 0.0]", "--trainer.logger", "false"]
+
+
+def tiny_problem(monkeypatch, tmp_path):
+    monkeypatch.chdir(ROOT)  # the config's paths are relative to the repository
+    exp = load_experiment(CONFIG, [*TINY, "--model.solver.build_dir", str(tmp_path / "build")])
+    exp.problem.recording  # read while in ROOT
+    return exp
+
+
+def test_a_tiny_run_writes_both_rows_the_table_and_the_plot(tmp_path, monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out"
+    main([*TINY, "--trainer.max_steps", "1", "--starts", "1", "--validation-part", "0.95", "1.0", "--out", str(out),
+          "--model.solver.build_dir", str(tmp_path / "build"), "--trainer.default_root_dir", str(tmp_path / "run")])
+    table = json.loads((out / "table2.json").read_text())
+    rows = table["rows"]
+    assert list(rows) == ["start", "EKF->PEM", "PEM-MHE (physics-only)"]
+    for row in rows.values():
+        assert row["train"]["windows"] == 5 and row["validation"]["windows"] == 5
+        assert row["validation"]["multi_step"]["steps"] == 25 and row["validation"]["multi_step"]["rollouts"] == 5
+    # one Gauss-Newton step on the PEM objective lowers the one-step error on its own windows
+    assert rows["PEM-MHE (physics-only)"]["train"]["mse"] < rows["start"]["train"]["mse"]
+    bounds = load_experiment(CONFIG, ["--trainer.logger", "false"]).problem.physics.params.bounds
+    assert all(bounds[n].contains(v) for n, v in rows["EKF->PEM"]["values"].items() if n in bounds)
+    assert rows["EKF->PEM"]["training_s"] > 0 and rows["PEM-MHE (physics-only)"]["training_s"] > 0
+    assert (out / "validation.png").stat().st_size > 10_000
+
+
+def test_the_first_rollout_step_is_the_one_step_prediction(tmp_path, monkeypatch):
+    data_file(DATA)
+    problem = tiny_problem(monkeypatch, tmp_path).problem
+    one, curve = score(problem, tmp_path / "score", 1, rollout_steps=1)
+    assert one["failed"] == 0 and one["multi_step"]["rollouts"] == 5
+    assert one["multi_step"]["mse"] == pytest.approx(one["mse"], rel=1e-6)
+    first = problem.windows.start + problem.windows.horizon  # the sample of y~_N
+    assert torch.equal(curve["first"], first)
+
+
+def test_inside_moves_values_off_the_bounds_only():
+    bounds = {"a": Bound(0.0, 1.0), "b": Bound(5.0, 30.0, log=True), "c": Bound(lower=0.0)}
+    assert inside({"a": 0.0, "b": 17.0, "c": 0.0, "m": 3.0}, bounds, 0.01) == {"a": 0.01, "b": 17.0, "c": 0.0,
+                                                                             "m": 3.0}
+    assert inside({"a": 1.0, "b": 30.0, "c": 2.0}, bounds, 0.01) == {"a": 0.99, "b": 29.75, "c": 2.0}
+
+
+def test_a_config_on_another_recording_is_an_error(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ValueError, match=r"must read an mhe.logs.IACRecording; it reads BayesRaceRecording"):
+        main(["--config", "configs/mhe_bayesrace_physics_gn.yaml", "--trainer.logger", "false"])
+
+
+@pytest.mark.slow
+def test_the_config_holds_the_start_and_weights_that_start_computes(monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    problem = load_experiment(CONFIG, ["--trainer.logger", "false"]).problem
+    made = logged_state_start(problem)
+    config = values_of(problem)
+    for n, v in made["values"].items():
+        assert v == pytest.approx(config[n], rel=1e-6, abs=1e-9), n
+    assert [float(f"{q:.2g}") for q in made["process_std"]] == list(problem.mhe.process_std)
+    assert [float(f"{r:.2g}") for r in made["measurement_std"]] == list(problem.mhe.measurement_std)
