@@ -27,9 +27,12 @@ compares them with the solver baseline's numbers of RESULTS.md (`BASELINE_K40_WD
 `BASELINE_K40`; the baseline runs are deterministic for a seed and are not rerun).
 
     python -m benchmarks.jet_noise_decomposition [--table decomposition|remedies]
-        [--levels 0.01 0.02 0.05] [--seeds 0 1 2] [--variants ...] [--duration S] [--max-steps N]
+        [--case A|double_A] [--levels 0.01 0.02 0.05] [--seeds 0 1 2] [--variants ...]
+        [--duration S] [--max-steps N]
 
-Writes ``results/jet_noise_decomposition/<table>.json`` and a PNG of e_field per variant.
+Writes ``results/jet_noise_decomposition/<table>.json`` (other seeds: ``<table>_seeds_3_4_5.json``;
+``--case double_A``: in the subfolder ``double_A/``, the double pendulum's v2 at its own stream
+settings) and a PNG of e_field per variant.
 """
 from __future__ import annotations
 
@@ -55,9 +58,10 @@ from torch_ude.update import apply_calibration  # noqa: E402
 __all__ = ["TrueStateModule", "TrueStateData", "DECOMPOSITION", "REMEDIES", "variant_overrides", "main",
            "BASELINE_K40_WD", "BASELINE_K40"]
 
-CONFIG = "configs/pendulum_case_a.yaml"
+#: the v2 configs the tables run on (the comparison with the baseline is Case A's)
+CONFIGS = {"A": "configs/pendulum_case_a.yaml", "double_A": "configs/double_pendulum_case_a.yaml"}
 NAME = "jet_noise_decomposition"
-_V2 = yaml.safe_load(open(CONFIG))["model"]["init_args"]
+_V2 = yaml.safe_load(open(CONFIGS["A"]))["model"]["init_args"]
 _HERE = "benchmarks.jet_noise_decomposition"
 
 #: mean e_field on the visited states of the K = 40 baseline with our decay (W = 0.1), seeds 0-2,
@@ -123,70 +127,83 @@ class TrueStateModule(JetMatchingModule):
         buffer.sample = true_state_sample
 
 
-def _stream(**changes) -> list[str]:
-    """``--model.stream`` with v2's stream block and ``changes`` (jsonargparse sets a nested
-    dataclass as a whole)."""
-    return ["--model.stream", json.dumps({**_V2["stream"], **changes})]
+def _stream(block: dict, **changes) -> list[str]:
+    """``--model.stream`` with the config's stream ``block`` and ``changes`` (jsonargparse sets a
+    nested dataclass as a whole)."""
+    return ["--model.stream", json.dumps({**block, **changes})]
+
+
+def _ref_m(ref: dict, block: dict) -> int:
+    return int(ref["m"])
+
+
+def _ref_lambda2(ref: dict, block: dict) -> float:
+    return float(ref["lambda2"])
+
+
+def _capacity(times: int):
+    def capacity(ref: dict, block: dict) -> int:
+        return times * int(block["capacity"])
+    return capacity
 
 
 _CONSTANT_DECAY = ["--model.weight_decay", str(_V2["weight_decay"]), "--model.weight_decay_full_at", "null"]
+_SAME_M = {"m": _ref_m, "snr_gate": False, "lambda2": _ref_lambda2}
 
-#: name -> (noise override or None, extra CLI arguments; "{m}" and "{lambda2}" are the reference run's)
-DECOMPOSITION: dict[str, tuple[float | None, list[str]]] = {
-    "reference": (None, []),
-    "clean_same_m": (0.0, ["STREAM_M", *_CONSTANT_DECAY]),
-    "clean_m1": (0.0, ["STREAM_M1", *_CONSTANT_DECAY]),
-    "true_x": (None, ["--model.class_path", f"{_HERE}.TrueStateModule", "--data.class_path", f"{_HERE}.TrueStateData"]),
-    "stream_2x": (None, ["--data.duration", "120", *_stream(capacity=2 * _V2["stream"]["capacity"])]),
-    "stream_4x": (None, ["--data.duration", "240", *_stream(capacity=4 * _V2["stream"]["capacity"])]),
-    "stream_4x_same_B": (None, ["--data.duration", "240"]),
-    "updates_2x": (None, ["--trainer.max_steps", "16000"]),
-    "lr_min_low": (None, ["--model.lr_min", "5e-6"]),
-    "no_misfit_gate": (None, _stream(quality_gate=False)),
-    "lambda2_on": (None, _stream(snr_gate=False)),
-    "lambda2_off": (None, _stream(lambda2=0.0)),
-    "no_decay": (None, ["--model.weight_decay", "0"]),
-    "decay_1": (None, ["--model.weight_decay", "1"]),
+#: name -> (noise override or None, extra CLI arguments, changes of the config's stream block; a
+#: callable change is computed from the reference run's metrics.json and the config's block)
+DECOMPOSITION: dict[str, tuple[float | None, list[str], dict]] = {
+    "reference": (None, [], {}),
+    "clean_same_m": (0.0, _CONSTANT_DECAY, _SAME_M),
+    "clean_m1": (0.0, _CONSTANT_DECAY, {**_SAME_M, "m": 1}),
+    "true_x": (None, ["--model.class_path", f"{_HERE}.TrueStateModule", "--data.class_path", f"{_HERE}.TrueStateData"],
+               {}),
+    "stream_2x": (None, ["--data.duration", "120"], {"capacity": _capacity(2)}),
+    "stream_4x": (None, ["--data.duration", "240"], {"capacity": _capacity(4)}),
+    "stream_4x_same_B": (None, ["--data.duration", "240"], {}),
+    "updates_2x": (None, ["--trainer.max_steps", "16000"], {}),
+    "lr_min_low": (None, ["--model.lr_min", "5e-6"], {}),
+    "no_misfit_gate": (None, [], {"quality_gate": False}),
+    "lambda2_on": (None, [], {"snr_gate": False}),
+    "lambda2_off": (None, [], {"lambda2": 0.0}),
+    "no_decay": (None, ["--model.weight_decay", "0"], {}),
+    "decay_1": (None, ["--model.weight_decay", "1"], {}),
 }
 
 #: remedies of issue 17 (each a default-off switch of StreamSettings), alone and combined
-REMEDIES: dict[str, tuple[float | None, list[str]]] = {
-    "reference": (None, []),
-    "tap_average": (None, _stream(tap_average=True)),
+REMEDIES: dict[str, tuple[float | None, list[str], dict]] = {
+    "reference": (None, [], {}),
+    "tap_average": (None, [], {"tap_average": True}),
     # sensitivity of the carried-over Eq. (24) constant (not a tuning: 0.117 is kept)
-    "tap_average_dt_scale_0.09": (None, _stream(tap_average=True, dt_scale=0.09)),
-    "tap_average_dt_scale_0.15": (None, _stream(tap_average=True, dt_scale=0.15)),
+    "tap_average_dt_scale_0.09": (None, [], {"tap_average": True, "dt_scale": 0.09}),
+    "tap_average_dt_scale_0.15": (None, [], {"tap_average": True, "dt_scale": 0.15}),
 }
 
 _TABLES = {"decomposition": DECOMPOSITION, "remedies": REMEDIES}
 
 
-def variant_overrides(extra: list[str], reference: dict) -> list[str]:
-    """The CLI arguments of a variant, with the reference run's tap spacing filled in.
+def variant_overrides(variant: tuple[float | None, list[str], dict], reference: dict, block: dict) -> list[str]:
+    """The CLI arguments of a variant, with the reference run's values filled in.
 
     Args:
-        extra: the variant's arguments; ``"STREAM_M"`` stands for v2's stream block with the
-            reference's ``m`` and ``lambda2`` fixed (SNR gate off), ``"STREAM_M1"`` for the
-            same at ``m = 1``.
+        variant: an entry of `DECOMPOSITION` or `REMEDIES`.
         reference: the reference run's ``metrics.json`` at the same level and seed.
+        block: the config's stream settings (``model.init_args.stream``).
 
     Returns:
-        The arguments for `benchmarks.jet_runs.fit`.
+        The arguments for `benchmarks.jet_runs.fit` (without the noise level).
     """
-    fixed = {"STREAM_M": int(reference["m"]), "STREAM_M1": 1}
-    out: list[str] = []
-    for arg in extra:
-        if arg in fixed:
-            out += _stream(m=fixed[arg], snr_gate=False, lambda2=float(reference["lambda2"]))
-        else:
-            out.append(arg)
-    return out
+    _, extra, changes = variant
+    resolved = {k: v(reference, block) if callable(v) else v for k, v in changes.items()}
+    return [*extra, *(_stream(block, **resolved) if resolved else [])]
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the table's variants, print a summary, save JSON + PNG."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--table", choices=list(_TABLES), default="decomposition")
+    ap.add_argument("--case", choices=list(CONFIGS), default="A",
+                    help="the v2 config (default: the single pendulum's Case A, the baseline comparison's)")
     ap.add_argument("--levels", type=float, nargs="+", default=None,
                     help="noise levels (default: 0.01 0.02 0.05; remedies: 0 0.001 0.005 0.01 0.02 0.05)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -199,6 +216,11 @@ def main(argv: list[str] | None = None) -> None:
             *([] if args.max_steps is None else ["--trainer.max_steps", str(args.max_steps)])]
     # runs of other lengths get their own folder, so that they are never reused as the default's
     folder = RESULTS / NAME if not base else RESULTS / NAME / f"duration_{args.duration}_steps_{args.max_steps}"
+    folder = folder if args.case == "A" else folder / args.case
+    config = CONFIGS[args.case]
+    block = yaml.safe_load(open(config))["model"]["init_args"]["stream"]
+    # the held-out seeds get their own table file
+    stem = args.table if args.seeds == [0, 1, 2] else f"{args.table}_seeds_{'_'.join(map(str, args.seeds))}"
     table = _TABLES[args.table]
     variants = args.variants or list(table)
     unknown = sorted(set(variants) - set(table))
@@ -209,13 +231,14 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     for level in levels:
         for seed in args.seeds:
-            ref = fit(CONFIG, folder / f"reference_{level}_{seed}", seed, ["--data.noise", str(level), *base],
+            ref = fit(config, folder / f"reference_{level}_{seed}", seed, ["--data.noise", str(level), *base],
                       reuse=not args.fresh)
             for variant in variants:
-                noise, extra = table[variant]
+                noise = table[variant][0]
                 m = ref if variant == "reference" else fit(
-                    CONFIG, folder / f"{variant}_{level}_{seed}", seed,
-                    ["--data.noise", str(level if noise is None else noise), *base, *variant_overrides(extra, ref)],
+                    config, folder / f"{variant}_{level}_{seed}", seed,
+                    ["--data.noise", str(level if noise is None else noise), *base,
+                     *variant_overrides(table[variant], ref, block)],
                     reuse=not args.fresh)
                 runs.append({"variant": variant, "noise": level, "seed": seed,
                              **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "m", "lambda2", "wall_s")}})
@@ -230,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         ref_mean = row["reference"]["e_field_visited"]["mean"] if "reference" in row else math.nan
         for variant in variants:
             row[variant]["change_vs_reference"] = row[variant]["e_field_visited"]["mean"] / ref_mean - 1
-        if level in BASELINE_K40_WD:
+        if args.case == "A" and level in BASELINE_K40_WD:
             for variant in variants:
                 row[variant]["ratio_vs_K40_wd"] = row[variant]["e_field_visited"]["mean"] / BASELINE_K40_WD[level]
                 row[variant]["ratio_vs_K40"] = row[variant]["e_field_visited"]["mean"] / BASELINE_K40[level]
@@ -241,15 +264,16 @@ def main(argv: list[str] | None = None) -> None:
                         f"({100 * summary[str(lv)][variant]['change_vs_reference']:+4.0f}%)" for lv in levels)
         print(f"{variant:20s}{cells}")
     geo = {}
-    if all(lv in BASELINE_K40 for lv in levels):
+    if args.case == "A" and all(lv in BASELINE_K40 for lv in levels):
         for variant in variants:
             geo[variant] = math.exp(statistics.fmean(math.log(summary[str(lv)][variant]["ratio_vs_K40"])
                                                      for lv in levels))
             print(f"geometric mean of e_field visited / unregularized K = 40 baseline, {variant}: {geo[variant]:.3f}")
-    payload = {"command": f"python -m benchmarks.{NAME} --table {args.table}", "levels": levels, "seeds": args.seeds,
+    payload = {"command": f"python -m benchmarks.{NAME} --table {args.table} --case {args.case}", "config": config,
+               "levels": levels, "seeds": args.seeds,
                "runs": runs, "summary": summary, "geometric_mean_vs_K40": geo,
                "baseline_K40_wd": BASELINE_K40_WD, "baseline_K40": BASELINE_K40}
-    (folder / f"{args.table}.json").write_text(json.dumps(payload, indent=2))
+    (folder / f"{stem}.json").write_text(json.dumps(payload, indent=2))
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(variants) + 1.5))
     for j, level in enumerate(levels):
         means = [summary[str(level)][v]["e_field_visited"]["mean"] for v in variants]
@@ -261,8 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     ax.set_xlabel("e_field (visited states), mean +- std over seeds")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(folder / f"{args.table}.png", dpi=120)
-    print(f"wrote {folder / (args.table + '.json')}")
+    fig.savefig(folder / f"{stem}.png", dpi=120)
+    print(f"wrote {folder / (stem + '.json')}")
 
 
 if __name__ == "__main__":

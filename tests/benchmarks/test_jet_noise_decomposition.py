@@ -2,15 +2,27 @@
 import json
 
 import pytest
+import yaml
 
 import benchmarks.jet_noise_decomposition as bench
 
 
 def test_variant_overrides_fix_the_reference_tap_spacing_and_lambda2():
-    args = bench.variant_overrides(bench.DECOMPOSITION["clean_same_m"][1], {"m": 47, "lambda2": 0.0})
+    block = bench._V2["stream"]
+    args = bench.variant_overrides(bench.DECOMPOSITION["clean_same_m"], {"m": 47, "lambda2": 0.0}, block)
     stream = json.loads(args[args.index("--model.stream") + 1])
     assert (stream["m"], stream["snr_gate"], stream["lambda2"]) == (47, False, 0.0)
     assert args[args.index("--model.weight_decay_full_at") + 1] == "null"
+
+
+def test_stream_changes_keep_the_chosen_configs_own_stream_block():
+    block = yaml.safe_load(open(bench.CONFIGS["double_A"]))["model"]["init_args"]["stream"]
+    assert block["capacity"] != bench._V2["stream"]["capacity"]
+    remedy = bench.variant_overrides(bench.REMEDIES["tap_average"], {"m": 8, "lambda2": 0.0}, block)
+    assert json.loads(remedy[-1]) == {**block, "tap_average": True}
+    longer = bench.variant_overrides(bench.DECOMPOSITION["stream_2x"], {"m": 8, "lambda2": 0.0}, block)
+    assert json.loads(longer[-1])["capacity"] == 2 * block["capacity"]
+    assert bench.variant_overrides(bench.REMEDIES["reference"], {"m": 8, "lambda2": 0.0}, block) == []
 
 
 def test_true_state_runs_share_the_noisy_calibration_and_read_the_clean_states(tmp_path, monkeypatch):
@@ -27,7 +39,8 @@ def test_true_state_runs_share_the_noisy_calibration_and_read_the_clean_states(t
     assert sigma[:2] == pytest.approx(ref["calibration"]["sigma"], rel=1e-12)
     assert (true_x["m"], true_x["lambda2"]) == (ref["m"], ref["lambda2"])
     assert true_x["counters"]["accepted"] == ref["counters"]["accepted"]
-    table = json.loads((folder / "decomposition.json").read_text())
+    # seeds other than the default 0-2 get their own table file
+    table = json.loads((folder / "decomposition_seeds_0.json").read_text())
     assert set(table["summary"]["0.05"]) == {"reference", "true_x"}
     assert table["summary"]["0.05"]["reference"]["change_vs_reference"] == 0.0
 
