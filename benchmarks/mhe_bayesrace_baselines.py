@@ -1,4 +1,4 @@
-"""Baselines of Table 1 on BayesRace's data beside PEM-MHE: EKF->PEM (the paper's best baseline).
+"""Baselines of Table 1 on BayesRace's data beside PEM-MHE: EKF->PEM (the paper's best baseline) and Joint-MHE.
 
 The data, model, 16 identified parameters and metrics are those of ``benchmarks.mhe_bayesrace``
 (``configs/mhe_bayesrace_physics_gn.yaml``: DYN-PP-ETHZ for training, DYN-PP-ETHZMobil for
@@ -24,14 +24,25 @@ windows; mean relative parameter error over the 16; training time = EKF + fit wa
 reported initialization; all 10 also given). Also the EKF's own one-step error (mean of squared
 innovations with the identified model), which needs no MHE.
 
-Prints the rows and writes ``ekf_pem.json`` to ``--out``::
+Joint-MHE (Kühl et al., 2011; `mhe.joint.JointMHE`): the 16 parameters as constant states (random walk of
+``--joint-random-walk-std`` in the bounded ``rho`` coordinates) of the config's MHE (N, Q, R, arrival-cost
+start of the physical states), slid over the training recording ``--joint-stride`` samples at a time,
+``--joint-passes`` times, from the config's 67.95 % start (the paper's protocol); the arrival mean is carried
+from window to window, the parameters' prior standard deviation is fixed. One run per value of
+``--joint-parameter-std``; the one with the smallest training one-step error (the data alone, no truth) is
+reported, all are listed. Training time = that run's wall time (all window solves and the CasADi build).
+
+Prints the rows and writes ``ekf_pem.json`` and ``joint_mhe.json`` to ``--out`` (``--methods`` picks)::
 
     python -m benchmarks.mhe_bayesrace_baselines
-    python -m benchmarks.mhe_bayesrace_baselines --inits 2 --out results/mhe_bayesrace_baselines_short
+    python -m benchmarks.mhe_bayesrace_baselines --methods joint_mhe
+    python -m benchmarks.mhe_bayesrace_baselines --inits 2 --joint-parameter-std 0.01 --joint-passes 1 \
+        --out results/mhe_bayesrace_baselines_short
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -40,7 +51,7 @@ import numpy as np
 import torch
 
 from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, print_table1, with_values
-from mhe import IdentificationProblem, WindowSolver
+from mhe import IdentificationProblem, JointMHE, JointSettings, WindowSolver
 from mhe.ekf import EKFSettings, ExtendedKalmanFilter
 from mhe.logs import BayesRaceRecording
 from mhe.state_pem import fit_on_states, jittered_starts
@@ -53,10 +64,25 @@ PAPER = {"ekf_pem": {"one_step_train": 1.33e-4, "one_step_validation": 6.49e-5, 
                        "training": "7 min"}}
 
 
+METHODS = ("ekf_pem", "joint_mhe")
+ONE_STEP = ("mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9), x^_N from each window's MHE at the "
+            "identified parameters (config's weights and arrival)")
+
+
 def ekf_settings(problem: IdentificationProblem) -> EKFSettings:
     """The filter's noise model from the problem's MHE weights, its prior from the arrival-cost start."""
     return EKFSettings(problem.mhe.process_std, problem.mhe.measurement_std, problem.arrival.mean,
                        problem.arrival.std)
+
+
+def inside_bounds(problem: IdentificationProblem, values: dict[str, float], names) -> dict[str, float]:
+    """``values`` with those of ``names`` moved 1e-6 of their range inside the bounds (a model needs them strictly inside)."""
+    out = dict(values)
+    for n in names:
+        b = problem.physics.params.bounds[n]
+        pad = 1e-6 * (b.upper - b.lower)
+        out[n] = min(max(out[n], b.lower + pad), b.upper - pad)
+    return out
 
 
 def ekf_one_step(problem: IdentificationProblem, build: Path) -> float:
@@ -74,11 +100,7 @@ def ekf_pem(problem: IdentificationProblem, initial: dict[str, float], fit_start
     rec = problem.recording
     fit = fit_on_states(model, est.states, rec.inputs.numpy(), problem.mhe.process_std, fit_starts, rec.breaks)
     wall = time.perf_counter() - t0
-    values = {**initial, **fit.values}
-    for n in fit.at_bounds:  # a model needs its values strictly inside the bounds
-        b = problem.physics.params.bounds[n]
-        pad = 1e-6 * (b.upper - b.lower)
-        values[n] = min(max(values[n], b.lower + pad), b.upper - pad)
+    values = inside_bounds(problem, {**initial, **fit.values}, fit.at_bounds)
     truth = problem.truth
     errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in fit.values.items()}
     hidden = [j for j in range(problem.n_x) if j not in problem.measured]
@@ -89,6 +111,41 @@ def ekf_pem(problem: IdentificationProblem, initial: dict[str, float], fit_start
             "mean_rel_error": float(np.mean(list(errors.values()))), "rel_errors": errors,
             "ekf_hidden_rmse": vy_rmse, "ekf_s": est.wall_s, "fit_s": fit.wall_s, "training_s": wall,
             "fit_cost": fit.cost, "at_bounds": list(fit.at_bounds), "fit_starts": fit.starts, "transitions": fit.transitions}
+
+
+def joint_mhe(problem: IdentificationProblem, settings: JointSettings, build: Path, every: int = 50) -> dict:
+    """Joint-MHE over the training recording from the problem's start values; its parameters and bookkeeping.
+
+    The history keeps every ``every``-th solved window's mean relative parameter error (and the last).
+    """
+    res = JointMHE(problem, settings, build).run()
+    start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
+    values = inside_bounds(problem, {**start, **res.values}, res.values)
+    truth = problem.truth
+    errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in res.values.items()}
+    mean_error = lambda v: float(np.mean([abs(v[n] - truth[n]) / abs(truth[n]) for n in res.values]))  # noqa: E731
+    kept = res.history[::every] + (res.history[-1:] if (len(res.history) - 1) % every else [])
+    return {"settings": dataclasses.asdict(settings), "values": values,
+            "initial_mean_rel_error": mean_error(start), "mean_rel_error": float(np.mean(list(errors.values()))),
+            "rel_errors": errors, "training_s": res.wall_s, "window_solves": res.windows, "failed": res.failed,
+            "history": [{"pass": h["pass"], "start": h["start"], "mean_rel_error": mean_error(h)} for h in kept]}
+
+
+def run_joint(problem: IdentificationProblem, val_source: BayesRaceRecording, args: argparse.Namespace,
+              build: Path) -> dict:
+    """Joint-MHE for each ``--joint-parameter-std``, scored; the smallest training one-step error is chosen."""
+    runs = []
+    for std in args.joint_parameter_std:
+        settings = JointSettings(parameter_std=std, random_walk_std=args.joint_random_walk_std,
+                                 stride=args.joint_stride, passes=args.joint_passes)
+        run = scored(problem, val_source, joint_mhe(problem, settings, build / "joint" / f"{std:g}"),
+                     build / "joint_score", args.starts)
+        runs.append(run)
+        print(f"  Joint-MHE, parameter std {std:g}: train {run['train']['mse']:.3g}, validation "
+              f"{run['validation']['mse']:.3g}, parameter error {100 * run['mean_rel_error']:.2f} %, "
+              f"{run['training_s']:.1f} s, {run['failed']} of {run['window_solves']} solves failed", flush=True)
+    best = min(range(len(runs)), key=lambda i: runs[i]["train"]["mse"])
+    return {**runs[best], "chosen": best, "all_training_s": sum(r["training_s"] for r in runs), "all": runs}
 
 
 def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int) -> dict[str, float | int]:
@@ -110,7 +167,7 @@ def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run both EKF->PEM protocols, evaluate, print and write ``ekf_pem.json``."""
+    """Run the ``--methods`` (Joint-MHE; both EKF->PEM protocols), evaluate, print and write their JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
@@ -118,20 +175,42 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--inits", type=int, default=10, help="initializations (paper) / fit starts (start protocol)")
     ap.add_argument("--spread", type=float, default=0.05, help="half-width of the draws, relative")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="baselines to run")
+    ap.add_argument("--joint-parameter-std", type=float, nargs="+", default=[1.0, 0.1, 0.01, 0.001],
+                    help="Joint-MHE: prior std of the parameter states (rho units), one run each")
+    ap.add_argument("--joint-random-walk-std", type=float, default=1e-3,
+                    help="Joint-MHE: random-walk std of the parameter states (rho units per second)")
+    ap.add_argument("--joint-stride", type=int, default=1, help="Joint-MHE: samples between window starts")
+    ap.add_argument("--joint-passes", type=int, default=3, help="Joint-MHE: passes over the training recording")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace_baselines"))
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir) / "baselines"
     src = problem.source
     val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
-    free = problem.physics.params.free_names
-    start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
-    bounds = problem.physics.params.bounds
     args.out.mkdir(parents=True, exist_ok=True)
+    if "ekf_pem" in args.methods:
+        ekf_pem_rows(problem, val_source, args, overrides, build)
+    if "joint_mhe" in args.methods:
+        joint = run_joint(problem, val_source, args, build)
+        (args.out / "joint_mhe.json").write_text(json.dumps(
+            {"config": args.config, "overrides": overrides, "validation": args.validation, "mhe_starts": args.starts,
+             "one_step_error": ONE_STEP, "selection": "smallest training one-step error over parameter_std",
+             "paper": PAPER["joint_mhe"], "joint_mhe": joint}, indent=1) + "\n")
+        print_table1([("Joint-MHE, from the 67.95 % start", f"{joint['train']['mse']:.3g}",
+                       f"{joint['validation']['mse']:.3g}", f"{100 * joint['mean_rel_error']:.2f} %",
+                       f"{joint['training_s']:.1f} s")])
+        print(f"written {args.out / 'joint_mhe.json'}")
+
+
+def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording, args: argparse.Namespace,
+                 overrides: list[str], build: Path) -> None:
+    """Both EKF->PEM protocols, printed and written to ``ekf_pem.json``."""
+    free, bounds = problem.physics.params.free_names, problem.physics.params.bounds
+    start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
     table: dict = {"config": args.config, "overrides": overrides, "validation": args.validation,
                    "inits": args.inits, "spread": args.spread, "seed": args.seed, "mhe_starts": args.starts,
-                   "one_step_error": "mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9), x^_N from "
-                                     "each window's MHE at the identified parameters (config's weights and arrival)",
+                   "one_step_error": ONE_STEP,
                    "paper": PAPER}
 
     # protocol "start": the config's 67.95 % start as the EKF's model, fit from 10 starts within +-5 % of it
