@@ -32,7 +32,13 @@ from window to window, the parameters' prior standard deviation is fixed. One ru
 ``--joint-parameter-std``; the one with the smallest training one-step error (the data alone, no truth) is
 reported, all are listed. Training time = that run's wall time (all window solves and the CasADi build).
 
-Prints the rows and writes ``ekf_pem.json`` and ``joint_mhe.json`` to ``--out`` (``--methods`` picks)::
+Cramér–Rao subset (``cramer_rao``, `mhe.cramer_rao`): the Fisher information of the one-step outputs of ETHZ
+in the 16 relative parameters at the truth, on the true states, with the config's R^(1/2) as the noise (the
+data are noise-free) and ``--cr-noise-scales`` times it; the parameters whose bound is at most
+``--cr-threshold`` are the ones the data determine.
+
+Prints the rows and writes ``ekf_pem.json``, ``joint_mhe.json`` and ``cramer_rao.json`` to ``--out``
+(``--methods`` picks)::
 
     python -m benchmarks.mhe_bayesrace_baselines
     python -m benchmarks.mhe_bayesrace_baselines --methods joint_mhe
@@ -52,6 +58,7 @@ import torch
 
 from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, print_table1, with_values
 from mhe import IdentificationProblem, JointMHE, JointSettings, WindowSolver
+from mhe.cramer_rao import cramer_rao_std, one_step_fisher
 from mhe.ekf import EKFSettings, ExtendedKalmanFilter
 from mhe.logs import BayesRaceRecording
 from mhe.state_pem import fit_on_states, jittered_starts
@@ -64,7 +71,7 @@ PAPER = {"ekf_pem": {"one_step_train": 1.33e-4, "one_step_validation": 6.49e-5, 
                        "training": "7 min"}}
 
 
-METHODS = ("ekf_pem", "joint_mhe")
+METHODS = ("ekf_pem", "joint_mhe", "cramer_rao")
 ONE_STEP = ("mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9), x^_N from each window's MHE at the "
             "identified parameters (config's weights and arrival)")
 
@@ -148,6 +155,22 @@ def run_joint(problem: IdentificationProblem, val_source: BayesRaceRecording, ar
     return {**runs[best], "chosen": best, "all_training_s": sum(r["training_s"] for r in runs), "all": runs}
 
 
+def cramer_rao(problem: IdentificationProblem, scales: list[float], threshold: float) -> dict:
+    """Cramér–Rao bounds of the relative parameters at the truth on the problem's recording, per noise scale."""
+    free = problem.physics.params.free_names
+    truth = {**{n: float(v.detach()) for n, v in problem.physics.params().items()},
+             **{n: problem.truth[n] for n in free}}
+    model, rec = with_values(problem, problem.source, truth, None).model(), problem.recording
+    fisher = one_step_fisher(model, rec.states, rec.inputs, problem.mhe.measurement_std, rec.breaks)
+    std = cramer_rao_std(fisher)
+    out = {"measurement_std": list(problem.mhe.measurement_std), "threshold": threshold,
+           "fisher_eigenvalues": torch.linalg.eigvalsh(fisher).tolist(), "scales": {}}
+    for scale in scales:  # F scales with 1/r^2, the bound with r
+        bound = {n: float(v) * scale for n, v in zip(free, std)}
+        out["scales"][f"{scale:g}"] = {"rel_std": bound, "determined": [n for n in free if bound[n] <= threshold]}
+    return out
+
+
 def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int) -> dict[str, float | int]:
     """``benchmarks.mhe_bayesrace.one_step_error`` of ``problem`` at its start values (a new solver in ``build``)."""
     est = problem.estimator()
@@ -167,7 +190,7 @@ def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the ``--methods`` (Joint-MHE; both EKF->PEM protocols), evaluate, print and write their JSON."""
+    """Run the ``--methods`` (Cramér–Rao bounds; both EKF->PEM protocols; Joint-MHE), print and write their JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
@@ -182,6 +205,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="Joint-MHE: random-walk std of the parameter states (rho units per second)")
     ap.add_argument("--joint-stride", type=int, default=1, help="Joint-MHE: samples between window starts")
     ap.add_argument("--joint-passes", type=int, default=3, help="Joint-MHE: passes over the training recording")
+    ap.add_argument("--cr-noise-scales", type=float, nargs="+", default=[1.0, 10.0, 100.0],
+                    help="Cramer-Rao: noise std as multiples of the config's R^(1/2)")
+    ap.add_argument("--cr-threshold", type=float, default=0.1,
+                    help="Cramer-Rao: largest relative std of a parameter the data determine")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace_baselines"))
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
@@ -189,6 +216,13 @@ def main(argv: list[str] | None = None) -> None:
     src = problem.source
     val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
     args.out.mkdir(parents=True, exist_ok=True)
+    if "cramer_rao" in args.methods:
+        bounds = cramer_rao(problem, args.cr_noise_scales, args.cr_threshold)
+        (args.out / "cramer_rao.json").write_text(json.dumps({"config": args.config, **bounds}, indent=1) + "\n")
+        for scale, row in bounds["scales"].items():
+            print(f"Cramer-Rao, noise {scale} x R^(1/2): determined (rel. std <= {args.cr_threshold:g}) "
+                  f"{len(row['determined'])} of {len(row['rel_std'])}: {row['determined']}; "
+                  + ", ".join(f"{n} {v:.2g}" for n, v in row["rel_std"].items()), flush=True)
     if "ekf_pem" in args.methods:
         ekf_pem_rows(problem, val_source, args, overrides, build)
     if "joint_mhe" in args.methods:
