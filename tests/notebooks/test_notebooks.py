@@ -167,18 +167,20 @@ def test_jet_vs_pem_reads_the_benchmark_json(tmp_path, monkeypatch):
     assert r["casadi_max_difference"] is None and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "dfki_pendulum").is_dir() or not (SHARED_DATA / "dfki_double_pendulum").is_dir(),
-                    reason=f"the DFKI logs are not at {SHARED_DATA} (see ../shared/data/README.md)")
+@pytest.mark.skipif(not all((SHARED_DATA / d).is_dir() for d in ("dfki_pendulum", "dfki_double_pendulum", "emps")),
+                    reason=f"the DFKI and EMPS logs are not at {SHARED_DATA} (see ../shared/data/README.md)")
 def test_real_logs_runs_every_method_on_the_dfki_logs(tmp_path, monkeypatch):
     r = run_notebook("real_logs.ipynb", tmp_path, monkeypatch)
     assert r["short"] is True and r["sources"] == {"dfki_pendulum": "tiny", "dfki_double_pendulum": "tiny",
-                                                   "dfki_pem": "tiny"}
+                                                   "emps": "tiny", "dfki_pem": "tiny"}
     nrmse = r["nrmse_1s"]
     # the deterministic references: the lab's fits predict better than the known models alone
     # (single pendulum 2.95 against 5.20; double pendulum 0.058 against 0.96)
     assert nrmse["dfki_pendulum / lab_model"] < 0.7 * nrmse["dfki_pendulum / f_known_alone"]
     assert nrmse["dfki_double_pendulum / lab_model"] < 0.1 * nrmse["dfki_double_pendulum / f_known_alone"]
-    for key in ("dfki_pendulum / jet_matching", "dfki_double_pendulum / rk4_baseline",
+    # EMPS: the IDIM-LS fit predicts the validation record far better than M q'' = gtau vir alone
+    assert nrmse["emps / idim_ls_model"] < 0.1 * nrmse["emps / f_known_alone"]
+    for key in ("dfki_pendulum / jet_matching", "dfki_double_pendulum / rk4_baseline", "emps / jet_matching",
                 "dfki_pendulum / PEM-MHE theta_all"):
         assert 0 < nrmse[key] < 100
     assert r["rollout"] == {"segments": 1, "files": ["ddp.csv"]}
