@@ -102,6 +102,12 @@ class DeviceSpec:
                 f"{type(self.system).__name__} has {type(known).__name__}. Add its field and Jacobian to "
                 f"microcontroller/src/tu_plant.c, or train it with the Python trainer.")
         self.stream.validate()
+        if self.stream.tap_average:
+            raise ValueError(
+                "model.stream.tap_average (box-averaged taps, issue 17) is not in the C port yet (it needs the "
+                "m-dependent SG rows in RAM and a box sum per channel, about 1.4 kB more static memory for the "
+                "single pendulum; RESULTS.md); set model.stream.tap_average false for the device, or train with "
+                "the Python trainer.")
         if len(self.field.mlp.sizes) < 3:
             raise ValueError("the C port needs at least one hidden layer (model.hidden must not be empty).")
         if self.batch_size < 1 or self.stream.capacity < self.batch_size:

@@ -30,6 +30,7 @@ def test_headers_carry_the_stamp_sizes_and_tables(tmp_path):
     (["--model.stream.half_width", "2"], "2M\\+1 >= P\\+2"),
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
+    (["--model.stream.tap_average", "true"], "tap_average .* is not in the C port yet"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
     with pytest.raises(ValueError, match=match):
