@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,7 @@ import yaml
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from benchmarks.dfki_pendulum import KEYS, _without_residual, reference_model
+from benchmarks.dfki_pendulum import KEYS, _without_residual, reference_model, require_data
 from benchmarks.jet_runs import RESULTS, save
 from mhe import OuterSettings, PEMIdentifier, SolverSettings
 from mhe.torque_pendulum import torque_pendulum_problem
@@ -140,11 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jet-results", type=Path, default=RESULTS / "dfki_pendulum" / "dfki_pendulum.json")
     parser.add_argument("--name", default="dfki_pem")
     args = parser.parse_args(argv)
-    data = yaml.safe_load(args.config.read_text())["data"]["init_args"]
-    missing = [f for f in [*data["files"], *data["val_files"]] if not Path(f).is_file()]
-    if missing:
-        sys.exit(f"benchmarks.dfki_pem: the data files {missing} are missing; the DFKI logs live in "
-                 f"../shared/data/dfki_pendulum (see its README).")
+    require_data(args.config, "dfki_pem")
     torch.set_num_threads(1)
     dm = _data_module(args.config)
     out: dict = {"config": str(args.config), "settings": {k: str(v) for k, v in vars(args).items()}, "pem": {}}

@@ -70,6 +70,24 @@ def _data_files(config: Path) -> list[str]:
     return [*data["files"], *data["val_files"]]
 
 
+def require_data(config: Path, benchmark: str) -> None:
+    """Stop with a message naming ``config``'s missing data files (read from ../shared/data, never copied)."""
+    missing = [f for f in _data_files(config) if not Path(f).is_file()]
+    if missing:
+        sys.exit(f"benchmarks.{benchmark}: the data files {missing} are missing; the logs live in "
+                 f"{sorted({str(Path(f).parent) for f in missing})} (see ../shared/data/README.md).")
+
+
+def add_run_arguments(ap: argparse.ArgumentParser, config: str, rate: float) -> None:
+    """The command-line options shared by the recorded-log benchmarks: config, seeds and the baseline's settings."""
+    ap.add_argument("--config", type=Path, default=Path(config))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--iterations", type=int, default=1200, help="baseline Adam iterations")
+    ap.add_argument("--rate", type=float, default=rate, help="baseline observation rate in Hz")
+    ap.add_argument("--steps", type=int, default=40, help="baseline RK4 steps per window (K)")
+    ap.add_argument("--windows", type=int, default=128, help="baseline windows (B)")
+
+
 def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
     """One jet-matching run through the CLI; returns its metrics.json, the data module and the EMA field."""
     start = time.perf_counter()
@@ -202,17 +220,9 @@ def _summary(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     """Run the comparison and save the JSON."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", type=Path, default=Path("configs/dfki_pendulum.yaml"))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--iterations", type=int, default=1200, help="baseline Adam iterations")
-    ap.add_argument("--rate", type=float, default=50.0, help="baseline observation rate in Hz")
-    ap.add_argument("--steps", type=int, default=40, help="baseline RK4 steps per window (K)")
-    ap.add_argument("--windows", type=int, default=128, help="baseline windows (B)")
+    add_run_arguments(ap, "configs/dfki_pendulum.yaml", 50.0)
     args = ap.parse_args(argv)
-    missing = [f for f in _data_files(args.config) if not Path(f).is_file()]
-    if missing:
-        sys.exit(f"benchmarks.dfki_pendulum: the data files {missing} are missing; the DFKI logs live in "
-                 f"../shared/data/dfki_pendulum and ../shared/data/dfki_double_pendulum (see its README).")
+    require_data(args.config, "dfki_pendulum")
     torch.set_num_threads(1)
     out = {"config": str(args.config), "settings": vars(args) | {"config": str(args.config)}, "jet_matching": [],
            "rk4_baseline": []}

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +45,8 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.dfki_pendulum import _without_residual, jet_matching, residual_torques, rk4_baseline, torque_figure
+from benchmarks.dfki_pendulum import (_without_residual, add_run_arguments, jet_matching, require_data, residual_torques,
+                                      rk4_baseline, torque_figure)
 from benchmarks.jet_runs import RESULTS, save
 from torch_ude.position_only import noise_gains
 from torch_ude.prediction import prediction_errors, rk4_input_rollout
@@ -207,18 +207,10 @@ def _line(name: str, row: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Run the comparison, save the JSON and the plots."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", type=Path, default=Path("configs/emps.yaml"))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--iterations", type=int, default=1200, help="baseline Adam iterations")
-    ap.add_argument("--rate", type=float, default=200.0, help="baseline observation rate in Hz")
-    ap.add_argument("--steps", type=int, default=40, help="baseline RK4 steps per window (K)")
-    ap.add_argument("--windows", type=int, default=128, help="baseline windows (B)")
+    add_run_arguments(ap, "configs/emps.yaml", 200.0)
     args = ap.parse_args(argv)
+    require_data(args.config, "emps")
     data = yaml.safe_load(args.config.read_text())["data"]["init_args"]
-    missing = [f for f in [*data["files"], *data["val_files"]] if not Path(f).is_file()]
-    if missing:
-        sys.exit(f"benchmarks.emps: the data files {missing} are missing; the EMPS records live in "
-                 f"../shared/data/emps (see ../shared/data/README.md).")
     torch.set_num_threads(1)
     name = args.config.stem
     fit = idim_ls(data["files"][0])
