@@ -58,12 +58,11 @@ def test_the_full_simulation_of_the_model_that_made_a_record_is_exact_and_a_wron
     assert wrong["r2_q"] == pytest.approx(1 - np.sum(err**2) / np.sum((q - q.mean())**2)) and wrong["r2_q"] < 0.9
 
 
-@needs_data
 def test_missing_data_files_stop_the_benchmark(tmp_path):
     config = yaml.safe_load(CONFIG.read_text())
     config["data"]["init_args"]["val_files"] = [str(tmp_path / "nowhere.mat")]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    with pytest.raises(SystemExit, match=r"the data files \[.*nowhere.mat'\] are missing"):
+    with pytest.raises(SystemExit, match=r"the data files \[.*nowhere.mat'.* are missing"):
         main(["--config", str(tmp_path / "c.yaml")])
 
 
