@@ -38,7 +38,7 @@ from benchmarks.dfki_pendulum import KEYS, _without_residual, reference_model, r
 from benchmarks.jet_runs import RESULTS, save
 from mhe import OuterSettings, PEMIdentifier, SolverSettings
 from mhe.torque_pendulum import torque_pendulum_problem
-from torch_ude.prediction import prediction_errors, rk4_input_rollout
+from torch_ude.prediction import open_loop_rollouts, prediction_errors
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
 from torch_ude.training import RecordedDataModule
@@ -110,16 +110,16 @@ def rollout_figure(models: dict[str, Callable[[Tensor, Tensor], Tensor]], log: R
     seg = torch.as_tensor(log.segments[0], dtype=torch.float64)
     n, h = log.n_states, 1.0 / log.fs
     steps = int(round(horizon / h))
-    starts = np.arange(0, seg.shape[0] - steps, steps)
-    idx = torch.as_tensor(starts).unsqueeze(0) + torch.arange(steps + 1).unsqueeze(1)
     t = np.arange(seg.shape[0]) * h
     fig = Figure(figsize=(9.0, 4.0))
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(t, seg[:, 0].numpy(), color="k", lw=2.0, label="measured")
     for i, (name, field) in enumerate(models.items()):
-        with torch.no_grad():
-            traj = rk4_input_rollout(field, seg[starts, :n], seg[idx][..., n:], h)
-        for b in range(len(starts)):
+        rollouts = open_loop_rollouts(field, seg, n, steps, h)
+        if rollouts is None:  # the segment is shorter than the horizon: the measured angle only
+            break
+        idx, traj = rollouts
+        for b in range(idx.shape[1]):
             ax.plot(t[idx[:, b].numpy()], traj[:, b, 0].numpy(), color=f"C{i}", lw=1.0,
                     label=name if b == 0 else None)
     ax.set_xlabel("time (s)")

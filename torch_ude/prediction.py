@@ -23,7 +23,7 @@ from torch import Tensor
 
 from .recorded import RecordedLog
 
-__all__ = ["rk4_input_rollout", "prediction_errors"]
+__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors"]
 
 
 @torch.no_grad()
@@ -60,6 +60,30 @@ def _nrmse(pred: Tensor, meas: Tensor) -> tuple[list[float], list[float]]:
     return rms, [r / float(s) if float(s) > 0 else float("inf") for r, s in zip(rms, scale)]
 
 
+@torch.no_grad()
+def open_loop_rollouts(field: Callable[[Tensor, Tensor], Tensor], segment: Tensor, n_states: int, steps: int,
+                       h: float) -> tuple[Tensor, Tensor] | None:
+    """Open-loop predictions over ``steps`` steps from the start of each non-overlapping stretch of a segment.
+
+    Args:
+        field: ``F(x, u)``, (B, n), (B, n_u) -> (B, n).
+        segment: one log segment, (T, n + n_u): states, then inputs.
+        n_states: n.
+        steps: K, steps per prediction (the horizon times ``fs``).
+        h: step in s.
+
+    Returns:
+        ``(idx, traj)``: the sample indices of each window, (K + 1, B), and the predicted
+        trajectories from the measured states at ``idx[0]`` with the recorded inputs,
+        (K + 1, B, n); None when the segment holds no window of ``K + 1`` samples.
+    """
+    starts = np.arange(0, segment.shape[0] - steps, steps)
+    if starts.size == 0:
+        return None
+    idx = torch.as_tensor(starts).unsqueeze(0) + torch.arange(steps + 1).unsqueeze(1)
+    return idx, rk4_input_rollout(field, segment[starts, :n_states], segment[idx][..., n_states:], h)
+
+
 def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[float] = (1.0, 5.0)) -> dict:
     """One-step and open-loop prediction errors of a field on logs (module doc).
 
@@ -93,12 +117,11 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
         key = f"open_loop_{horizon:g}s"
         preds, meas, windows = [], [], 0
         for s in segments:
-            starts = np.arange(0, s.shape[0] - steps, steps)
-            if starts.size == 0:
+            rollouts = open_loop_rollouts(f, s, n, steps, h)
+            if rollouts is None:
                 continue
-            idx = torch.as_tensor(starts).unsqueeze(0) + torch.arange(steps + 1).unsqueeze(1)  # (K + 1, B)
-            traj = rk4_input_rollout(f, s[starts, :n], s[idx][..., n:], h)
-            windows += int(starts.size)
+            idx, traj = rollouts
+            windows += idx.shape[1]
             preds.append(traj[1:].reshape(-1, n))
             meas.append(s[idx][1:, :, :n].reshape(-1, n))
         if not preds:
