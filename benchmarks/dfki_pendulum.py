@@ -212,9 +212,10 @@ def torque_figure(comparisons: dict[str, dict]) -> Figure:
     return fig
 
 
-def _summary(rows: list[dict]) -> dict:
+def summarize_seeds(rows: list[dict], keys: tuple[str, ...] = KEYS) -> dict:
+    """Per key present in every row (one row per seed): the mean over the rows and the values."""
     return {k: {"mean": float(np.mean([r[k] for r in rows])), "values": [r[k] for r in rows]}
-            for k in KEYS if all(r.get(k) is not None for r in rows)}
+            for k in keys if all(r.get(k) is not None for r in rows)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
             if seed == args.seeds[0]:
                 comparisons[method] = comp
     out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
-    out["summary"] = {"jet_matching": _summary(out["jet_matching"]), "rk4_baseline": _summary(out["rk4_baseline"]),
+    out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"]),
+                      "rk4_baseline": summarize_seeds(out["rk4_baseline"]),
                       "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
                       "lab_model": {k: out["lab_model"].get(k) for k in KEYS}}
     folder = save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))

@@ -45,8 +45,8 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.dfki_pendulum import (_without_residual, add_run_arguments, jet_matching, require_data, residual_torques,
-                                      rk4_baseline, torque_figure)
+from benchmarks.dfki_pendulum import (_without_residual, add_run_arguments, jet_matching, require_data,
+                                      residual_torques, rk4_baseline, summarize_seeds, torque_figure)
 from benchmarks.jet_runs import RESULTS, save
 from torch_ude.position_only import noise_gains
 from torch_ude.prediction import prediction_errors, rk4_input_rollout
@@ -195,11 +195,6 @@ def simulation_figure(fs: float, runs: dict[str, dict | None]) -> Figure:
     return fig
 
 
-def _summary(rows: list[dict]) -> dict:
-    return {k: {"mean": float(np.mean([r[k] for r in rows])), "values": [r[k] for r in rows]}
-            for k in KEYS if all(r.get(k) is not None for r in rows)}
-
-
 def _line(name: str, row: dict) -> str:
     return f"{name}: " + ", ".join(f"{k} {row.get(k):.4g}" for k in KEYS if row.get(k) is not None)
 
@@ -255,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"position only: sigma_q {sigma_q:.3g} m -> sigma_v {out['position_only']['sigma_v_derived_m_per_s']:.3g} "
           f"m/s against a velocity RMS of {out['position_only']['velocity_rms_m_per_s']:.3g} m/s", flush=True)
     out["data_reports"] = [r.report for r in dm.train_logs + dm.val_logs]
-    out["summary"] = {"jet_matching": _summary(out["jet_matching"]), "rk4_baseline": _summary(out["rk4_baseline"]),
+    out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"], KEYS),
+                      "rk4_baseline": summarize_seeds(out["rk4_baseline"], KEYS),
                       "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
                       "idim_ls_model": {k: out["idim_ls_model"].get(k) for k in KEYS}}
     folder = save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))
