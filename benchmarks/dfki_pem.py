@@ -163,10 +163,10 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| model | " + " | ".join(KEYS) + " |")
     rows = {f"PEM-MHE {k}": v for k, v in out["pem"].items()} | {"f_known alone": out["f_known_alone"],
                                                                 "lab model": out["lab_model"]}
-    rows |= {f"{k} (benchmarks.dfki_pendulum, mean)": {key: v[key]["mean"] if isinstance(v[key], dict) else v[key]
-                                                        for key in KEYS}
-             for k, v in out.get("from_dfki_pendulum", {}).get("summary", {}).items()
-             if k in ("jet_matching", "rk4_baseline")}
+    summary = out.get("from_dfki_pendulum", {}).get("summary", {})
+    rows |= {f"{k} (benchmarks.dfki_pendulum, mean)":
+             {key: summary[k][key]["mean"] for key in KEYS if key in summary[k]}
+             for k in ("jet_matching", "rk4_baseline") if k in summary}
     for label, row in rows.items():
         print(f"| {label} | " + " | ".join(f"{row[k]:.4g}" if row.get(k) is not None else "–" for k in KEYS) + " |")
     folder = save(args.name, out)
