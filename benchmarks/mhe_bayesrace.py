@@ -80,13 +80,8 @@ def with_values(problem: IdentificationProblem, recording: object, physics: dict
     a, model = problem.arrival, other.model()
     hidden = {j: box for j, box in enumerate(a.box) if box is not None}
     means, stds = arrival_bounds(other.windows, model, hidden, a.margin, a.std_range)
-
-    def clip(v: float, b) -> float:
-        pad = 1e-6 * (b.upper - b.lower)
-        return min(max(v, b.lower + pad), b.upper - pad)
-
-    mean = tuple(clip(v, b) for v, b in zip(arrival[0], means))
-    std = tuple(clip(v, b) for v, b in zip(arrival[1], stds))
+    mean = tuple(b.clip(v) for v, b in zip(arrival[0], means))
+    std = tuple(b.clip(v) for v, b in zip(arrival[1], stds))
     return other.replace(arrival=ArrivalCost(mean, std, a.box, a.margin, a.std_range))
 
 

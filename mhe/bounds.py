@@ -45,6 +45,20 @@ class Bound:
         """Whether ``value`` lies strictly inside the bounds."""
         return (self.lower is None or value > self.lower) and (self.upper is None or value < self.upper)
 
+    def clip(self, value: float, pad: float = 1e-6) -> float:
+        """``value`` moved inside the bounds, ``pad`` of the range (two-sided) or ``pad`` (one-sided) from a bound.
+
+        For a value of another data set's box that must become a start inside this bound (`to_raw`
+        needs it strictly inside).
+        """
+        lo, hi = self.lower, self.upper
+        margin = pad * (hi - lo) if lo is not None and hi is not None else pad
+        if lo is not None:
+            value = max(value, lo + margin)
+        if hi is not None:
+            value = min(value, hi - margin)
+        return value
+
     def to_raw(self, value: float) -> float:
         """The unconstrained ``rho`` with ``from_raw(rho) == value`` (inverse sigmoid/softplus)."""
         lo, hi = self.lower, self.upper

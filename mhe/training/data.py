@@ -1,9 +1,10 @@
 """The data set of Eq. (3) as a LightningDataModule: an `IdentificationProblem` whose items are window indices.
 
 Every training batch is the whole (local) set of windows, so one optimizer step is one
-PEM iteration over all M windows. Under DDP, Lightning's distributed sampler hands each
-process the indices ``rank, rank + world, ...``; when M is not a multiple of the world
-size it pads with repeated indices, which `mhe.training.module.PEMModule` drops.
+PEM iteration over all M windows; the validation batch (``torch-ude validate``) is the same
+set. Under DDP, Lightning's distributed sampler hands each process the indices ``rank, rank + world,
+...``; when M is not a multiple of the world size it pads with repeated indices, which
+`mhe.training.module.PEMModule` drops.
 """
 from __future__ import annotations
 
@@ -48,3 +49,7 @@ class IdentificationData(L.LightningDataModule):
         """One batch of all window indices per epoch."""
         count = len(self.problem.windows)
         return DataLoader(WindowIndices(count), batch_size=count, shuffle=False)
+
+    def val_dataloader(self) -> DataLoader:
+        """One batch of all window indices (``torch-ude validate`` scores a trained run on this problem's recording)."""
+        return self.train_dataloader()

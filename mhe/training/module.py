@@ -9,6 +9,18 @@ process then takes the same step), then one step of a no-op optimizer so that
 stopping test fires the module sets ``trainer.should_stop``. The loop's state (optimizer,
 damping, counters) is saved in checkpoints; the run ends with the run files
 (`mhe.training.outputs.write_pem_outputs`) and a one-line summary.
+
+``torch-ude validate --ckpt_path RUN.ckpt`` scores a trained run on the data module's problem,
+typically another recording given on the command line
+(``--data.problem.recording.init_args.path OTHER``): `validation_step` solves every window's MHE
+at the checkpoint's parameters from ``validation_starts`` cold starts (lowest cost per window)
+and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the mean over the
+windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
+``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.arrival`),
+so the checkpoint also holds the physical ``s_bar`` and ``sigma``; outside a fit they are clipped
+into the box of the data being validated (the raw values would mean other numbers there). A fit
+does not validate (each PEM iteration is one Lightning epoch and a validation pass solves every
+window from cold starts): `setup` sets the trainer's ``limit_val_batches`` to 0 for ``fit``.
 """
 from __future__ import annotations
 
@@ -19,6 +31,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 
@@ -28,7 +41,7 @@ from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..report import PEMResult, PEMStep
-from ..solver import SolverSettings, WindowSolver
+from ..solver import SolverSettings, WindowSolver, cold_solve
 from .outputs import pem_outputs, write_pem_outputs
 
 __all__ = ["PEMModule"]
@@ -57,13 +70,21 @@ class PEMModule(L.LightningModule):
     Args:
         outer: the outer optimizer and its options (the same settings as `mhe.pem.PEMIdentifier`).
         solver: processes and build folder of each process's window solver (one subfolder per process).
+        validation_starts: cold starts per window when validating (``torch-ude validate``), >= 1.
+
+    Raises:
+        ValueError: for ``validation_starts < 1``.
     """
 
-    def __init__(self, outer: OuterSettings = OuterSettings(), solver: SolverSettings = SolverSettings()) -> None:
+    def __init__(self, outer: OuterSettings = OuterSettings(), solver: SolverSettings = SolverSettings(),
+                 validation_starts: int = 3) -> None:
         super().__init__()
+        if validation_starts < 1:
+            raise ValueError(f"validation_starts must be >= 1 (cold starts per window when validating); got "
+                             f"{validation_starts}.")
         self.save_hyperparameters()
         self.automatic_optimization = False
-        self.outer, self.solver_settings = outer, solver
+        self.outer, self.solver_settings, self.validation_starts = outer, solver, validation_starts
         self.estimator: MovingHorizonEstimator | None = None
         self.problem: IdentificationProblem | None = None
         self.solver: WindowSolver | None = None
@@ -74,7 +95,9 @@ class PEMModule(L.LightningModule):
         self._t0 = 0.0
 
     def setup(self, stage: str) -> None:
-        """Build the estimator of the data module's problem (once)."""
+        """Build the estimator of the data module's problem (once); a fit does not validate."""
+        if stage == TrainerFn.FITTING:
+            self.trainer.limit_val_batches = 0
         if self.estimator is not None:
             return
         dm = self.trainer.datamodule
@@ -109,16 +132,37 @@ class PEMModule(L.LightningModule):
 
     def training_step(self, batch: Tensor, batch_idx: int) -> None:
         """One PEM iteration over this process's windows (the sampler's padding dropped)."""
-        windows, world, rank = self.problem.windows, self.trainer.world_size, self.global_rank
-        keep = rank + torch.arange(len(batch)) * world < len(windows)
-        index = batch[keep].tolist()
-        step = self.loop.step(index, windows[index], rows=len(batch))
+        index = self._local(batch)
+        step = self.loop.step(index, self.problem.windows[index], rows=len(batch))
         self.optimizers().step()
         if self.loop.stop_reason:
             log.info("Gauss-Newton stops: the %s test fired after %d accepted steps.", self.loop.stop_reason,
                      len(self.loop.losses) - 1)
             self.trainer.should_stop = True
         self._log_step(step)
+
+    def _local(self, batch: Tensor) -> list[int]:
+        """This process's window indices of ``batch`` (the DDP sampler's padding dropped)."""
+        world, rank = self.trainer.world_size, self.global_rank
+        keep = rank + torch.arange(len(batch)) * world < len(self.problem.windows)
+        return batch[keep].tolist()
+
+    def on_validation_start(self) -> None:
+        """Start this process's window solver for validation (its own build subfolder)."""
+        folder = Path(self.solver_settings.build_dir) / f"validate_rank{self.global_rank}"
+        self.solver = WindowSolver.from_settings(self.estimator, self.solver_settings, folder)
+
+    def validation_step(self, batch: Tensor, batch_idx: int) -> None:
+        """The one-step prediction error of the windows at the current parameters (module docstring)."""
+        index = self._local(batch)
+        windows = self.problem.windows[index]
+        best = cold_solve(self.solver, windows, self.validation_starts)[0]
+        with torch.no_grad():
+            r = self.estimator.prediction_error(best.point.stages(), windows)[best.ok]
+        n_ok = int(best.ok.sum())
+        self.log_dict({"val/one_step_mse": float((r ** 2).mean()) if n_ok else float("nan"),
+                       "val/failed": float(best.n_failed), "val/windows": float(len(index))},
+                      batch_size=max(n_ok, 1))
 
     def _log_step(self, step: PEMStep) -> None:
         c = self.loop.counters
@@ -140,13 +184,24 @@ class PEMModule(L.LightningModule):
         self.log_dict(stats, on_step=True, prog_bar=False, batch_size=max(step.n_used, 1))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """Add the loop's state (optimizer, damping, counters)."""
+        """Add the loop's state (optimizer, damping, counters) and the physical arrival cost."""
         if self.loop is not None:
             checkpoint["pem_loop"] = self.loop.state_dict()
+        if self.estimator is not None:
+            checkpoint["arrival"] = {"mean": self.estimator.arrival_mean.detach().tolist(),
+                                     "std": self.estimator.arrival_std().detach().tolist()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Keep the loop's saved state for `on_train_start`, so a resumed run goes on where it stopped."""
+        """Keep the loop's saved state for `on_train_start`, so a resumed run goes on where it stopped; outside a
+        fit, put the saved physical arrival cost into this data's bounds (module docstring)."""
         self._restored = checkpoint.get("pem_loop")
+        trainer, arrival = self._trainer, checkpoint.get("arrival")
+        if arrival is None or self.estimator is None or (trainer is not None and trainer.state.fn == TrainerFn.FITTING):
+            return
+        est, state = self.estimator, checkpoint["state_dict"]
+        for key, values, bounds in (("estimator.arrival_mean_raw", arrival["mean"], est.arrival_mean_bounds),
+                                    ("estimator.arrival_std_raw", arrival["std"], est.arrival_std_bounds)):
+            state[key] = torch.tensor([b.to_raw(b.clip(v)) for v, b in zip(values, bounds)], dtype=torch.float64)
 
     def on_train_end(self) -> None:
         """Write the run files and end with the one-line summary."""

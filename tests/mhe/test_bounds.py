@@ -41,3 +41,11 @@ def test_bad_names_and_initial_values_are_rejected():
         BoundedParameters({"a": 1.0}, identify=["z"])
     with pytest.raises(ValueError, match="must lie strictly inside its bounds"):
         BoundedParameters({"a": 3.0}, {"a": Bound(0.0, 2.0)})
+
+
+def test_clip_moves_values_strictly_inside_and_leaves_inner_ones():
+    b = Bound(0.0, 2.0)
+    assert b.clip(5.0) == 2.0 - 2e-6 and b.clip(-1.0) == 2e-6 and b.clip(0.5) == 0.5
+    assert Bound(lower=0.0).clip(-3.0, pad=0.1) == 0.1 and Bound(upper=1.0).clip(4.0) == 1.0 - 1e-6
+    assert Bound().clip(-7.0) == -7.0
+    assert b.contains(b.clip(2.0)) and math.isfinite(b.to_raw(b.clip(2.0)))
