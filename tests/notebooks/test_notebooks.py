@@ -17,7 +17,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CHECKED = {"jet_matching_quickstart.ipynb", "savgol_and_noise.ipynb", "baseline_vs_jet.ipynb",
-           "on_device_training.ipynb", "jet_vs_pem.ipynb", "real_logs.ipynb"}
+           "on_device_training.ipynb", "jet_vs_pem.ipynb", "real_logs.ipynb", "racing_tables.ipynb"}
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 _KERNEL_PROBE = "import sys\nprint('KERNEL_PREFIX ' + sys.prefix)"
 
@@ -184,3 +184,60 @@ def test_real_logs_runs_every_method_on_the_dfki_logs(tmp_path, monkeypatch):
                 "dfki_pendulum / PEM-MHE theta_all"):
         assert 0 < nrmse[key] < 100
     assert r["rollout"] == {"segments": 1, "files": ["ddp.csv"]}
+
+
+RACING_JSONS = ["mhe_bayesrace/table1.json", "mhe_bayesrace_baselines/ekf_pem.json",
+                "mhe_bayesrace_baselines/joint_mhe.json", "mhe_iac/baselines.json", "mhe_iac/deep_dynamics.json",
+                "mhe_iac/table2.json", "mhe_subnet/subnet.json"]
+
+
+def test_racing_tables_without_results_names_the_commands_and_shows_the_paper(tmp_path, monkeypatch):
+    r = run_notebook("racing_tables.ipynb", tmp_path, monkeypatch)
+    assert r["missing"] == RACING_JSONS and r["plots"] == []
+    assert len(r["table1"]) == 5 and all(m.endswith(", paper") for m in r["table1"])
+    assert r["table2_validation"]["PEM-MHE (gray-box), paper"] == 2.84e-4 and len(r["table2"]) == 6
+
+
+def _write(root: Path, name: str, payload: dict) -> None:
+    path = root / "results" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload))
+
+
+def test_racing_tables_reads_every_row_of_the_benchmark_jsons(tmp_path, monkeypatch):
+    def one(train, val, **extra):
+        return {"train": {"mse": train}, "validation": {"mse": val, **extra}}
+
+    ms = {"multi_step": {"mse": 0.1, "rmse_end": [0.8, 0.01]}}
+    _write(tmp_path, "mhe_bayesrace/table1.json", {"truth": one(1e-10, 3e-5),
+                                                   "pem_mhe": {**one(1e-19, 1e-3), "mean_rel_error": 4e-7,
+                                                               "training_s": 100.0}})
+    _write(tmp_path, "mhe_bayesrace_baselines/ekf_pem.json", {
+        k: {**one(1e-5, 2e-5), "mean_rel_error": 0.1, "training_s": 2.0} for k in ("ekf_pem_paper", "ekf_pem_start")})
+    _write(tmp_path, "mhe_bayesrace_baselines/joint_mhe.json",
+           {"joint_mhe": {**one(4e-4, 2e-2), "mean_rel_error": 0.6, "training_s": 49.0}})
+    _write(tmp_path, "mhe_subnet/subnet.json", {"rows": {"train": {"one_step": {"mse": 0.01}},
+                                                         "validation": {"one_step": {"mse": 3.5}}},
+                                                "training": {"seconds": 290.0}})
+    _write(tmp_path, "mhe_iac/table2.json", {"one_step_error": "r^2", "rows": {
+        "start": one(7e-4, 2e-3, **ms), "PEM-MHE (gray-box)": {**one(5e-4, 1.2e-3, **ms), "training_s": 1800.0}}})
+    _write(tmp_path, "mhe_iac/baselines.json", {"rows": {"Joint-MHE": one(7.7e-4, 2.0e-3, **ms),
+                                                          "SUBNET": one(3e-4, 4e-3, **ms)}})
+    _write(tmp_path, "mhe_iac/deep_dynamics.json", {"rows": {"EKF->PEM (adaptive)": one(2e-4, 1.9e-3, **ms)}})
+    _write(tmp_path, "mhe_iac/another.json", {"rows": {"new row": one(1e-4, 1e-3)}})  # a row added later
+    _write(tmp_path, "mhe_iac/metrics.json", {"steps": 3})  # a run file, not a table
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.plot([0, 1])
+    plt.savefig(tmp_path / "results" / "mhe_iac" / "validation.png")
+    plt.close()
+    r = run_notebook("racing_tables.ipynb", tmp_path, monkeypatch)
+    assert r["missing"] == [] and r["plots"] == ["mhe_iac/validation.png"]
+    assert r["table1"][5:] == ["ground truth, ours", "PEM-MHE (physics-only), ours",
+                               "EKF->PEM, ours (10 inits within 5 % of the truth)",
+                               "EKF->PEM, ours (from the 67.95 % start)", "Joint-MHE, ours", "SUBNET, ours"]
+    assert r["table2"][6:] == ["start, ours [table2.json]", "PEM-MHE (gray-box), ours [table2.json]",
+                               "Joint-MHE, ours [baselines.json]", "SUBNET, ours [baselines.json]",
+                               "EKF->PEM (adaptive), ours [deep_dynamics.json]", "new row, ours [another.json]"]
+    assert r["table2_validation"]["PEM-MHE (gray-box), ours [table2.json]"] == 1.2e-3
