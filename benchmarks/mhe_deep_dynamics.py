@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--batch-size", type=int, default=d.batch_size)
     ap.add_argument("--lr", type=float, default=d.lr)
+    ap.add_argument("--state-weights", type=float, nargs="+", default=list(d.state_weights),
+                    help="loss weight of each state's squared one-step error (vx, vy, omega)")
     ap.add_argument("--holdout", type=float, default=d.holdout, help="fraction held out to pick the kept epoch")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads for the training")
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
     args, overrides = ap.parse_known_args(argv)
     settings = DeepDynamicsSettings(args.history, args.gru_width, args.gru_layers, args.dense_width, args.dense_layers,
-                                    args.epochs, args.batch_size, args.lr, d.state_weights, args.holdout, args.seed)
+                                    args.epochs, args.batch_size, args.lr, args.state_weights, args.holdout, args.seed)
     torch.set_num_threads(args.threads)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
