@@ -1,4 +1,4 @@
-"""Table 2 of the PEM-MHE paper on the real IAC racecar, physics-only rows: EKF->PEM and PEM-MHE from one start.
+"""Table 2 of the PEM-MHE paper on the real IAC racecar: EKF->PEM, physics-only and gray-box PEM-MHE.
 
 The experiment is the config's (``configs/mhe_iac_physics_gn.yaml``: the first 70 % of the gated
 stretch of Deep Dynamics' IAC log B trains, y = (vx, omega), vy unmeasured, 16 parameters within
@@ -12,7 +12,10 @@ the config's start values (the paper: all methods from one start, Chrosniak et a
   part (the filter's noise model and prior from the config's MHE weights and arrival cost, as in
   ``benchmarks.mhe_bayesrace_baselines``), then `mhe.state_pem.fit_on_states` on the frozen
   estimates from the start values;
-* PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton).
+* PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
+* PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
+  (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
+  the physics-only result recorded in it, Adam), scored with its trained network.
 
 Metrics at each row's parameters, from each window's MHE (`benchmarks.mhe_bayesrace.best_solutions`:
 the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
@@ -25,21 +28,26 @@ the config's arrival-cost start, PEM-MHE's trained one, each clipped into the bo
   measurement) the model runs open loop with the logged inputs for ``--rollout-s`` (1 s = 25 steps);
   the mean over windows, steps and outputs of the squared output error, and per output the RMSE
   at the end of the rollout;
-* training time: the wall time of the fit (EKF + fit; the PEM loop).
+* training time: the wall time of the fit (EKF + fit; the PEM loop; for the gray-box its own loop,
+  which starts where the physics-only loop ended).
 
 Prints the table and writes ``table2.json`` and ``validation.png`` (measured vx and omega on the
-validation part with the 1 s open-loop predictions of EKF->PEM and PEM-MHE) to ``--out``::
+validation part with the 1 s open-loop predictions of EKF->PEM and each PEM-MHE row) to ``--out``
+(the PEM runs' files in ``--out`` and, for the gray-box, ``--out``/gray)::
 
     python -m benchmarks.mhe_iac
+    python -m benchmarks.mhe_iac --gray           # also the gray-box row
     python -m benchmarks.mhe_iac --start          # the start values and MHE weights of the config
+    python -m benchmarks.mhe_iac --config configs/mhe_iac_gray.yaml --scales   # the residual's scales
     python -m benchmarks.mhe_iac --trainer.max_steps 3 --out results/mhe_iac_short
 
-Further arguments are ``torch-ude`` overrides of the config.
+Further arguments are ``torch-ude`` overrides of both configs.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,10 +62,12 @@ from mhe.ekf import ExtendedKalmanFilter
 from mhe.logs import IACRecording
 from mhe.solver import Start
 from mhe.state_pem import fit_on_states
-from mhe.training import load_experiment, pem_outputs, write_pem_outputs
+from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
 from torch_ude.savgol import SavitzkyGolay
 
 CONFIG = "configs/mhe_iac_physics_gn.yaml"
+GRAY_CONFIG = "configs/mhe_iac_gray.yaml"
+GRAY = "PEM-MHE (gray-box)"
 VALIDATION_PART = (0.7, 1.0)
 GUESS: dict[str, float] = {"Bf": 10.0, "Cf": 1.3, "Df": 4500.0, "Ef": -0.5, "Shf": 0.0, "Svf": 0.0,
                            "Br": 10.0, "Cr": 1.3, "Dr": 3250.0, "Er": -0.5, "Shr": 0.0, "Svr": 0.0,
@@ -137,9 +147,13 @@ def ekf_pem(problem: IdentificationProblem, build: Path) -> dict:
                                                    .mean()))}
 
 
-def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tensor, steps: int) -> torch.Tensor:
-    """Open-loop outputs from states ``x0`` (M, n_x) at samples ``first`` (M,), logged inputs: (M, steps, n_y)."""
-    model, u = problem.model(), problem.recording.inputs
+def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tensor, steps: int,
+             residual: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+    """Open-loop outputs from states ``x0`` (M, n_x) at samples ``first`` (M,), logged inputs: (M, steps, n_y).
+
+    ``residual``: the weights (``state_dict``) of ``problem``'s neural residual; None: its start weights.
+    """
+    model, u = with_residual(problem.model(), residual), problem.recording.inputs
     x, out = x0, []
     with torch.no_grad():
         for k in range(steps):
@@ -148,15 +162,32 @@ def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tens
     return torch.stack(out, dim=1)
 
 
+def with_residual(model, residual: Mapping[str, torch.Tensor] | None):
+    """``model`` (a `mhe.model.StateSpaceModel`) with its neural residual's weights set to ``residual`` (if given).
+
+    Raises:
+        ValueError: for weights given to a model without a residual.
+    """
+    if residual is not None:
+        if model.residual is None:
+            raise ValueError("residual weights were given for a problem without a neural residual; give None.")
+        model.residual.load_state_dict(dict(residual))
+    return model
+
+
 def score(problem: IdentificationProblem, build: Path, starts: int, rollout_steps: int = 0,
-          warm: list[Start | None] | None = None) -> tuple[dict, dict]:
+          warm: list[Start | None] | None = None,
+          residual: Mapping[str, torch.Tensor] | None = None) -> tuple[dict, dict]:
     """One-step error (and, for ``rollout_steps > 0``, the multi-step error) of ``problem`` at its start values.
+
+    ``residual``: the trained weights (``state_dict``) of ``problem``'s neural residual; None: its start weights.
 
     Returns:
         The metrics, and for plotting the sample index of each rollout's first prediction and its
         outputs, (M',) and (M', rollout_steps, n_y).
     """
     est = problem.estimator()
+    with_residual(est.model, residual)
     with WindowSolver(est, build) as solver:
         best = best_solutions(est, problem, solver, starts, warm)
         out = one_step_error(est, problem, solver, starts, best=best)
@@ -166,7 +197,7 @@ def score(problem: IdentificationProblem, build: Path, starts: int, rollout_step
     first = windows.start + windows.horizon - 1  # the sample of x^_{N-1}
     keep = best.ok & (first + rollout_steps < len(y))
     first = first[keep]
-    pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps)
+    pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps, residual)
     meas = y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]]
     err = pred - meas
     out["multi_step"] = {"mse": float((err ** 2).mean()), "steps": rollout_steps, "rollouts": int(keep.sum()),
@@ -182,7 +213,7 @@ def plot(path: Path, rec_t: np.ndarray, y: np.ndarray, curves: Mapping[str, dict
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
-    colors = {"EKF->PEM": "tab:orange", "PEM-MHE (physics-only)": "tab:blue"}
+    colors = {"EKF->PEM": "tab:orange", "PEM-MHE (physics-only)": "tab:blue", GRAY: "tab:red"}
     for j, (ax, label) in enumerate(zip(axes, ("vx (m/s)", "omega (rad/s)"))):
         ax.plot(rec_t, y[:, j], color="k", lw=0.8, label="measured")
         for name, c in curves.items():
@@ -198,17 +229,70 @@ def plot(path: Path, rec_t: np.ndarray, y: np.ndarray, curves: Mapping[str, dict
     plt.close(fig)
 
 
+def residual_scales(problem: IdentificationProblem, values: Mapping[str, float]) -> dict[str, list[float]]:
+    """The neural residual's scales measured on ``problem``'s recording at physical ``values``.
+
+    Returns:
+        ``in_scale``: the RMS of each logged state and input, (n_x + n_u,); ``out_scale``: the RMS of
+        the one-step residuals on the logged states (`one_step_residuals`) divided by ``h``, (n_x,).
+    """
+    rec = problem.recording
+    z = torch.cat([rec.states, rec.inputs], dim=-1)
+    res = one_step_residuals(problem, values) / rec.dt
+    return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
+
+
+def fit_pem(exp: PEMExperiment, out: Path, log_every: int) -> dict:
+    """Run PEM-MHE on ``exp`` in this process and write its run files to ``out``.
+
+    Returns:
+        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost), the
+        trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
+        ``residual`` weights (None without a residual) and the ``history`` of the iterations.
+    """
+    problem = exp.problem
+    outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    history = []
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        t0 = time.perf_counter()
+
+        def record(i, step):
+            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
+                            "wall_s": time.perf_counter() - t0})
+            if i % log_every == 0 or step.stop:
+                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
+                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
+
+        result = pem.fit(record)
+        est = pem.estimator
+        write_pem_outputs(outputs, est, result)
+        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
+        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
+        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
+        net = est.model.residual
+        residual = None if net is None else {k: v.detach().clone() for k, v in net.state_dict().items()}
+    row = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
+           "failed_window_solves": result.counters.failed, "arrival": arrival}
+    return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history}
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run both rows on the config, evaluate, print and write ``table2.json`` and ``validation.png``."""
+    """Run the rows on the configs, evaluate, print and write ``table2.json`` and ``validation.png``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
-                                 "overrides of the config, e.g. --trainer.max_steps 20.")
+                                 "overrides of both configs, e.g. --trainer.max_steps 20.")
     ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
+    ap.add_argument("--gray", action="store_true", help="also the gray-box PEM-MHE row (--gray-config)")
+    ap.add_argument("--gray-config", default=GRAY_CONFIG,
+                    help="the gray-box PEM-MHE config (the --config problem with a neural residual)")
     ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
                     help="the fractions (a, b) of the gated stretch to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
     ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
     ap.add_argument("--start", action="store_true", help="only print the start values and MHE weights")
+    ap.add_argument("--scales", action="store_true",
+                    help="only print a neural residual's in/out scales measured at the config's values")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
@@ -220,6 +304,15 @@ def main(argv: list[str] | None = None) -> None:
         made = logged_state_start(problem)
         print(json.dumps(made, indent=1))
         return
+    if args.scales:
+        print(json.dumps(residual_scales(problem, values_of(problem)), indent=1))
+        return
+    gray_exp = None
+    if args.gray:
+        gray_exp = load_experiment(args.gray_config, overrides)
+        if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
+            raise ValueError(f"--gray-config {args.gray_config} must add a neural residual (data.problem.residual) "
+                             "to a problem on an mhe.logs.IACRecording.")
     val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
                               args.validation_part)
     steps = round(args.rollout_s / problem.recording.dt)
@@ -231,10 +324,13 @@ def main(argv: list[str] | None = None) -> None:
 
     config_arrival = (list(problem.arrival.mean), list(problem.arrival.std))
 
-    def evaluate(name: str, values: dict, arrival: tuple, warm: list | None = None) -> None:
-        train, _ = score(with_values(problem, src, values, arrival), build / name / "train", args.starts, 0, warm)
-        val, curve = score(with_values(problem, val_source, values, arrival), build / name / "validation",
-                           args.starts, steps)
+    def evaluate(name: str, values: dict, arrival: tuple, warm: list | None = None, base: IdentificationProblem =
+                 problem, residual: Mapping[str, torch.Tensor] | None = None) -> None:
+        folder = build / re.sub(r"[^A-Za-z0-9.-]+", "_", name)  # L4CasADi's compiler command takes no spaces
+        train, _ = score(with_values(base, base.source, values, arrival), folder / "train", args.starts, 0,
+                         warm, residual)
+        val, curve = score(with_values(base, val_source, values, arrival), folder / "validation",
+                           args.starts, steps, residual=residual)
         rows[name] = {**rows.get(name, {}), "values": values, "train": train, "validation": val}
         curves[name] = curve
         print(f"{name}: one-step train {train['mse']:.3e}, validation {val['mse']:.3e}, {args.rollout_s:g} s open "
@@ -244,34 +340,31 @@ def main(argv: list[str] | None = None) -> None:
     rows["EKF->PEM"] = ekf_pem(problem, build / "ekf")
     evaluate("EKF->PEM", rows["EKF->PEM"]["values"], config_arrival)
 
-    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
-    outputs.start()
-    history = []
-    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
-        t0 = time.perf_counter()
-
-        def record(i, step):
-            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
-                            "wall_s": time.perf_counter() - t0})
-            if i % args.log_every == 0 or step.stop:
-                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
-                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
-
-        result = pem.fit(record)
-        est = pem.estimator
-        write_pem_outputs(outputs, est, result)
-        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
-        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
-        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
     name = "PEM-MHE (physics-only)"
-    rows[name] = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
-                  "failed_window_solves": result.counters.failed, "arrival": arrival}
-    evaluate(name, values, arrival, warm)
+    phys = fit_pem(exp, args.out, args.log_every)
+    values, arrival, history = phys["values"], phys["arrival"], phys["history"]
+    rows[name] = phys["row"]
+    evaluate(name, values, arrival, phys["warm"])
     val_config_arrival, _ = score(with_values(problem, val_source, values, config_arrival),
                                   build / name / "config_arrival", args.starts)
     rows[name]["validation_config_arrival"] = val_config_arrival
 
-    table = {"config": args.config, "overrides": overrides, "validation_part": list(args.validation_part),
+    if gray_exp is not None:
+        gray_problem, gray_start = gray_exp.problem, values_of(gray_exp.problem)
+        print(f"{GRAY}: {sum(p.numel() for p in gray_problem.model().parameters())} identified parameters; its start "
+              f"differs from this run's physics-only result by at most "
+              f"{max(abs(gray_start[n] - v) / max(abs(v), 1e-12) for n, v in values.items()):.2e} (relative)",
+              flush=True)
+        gray = fit_pem(gray_exp, args.out / "gray", args.log_every)
+        last = gray_problem.model().residual.mlp.n_layers - 1
+        rows[GRAY] = {**gray["row"], "config": args.gray_config, "start": gray_start,
+                      "residual": {"sizes": list(gray_problem.model().residual.mlp.sizes),
+                                   "last_layer_weight_norm": float(gray["residual"][f"mlp.weight{last}"].norm())},
+                      "history": gray["history"]}
+        evaluate(GRAY, gray["values"], gray["arrival"], gray["warm"], gray_problem, gray["residual"])
+
+    table = {"config": args.config, "gray_config": args.gray_config if args.gray else None, "overrides": overrides,
+             "validation_part": list(args.validation_part),
              "one_step_error": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
                                "(Eq. 9), x^_N from each window's MHE at the row's parameters",
              "multi_step_error": f"mean over windows, {steps} steps and outputs of the squared error of the open-loop "
@@ -280,7 +373,8 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "table2.json").write_text(json.dumps(table, indent=1) + "\n")
     rec = val_source.record()
     t = (torch.arange(len(rec.outputs)) * rec.dt).numpy()
-    plot(args.out / "validation.png", t, rec.outputs.numpy(), {k: curves[k] for k in ("EKF->PEM", name)})
+    plot(args.out / "validation.png", t, rec.outputs.numpy(),
+         {k: curves[k] for k in ("EKF->PEM", name, GRAY) if k in curves})
     print("| method | one-step train | one-step validation | 1 s open loop, validation | training time |")
     print("| --- | --- | --- | --- | --- |")
     for k, r in rows.items():
@@ -288,6 +382,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {k} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | "
               f"{r['validation']['multi_step']['mse']:.3g} | {wall} |")
     print(f"PEM-MHE validation with the config's arrival-cost start: {val_config_arrival['mse']:.3g}")
+    if GRAY in rows:
+        change = rows[GRAY]["validation"]["mse"] / rows[name]["validation"]["mse"] - 1
+        print(f"{GRAY} one-step validation vs physics-only: {100 * change:+.1f} % (paper: -31 %)")
     print(f"written {args.out / 'table2.json'} and {args.out / 'validation.png'}")
 
 

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.mhe_iac import CONFIG, inside, logged_state_start, main, score, values_of
+from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, inside, logged_state_start, main, residual_scales, score,
+                                 values_of, with_residual)
 from mhe import Bound
 from mhe.training import load_experiment
 from tests.mhe.data import data_file
@@ -77,3 +78,44 @@ def test_the_config_holds_the_start_and_weights_that_start_computes(monkeypatch)
         assert v == pytest.approx(config[n], rel=1e-6, abs=1e-9), n
     assert [float(f"{q:.2g}") for q in made["process_std"]] == list(problem.mhe.process_std)
     assert [float(f"{r:.2g}") for r in made["measurement_std"]] == list(problem.mhe.measurement_std)
+
+
+@pytest.mark.slow
+def test_a_tiny_run_with_gray_adds_the_gray_box_row_with_a_trained_network(tmp_path, monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out"
+    main([*TINY, "--gray", "--trainer.max_steps", "2", "--starts", "1", "--validation-part", "0.95", "1.0",
+          "--out", str(out), "--model.solver.build_dir", str(tmp_path / "build"),
+          "--trainer.default_root_dir", str(tmp_path / "run")])
+    rows = json.loads((out / "table2.json").read_text())["rows"]
+    assert list(rows) == ["start", "EKF->PEM", "PEM-MHE (physics-only)", GRAY]
+    gray = rows[GRAY]
+    assert gray["train"]["windows"] == 5 and gray["validation"]["multi_step"]["rollouts"] == 5
+    assert gray["steps"] == 2 and gray["failed_window_solves"] == 0 and gray["training_s"] > 0
+    assert gray["residual"]["sizes"] == [5, 32, 32, 3]
+    assert gray["residual"]["last_layer_weight_norm"] > 1e-3  # Adam moved the zero-initialised last layer
+    assert gray["values"] != gray["start"]  # and the physics
+    assert (out / "gray" / "field.pt").is_file()
+
+
+def test_gray_config_without_a_residual_is_an_error(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ValueError, match=r"--gray-config configs/mhe_iac_physics_gn.yaml must add a neural residual"):
+        main(["--gray", "--gray-config", CONFIG, "--trainer.logger", "false"])
+
+
+def test_residual_weights_for_a_model_without_a_residual_are_an_error(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    model = load_experiment(CONFIG, ["--trainer.logger", "false"]).problem.model()
+    with pytest.raises(ValueError, match="problem without a neural residual"):
+        with_residual(model, {})
+
+
+def test_the_gray_config_holds_the_residual_scales_measured_at_its_start(monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    problem = load_experiment(GRAY_CONFIG, ["--trainer.logger", "false"]).problem
+    made = residual_scales(problem, values_of(problem))
+    assert [float(f"{v:.2g}") for v in made["in_scale"]] == list(problem.residual.in_scale)
+    assert [float(f"{v:.2g}") for v in made["out_scale"]] == list(problem.residual.out_scale)
