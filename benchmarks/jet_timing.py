@@ -2,21 +2,24 @@
 
     python -m benchmarks.jet_timing run        # one default run: wall_s, update_ms (3 seeds)
     python -m benchmarks.jet_timing profile    # cProfile of one run, grouped by component
-    python -m benchmarks.jet_timing compare    # torch's clipping + AveragedModel vs the lean ones, side by side
+    python -m benchmarks.jet_timing compare    # the trainer at issue 15's filing vs now, side by side
     python -m benchmarks.jet_timing macs       # matmul MACs per update (torch FlopCounterMode)
     python -m benchmarks.jet_timing memory     # RSS over a one-hour stream
 
-Writes results/jet_timing/<what>.json (and memory.png).
+Writes results/jet_timing/<what>.json (and memory.png, compare.png).
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
 import json
+import os
 import pstats
+import subprocess
+import sys
+import tempfile
 import time
-from contextlib import contextmanager
-from unittest import mock
+from pathlib import Path
 
 import lightning as L
 import matplotlib
@@ -25,20 +28,23 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, fit, summarize  # noqa: E402
 from torch_ude import HybridField, JetLoss, SinglePendulum  # noqa: E402
 
 CONFIG = "configs/pendulum_case_a.yaml"
+# The trainer before issue 15's work on it: the newest commit before the issue's first commit
+# (caa700a, known inputs). The issue was filed earlier; trainer changes between its filing and this
+# commit (the TorchScript plant, 7dde3bb) only made it faster, so "before" is not slower than at filing.
+BEFORE = "68b5d304c1492adfa24c55d88efa409d997ba0fd"
+RUN_ONE = ("import json, sys, torch; from benchmarks.jet_runs import fit; torch.set_num_threads(1); "
+           "m = fit(sys.argv[1], sys.argv[2], int(sys.argv[3])); "
+           "print(json.dumps({k: m[k] for k in ('wall_s', 'update_ms', 'e_field', 'e_field_visited', 'updates')}))")
 COMPONENTS = {  # (file fragment, function) -> component; cumulative time, nested calls included
     ("torch_ude/jet.py", "value_and_grad"): "hand-written jet gradient",
     ("torch/optim/optimizer.py", "wrapper"): "Adam step (+ schedule)",
-    ("lightning/pytorch/core/optimizer.py", "step"): "Lightning's optimizer step (Adam, schedule, hooks)",
-    ("torch/optim/swa_utils.py", "update_parameters"): "EMA update",
     ("torch_ude/update.py", "update_parameters"): "EMA update",
-    ("torch/nn/utils/clip_grad.py", "clip_grad_norm_"): "gradient clipping",
     ("torch_ude/update.py", "clip_grad_norm"): "gradient clipping",
     ("torch_ude/reservoir.py", "sample"): "minibatch draw",
     ("torch_ude/stream.py", "push"): "stream estimator (calibration, windows, gate, reservoir)",
@@ -56,48 +62,76 @@ def timing(seeds: list[int]) -> dict:
     return {"runs": [{k: r[k] for k in keys} for r in runs], **{k: summarize([r[k] for r in runs]) for k in keys}}
 
 
-@contextmanager
-def torch_housekeeping():
-    """The update as before issue 15 (item 6): torch's ``clip_grad_norm_`` and ``AveragedModel``
-    in place of `torch_ude.update.clip_grad_norm` and `ExponentialAverage`."""
-    def ema(field, decay):
-        return AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(decay))
+def export_tree(ref: str, folder: Path) -> Path:
+    """Write the files of commit ``ref`` of this repository into ``folder`` (``git archive``).
 
-    with mock.patch("torch_ude.update.clip_grad_norm", torch.nn.utils.clip_grad_norm_), \
-            mock.patch("torch_ude.training.module.ExponentialAverage", ema):
-        yield
+    Raises:
+        ValueError: if ``ref`` is not a commit of this repository (or git is missing).
+    """
+    try:
+        archive = subprocess.run(["git", "archive", "--format=tar", ref], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        raise ValueError(f"cannot export commit {ref!r} with git archive (run from the repository root with git "
+                         f"installed): {detail.decode().strip() or err}") from err
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
 
 
-def compare(seeds: list[int], repeats: int) -> dict:
-    """Default runs with torch's clipping and EMA ("before") and the lean ones ("after"),
-    alternating run by run; the weights of the two must be equal to the last bit."""
+def run_in(tree: Path, root: Path, seed: int) -> dict:
+    """One default run of the trainer in source tree ``tree`` (a fresh interpreter whose imports
+    come from that tree, one torch thread); returns its metrics (wall time measured inside the run)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", RUN_ONE, CONFIG, str(root.resolve()), str(seed)], cwd=tree, env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"the run in {tree} (seed {seed}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    """Whether two runs' exported fields (``field.pt``) have equal state dicts, to the last bit."""
+    fa, fb = (torch.load(p / "field.pt", weights_only=False).state_dict() for p in (a, b))
+    return fa.keys() == fb.keys() and all(torch.equal(fa[k], fb[k]) for k in fa)
+
+
+def compare(seeds: list[int], repeats: int, before: str = BEFORE) -> dict:
+    """Default runs of the trainer at commit ``before`` and of this working tree, alternating run
+    by run (same seeds, same machine, each in a fresh interpreter); the trained (EMA) weights of
+    each pair are compared bit for bit."""
     folder = RESULTS / "jet_timing"
-    rows, identical, load_start = [], True, psutil.getloadavg()
-    for r in range(repeats):
-        for s in seeds:
-            out = {}
-            for variant in ("before", "after"):
-                root = folder / f"compare_{variant}_{s}"
-                if variant == "before":
-                    with torch_housekeeping():
-                        m = fit(CONFIG, root, s)
-                else:
-                    m = fit(CONFIG, root, s)
-                out[variant] = m
-                rows.append({"variant": variant, "seed": s, "repeat": r, "wall_s": m["wall_s"],
-                             "update_ms": m["update_ms"], "e_field_visited": m["e_field_visited"]})
-            a = torch.load(folder / f"compare_before_{s}" / "field.pt", weights_only=False)
-            b = torch.load(folder / f"compare_after_{s}" / "field.pt", weights_only=False)
-            same = all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-            same = same and out["before"]["e_field"] == out["after"]["e_field"]
-            identical = identical and same
-    res = {"runs": rows, "bit_identical": identical, "load_average_start": load_start,
-           "load_average_end": psutil.getloadavg()}
+    rows, identical, load_start = [], True, os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="jet_timing_before_") as tmp:
+        trees = {"before": export_tree(before, Path(tmp)), "after": Path.cwd()}
+        for r in range(repeats):
+            for s in seeds:
+                for variant, tree in trees.items():
+                    m = run_in(tree, folder / f"compare_{variant}_{s}", s)
+                    rows.append({"variant": variant, "seed": s, "repeat": r, **m})
+                same = same_weights(folder / f"compare_before_{s}", folder / f"compare_after_{s}")
+                identical = identical and same and rows[-1]["e_field"] == rows[-2]["e_field"]
+    res = {"before_commit": before, "runs": rows, "bit_identical": identical, "load_average_start": load_start,
+           "load_average_end": os.getloadavg()}
     for variant in ("before", "after"):
         for k in ("wall_s", "update_ms"):
             res[f"{variant}_{k}"] = summarize([r[k] for r in rows if r["variant"] == variant])
     res["wall_ratio_after_before"] = res["after_wall_s"]["mean"] / res["before_wall_s"]["mean"]
     return res
+
+
+def plot_compare(result: dict, path: Path) -> None:
+    """Wall time of every run of `compare`, in the order they ran."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for variant, color in (("before", "tab:gray"), ("after", "tab:blue")):
+        idx = [i for i, r in enumerate(result["runs"]) if r["variant"] == variant]
+        ax.plot(idx, [result["runs"][i]["wall_s"] for i in idx], "o", color=color,
+                label=f"{variant}: mean {result[f'{variant}_wall_s']['mean']:.2f} s")
+    ax.set(xlabel="run (in the order run)", ylabel="wall time [s]", ylim=(0, None),
+           title=f"default pendulum run, after/before = {result['wall_ratio_after_before']:.2f}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def profile() -> dict:
@@ -171,10 +205,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--duration", type=float, default=3600.0)
     ap.add_argument("--repeats", type=int, default=2, help="compare: rounds over the seeds")
+    ap.add_argument("--before", default=BEFORE, help="compare: the commit of the 'before' trainer")
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1; got {args.repeats}.")
     torch.set_num_threads(1)
     result = {"run": lambda: timing(args.seeds), "profile": profile, "macs": macs,
-              "memory": lambda: memory(args.duration), "compare": lambda: compare(args.seeds, args.repeats)}[args.what]()
+              "memory": lambda: memory(args.duration), "compare": lambda: compare(args.seeds, args.repeats, args.before)}[args.what]()
     folder = RESULTS / "jet_timing"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{args.what}.json").write_text(json.dumps(result, indent=2))
@@ -184,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
         ax.set(xlabel="stream time [min]", ylabel="RSS [MiB]", title="resident memory over a one-hour stream")
         fig.tight_layout()
         fig.savefig(folder / "memory.png", dpi=120)
+    if args.what == "compare":
+        plot_compare(result, folder / "compare.png")
     print(json.dumps({k: v for k, v in result.items() if k not in ("samples", "top_cumulative", "runs")}, indent=2))
 
 

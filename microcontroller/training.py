@@ -63,15 +63,6 @@ class CJetMatchingModule(JetMatchingModule):
         """None: the C trainer optimizes (Lightning then warns once that it has no optimizer)."""
         return None
 
-    def _count_updates(self, made: int) -> None:
-        """Add ``made`` updates to ``trainer.global_step`` (Lightning's count of a manually
-        optimized module's optimizer steps; checked by tests/microcontroller/test_backend.py)."""
-        progress = self.trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress
-        progress.total.ready += made
-        progress.total.completed += made
-        progress.current.ready += made
-        progress.current.completed += made
-
     # ----- the engine -------------------------------------------------------------------------
     def _push(self, batch: dict) -> int:
         return self.engine.push_chunk(batch["y"].numpy(), batch["ticks"].numpy(), batch["segment"].numpy())

@@ -8,11 +8,15 @@ The update's housekeeping is per-call overhead on a 354-weight network, so
 `clip_grad_norm` and `ExponentialAverage` do torch's own arithmetic
 (``torch.nn.utils.clip_grad_norm_``, ``AveragedModel`` with
 ``get_ema_multi_avg_fn``) as the same ``torch._foreach_*`` kernels without the
-general-purpose wrappers around them: the results are bit for bit those of torch's
-functions (tests/torch_ude/test_update.py).
+general-purpose wrappers around them, and `flatten_parameters` keeps a network's
+weights and gradients in one flat vector each, so that the optimizer steps one tensor
+and the average is one ``lerp_``: the results are bit for bit those of torch's
+functions on the separate tensors (tests/torch_ude/test_update.py).
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +29,89 @@ from .jet import JetLoss, JetResult
 from .prng import Pcg32
 from .reservoir import SampleBuffer
 
-__all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration", "clip_grad_norm", "ExponentialAverage"]
+__all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration", "clip_grad_norm", "ExponentialAverage",
+           "flatten_parameters", "link_gradients", "flat_view"]
+
+
+@torch.no_grad()
+def flatten_parameters(parameters: Sequence[Tensor], grad: bool = True) -> Tensor:
+    """Move ``parameters`` into one flat weight vector, and their gradients into its ``.grad``.
+
+    Each parameter keeps its values and becomes a view of the returned vector (``p.data``),
+    and its ``.grad`` a view of the vector's gradient (its old gradient, or zeros): whatever
+    writes a parameter's weights or gradient (an optimizer over the parameters, a state
+    dict load, `HybridField.write_grad`) writes the flat vectors, and an optimizer over the
+    one returned vector steps all of them in one call. Elementwise updates (Adam, AdamW,
+    the EMA's ``lerp_``) give the same bits on the flat vector as on the separate tensors.
+
+    Args:
+        parameters: distinct leaf tensors of one dtype and device, in the order they are to be laid out.
+        grad: also lay out the gradients; False leaves every ``.grad`` None (an average).
+
+    Returns:
+        The flat weights, shape (sum of the sizes,), a leaf tensor whose ``.grad`` is the
+        flat gradient (hand it to the optimizer in place of ``parameters``).
+
+    Raises:
+        ValueError: for no parameters, a repeated one, or mixed dtypes or devices.
+    """
+    parameters = list(parameters)
+    if not parameters:
+        raise ValueError("flatten_parameters needs at least one parameter; got none.")
+    if len({id(p) for p in parameters}) != len(parameters):
+        raise ValueError("flatten_parameters got the same parameter twice; pass each once.")
+    kinds = {(p.dtype, p.device) for p in parameters}
+    if len(kinds) != 1:
+        raise ValueError("flatten_parameters needs parameters of one dtype and device; got "
+                         f"{', '.join(sorted(f'{d} on {v}' for d, v in kinds))}.")
+    flat = torch.cat([p.detach().reshape(-1) for p in parameters])
+    offset = 0
+    for p in parameters:
+        p.data = flat[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+    if grad:
+        flat.grad = torch.cat([torch.zeros_like(p).reshape(-1) if p.grad is None else p.grad.reshape(-1)
+                               for p in parameters])
+        link_gradients(parameters, flat)
+    else:
+        for p in parameters:
+            p.grad = None
+    return flat
+
+
+def link_gradients(parameters: Sequence[Tensor], flat: Tensor) -> None:
+    """Make each parameter's ``.grad`` its view of ``flat.grad`` again (zeros if ``flat`` has
+    none), e.g. after ``module.zero_grad()`` set them to None (Lightning does so before fitting).
+
+    Args:
+        parameters: the parameters `flatten_parameters` laid out into ``flat``, in its order.
+        flat: the flat weights it returned.
+    """
+    if flat.grad is None:
+        flat.grad = torch.zeros_like(flat)
+    offset = 0
+    for p in parameters:
+        p.grad = flat.grad[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
+
+
+def flat_view(tensors: Sequence[Tensor]) -> Tensor | None:
+    """The 1-D view spanning ``tensors`` if they lie back to back in one memory block, in this
+    order (as `flatten_parameters` lays them out), else None.
+
+    Args:
+        tensors: tensors of one dtype (at least one).
+
+    Returns:
+        A detached view of shape (total size,) sharing their memory, or None.
+    """
+    first = tensors[0]
+    start, size, total = first.data_ptr(), first.element_size(), 0
+    for t in tensors:
+        if t.dtype != first.dtype or not t.is_contiguous() or t.data_ptr() != start + total * size:
+            return None
+        total += t.numel()
+    return first.detach().as_strided((total,), (1,))
 
 
 @torch.no_grad()
@@ -50,10 +136,12 @@ def clip_grad_norm(parameters: list[Tensor], max_norm: float) -> Tensor:
 class ExponentialAverage(AveragedModel):
     """``AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay))`` with a lean update.
 
-    The first update copies the weights, each later one is ``torch._foreach_lerp_`` with
-    weight ``1 - decay``, and the buffers (the field's scales) are copied every time:
-    bit for bit torch's update, with the same state dict (``module.*``, ``n_averaged``),
-    so checkpoints of either load in the other.
+    The first update copies the weights, each later one is a lerp with weight
+    ``1 - decay``, and the buffers (the field's scales) are copied every time: bit for bit
+    torch's update, with the same state dict (``module.*``, ``n_averaged``), so checkpoints
+    of either load in the other. The averaged copy's parameters are kept in one flat vector
+    (`flatten_parameters`); when the averaged model's are too (`flat_view`), the update is
+    one ``lerp_`` of the two vectors, otherwise one ``torch._foreach_lerp_`` over the tensors.
 
     Args:
         model: the module to average (its parameters and buffers of one device and dtype).
@@ -63,18 +151,29 @@ class ExponentialAverage(AveragedModel):
     def __init__(self, model: torch.nn.Module, decay: float) -> None:
         super().__init__(model, multi_avg_fn=get_ema_multi_avg_fn(decay))
         self.decay = float(decay)
+        self._averaged = list(self.module.parameters())
+        flatten_parameters(self._averaged, grad=False)
+        self._averaged_buffers = list(self.module.buffers())
+        self._model_tensors = (model, list(model.parameters()), list(model.buffers()))
 
     @torch.no_grad()
     def update_parameters(self, model: torch.nn.Module) -> None:
         """Average ``model``'s parameters into the copy and take its buffers."""
-        averaged, current = list(self.module.parameters()), list(model.parameters())
-        if self.n_averaged == 0:
-            torch._foreach_copy_(averaged, current)
+        known, params, buffers = self._model_tensors
+        if model is not known:
+            params, buffers = list(model.parameters()), list(model.buffers())
+        averaged, current = flat_view(self._averaged), flat_view(params)
+        if averaged is None or current is None:
+            averaged, current = self._averaged, params
+            copy, lerp = torch._foreach_copy_, torch._foreach_lerp_
         else:
-            torch._foreach_lerp_(averaged, current, 1 - self.decay)
-        buffers = list(self.module.buffers())
+            copy, lerp = Tensor.copy_, Tensor.lerp_
+        if self.n_averaged == 0:
+            copy(averaged, current)
+        else:
+            lerp(averaged, current, 1 - self.decay)
         if buffers:
-            torch._foreach_copy_(buffers, list(model.buffers()))
+            torch._foreach_copy_(self._averaged_buffers, buffers)
         self.n_averaged += 1
 
 
@@ -130,8 +229,8 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
         res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
     field.write_grad(res.grads)
     norm = clip_grad_norm(field.parameters_list(), grad_clip)
-    if not (torch.isfinite(norm) and torch.isfinite(res.loss)):
-        optimizer.zero_grad()
+    if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
+        optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
         return UpdateResult(res, norm, lr, True)
     optimizer.step()
     scheduler.step()

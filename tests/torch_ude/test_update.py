@@ -1,4 +1,4 @@
-"""The update's lean housekeeping is bit for bit torch's: clipping, EMA, whole runs."""
+"""The update's lean housekeeping is bit for bit torch's: clipping, EMA, flat buffers, whole runs."""
 import copy
 import json
 from pathlib import Path
@@ -12,7 +12,7 @@ import torch_ude.training.module as module_mod
 import torch_ude.update as update_mod
 from torch_ude import HybridField, SinglePendulum
 from torch_ude.cli import main
-from torch_ude.update import ExponentialAverage, clip_grad_norm
+from torch_ude.update import ExponentialAverage, clip_grad_norm, flat_view, flatten_parameters, link_gradients
 
 CONFIG = Path(torch_ude.__file__).resolve().parents[1] / "configs" / "pendulum_case_a.yaml"
 
@@ -37,9 +37,66 @@ def test_clip_grad_norm_is_torchs_bit_for_bit(dtype, scale):
         assert float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in a]))) == pytest.approx(5.0)
 
 
+def test_flatten_parameters_makes_views_of_one_vector():
+    field = _field(torch.float64)
+    params = field.parameters_list()
+    before = [p.detach().clone() for p in params]
+    params[2].grad = torch.full_like(params[2], 3.0)
+    flat = flatten_parameters(params)
+    assert flat.shape == (field.num_parameters(),) and flat.grad.shape == flat.shape
+    assert all(torch.equal(p, q) for p, q in zip(params, before))  # values kept
+    assert torch.equal(flat_view(params), flat)
+    assert flat_view([p.grad for p in params]).data_ptr() == flat.grad.data_ptr()
+    assert float(params[2].grad.sum()) == 3.0 * params[2].numel() and float(params[0].grad.abs().sum()) == 0.0
+    with torch.no_grad():
+        flat.add_(1.0)
+    assert torch.equal(params[0], before[0] + 1.0)  # the parameters see the flat vector
+    field.load_state_dict({k: v * 0 for k, v in field.state_dict().items()} | {"in_scale": field.in_scale,
+                                                                          "out_scale": field.out_scale})
+    assert float(flat.abs().sum()) == 0.0  # a state dict load writes the flat vector
+    field.zero_grad()  # as Lightning does before fitting
+    assert params[0].grad is None
+    link_gradients(params, flat)
+    assert flat_view([p.grad for p in params]).data_ptr() == flat.grad.data_ptr()
+    assert flat_view([params[1], params[0]]) is None  # not in layout order
+
+
+def test_flatten_parameters_bad_input():
+    a, b = torch.zeros(3, dtype=torch.float32), torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="at least one"):
+        flatten_parameters([])
+    with pytest.raises(ValueError, match="twice"):
+        flatten_parameters([a, a])
+    with pytest.raises(ValueError, match="one dtype and device"):
+        flatten_parameters([a, b])
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_exponential_average_is_torchs_bit_for_bit(dtype):
+@pytest.mark.parametrize("decay", [0.0, 0.1])
+def test_adam_on_the_flat_vector_is_per_tensor_adam_bit_for_bit(dtype, decay):
+    """Fused AdamW over one flat vector steps every weight exactly as over the separate tensors."""
+    fields = [_field(dtype), _field(dtype)]
+    flat = flatten_parameters(fields[1].parameters_list())
+    opts = [torch.optim.AdamW(fields[0].parameters_list(), lr=5e-3, weight_decay=decay, fused=True),
+            torch.optim.AdamW([flat], lr=5e-3, weight_decay=decay, fused=True)]
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(300):
+        grads = [torch.randn(p.shape, generator=gen, dtype=dtype) for p in fields[0].parameters_list()]
+        for field, opt in zip(fields, opts):
+            field.write_grad(grads)
+            clip_grad_norm(field.parameters_list(), 5.0)
+            opt.step()
+    for p, q in zip(*(f.parameters_list() for f in fields)):
+        assert torch.equal(p, q)
+    assert not torch.equal(fields[0].parameters_list()[0], _field(dtype).parameters_list()[0])  # it stepped
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("flat", [False, True])
+def test_exponential_average_is_torchs_bit_for_bit(dtype, flat):
     field = _field(dtype)
+    if flat:  # the trained field's weights in one vector: the average is one lerp_
+        flatten_parameters(field.parameters_list())
     ours, theirs = ExponentialAverage(field, 0.995), AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(0.995))
     assert ours.state_dict().keys() == theirs.state_dict().keys()
     gen = torch.Generator().manual_seed(1)
@@ -81,6 +138,11 @@ def test_a_run_is_bit_for_bit_that_of_torchs_clipping_and_ema(tmp_path, monkeypa
     old, old_metrics = run("old")
     assert type(old.ema) is AveragedModel and type(new.ema) is ExponentialAverage
     assert new.stats["updates"] == old.stats["updates"] == 400
+    assert new.trainer.global_step == 400  # the chunk's updates are counted into Lightning's step
+    params = new.field.parameters_list()  # the optimizer steps the flat vector the field's tensors view
+    assert new.trainer.optimizers[0].param_groups[0]["params"] == [new._weights]
+    assert flat_view(params).data_ptr() == new._weights.data_ptr()
+    assert flat_view([p.grad for p in params]).data_ptr() == new._weights.grad.data_ptr()
     for x, y in zip(new.field.state_dict().values(), old.field.state_dict().values()):
         assert torch.equal(x, y)
     for x, y in zip(new.ema.state_dict().values(), old.ema.state_dict().values()):

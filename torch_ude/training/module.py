@@ -16,7 +16,7 @@ from ..calibration import Calibration
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
 from ..stream import StreamEstimator, StreamSettings, reject_rate
-from ..update import ExponentialAverage, apply_calibration, due_updates, jet_update
+from ..update import ExponentialAverage, apply_calibration, due_updates, flatten_parameters, jet_update, link_gradients
 from .outputs import RunOutputs, tensor_bytes
 from .resume import check_extends, extend_cosine_schedule
 
@@ -58,6 +58,13 @@ class JetMatchingModule(L.LightningModule):
     torch's ``AveragedModel`` EMA).
     After the stream, each replay chunk drives ``replay_updates`` updates until ``trainer.max_steps``
     updates (the iteration limit) have been made.
+
+    The updates of a chunk step the torch optimizer itself, and are added to Lightning's
+    count of optimizer steps (``trainer.global_step``, which ``trainer.max_steps``, the
+    progress bar, checkpoints and callbacks read) once per chunk (`_count_updates`):
+    Lightning's per-step wrapper and its ``on_before_optimizer_step`` hooks do not run
+    per update. The weights, gradients, Adam moments and EMA are flat vectors
+    (`torch_ude.update.flatten_parameters`): the optimizer holds one tensor.
 
     The plant, case and seed come from the data module; the network's initial
     weights from `HybridField.from_seed` with the run seed. Float64 throughout.
@@ -144,6 +151,7 @@ class JetMatchingModule(L.LightningModule):
             raise ValueError(f"chunks_per_step must be >= 1; got {chunks_per_step}.")
         self.save_hyperparameters()
         self.field: HybridField | None = None
+        self._weights: torch.Tensor | None = None  # the field's flat weights (setup)
         self.ema: AveragedModel | None = None
         self.stream: StreamEstimator | None = None
         self.loss: JetLoss | None = None
@@ -168,6 +176,7 @@ class JetMatchingModule(L.LightningModule):
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
+        self._weights = flatten_parameters(self.field.parameters_list())
         if self.ema_decay is not None:
             self.ema = ExponentialAverage(self.field, self.ema_decay)
         self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed,
@@ -188,14 +197,14 @@ class JetMatchingModule(L.LightningModule):
         """Adam (AdamW with weight decay) with a cosine-annealed (or constant) learning rate.
 
         The schedule spans ``trainer.max_steps`` updates. A noise-adaptive decay is set
-        at calibration, before the first update.
+        at calibration, before the first update. The optimizer holds the field's flat weight
+        vector (`torch_ude.update.flatten_parameters`).
         """
         fused = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)  # fused CPU Adam
         if self.weight_decay > 0:
-            opt = torch.optim.AdamW(self.field.parameters_list(), lr=self.lr, weight_decay=self.weight_decay,
-                                    fused=fused or None)
+            opt = torch.optim.AdamW([self._weights], lr=self.lr, weight_decay=self.weight_decay, fused=fused or None)
         else:
-            opt = torch.optim.Adam(self.field.parameters_list(), lr=self.lr, fused=fused or None)
+            opt = torch.optim.Adam([self._weights], lr=self.lr, fused=fused or None)
         total = self.trainer.max_steps
         if self.schedule == "cosine":
             if total is None or total < 1:
@@ -216,6 +225,11 @@ class JetMatchingModule(L.LightningModule):
         self._fit_t0 = time.perf_counter()
         self.outputs = RunOutputs.of(self, self.trainer_name)
         self.outputs.start()
+
+    def on_train_start(self) -> None:
+        """Point the field's gradients at the flat gradient again (Lightning's ``zero_grad``
+        before training set them to None)."""
+        link_gradients(self.field.parameters_list(), self._weights)
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Consume up to ``chunks_per_step`` live chunks of the stream, each followed by the
@@ -252,9 +266,25 @@ class JetMatchingModule(L.LightningModule):
         return due_updates(before, self.stream.last_tick, self._train_every) if self.stream.ready else 0
 
     def _make_updates(self, count: int) -> None:
-        """Make ``count`` updates (`_update`)."""
+        """Make ``count`` updates (`_update`) with the torch optimizer and schedule, then add the
+        updates made to ``trainer.global_step`` (`_count_updates`)."""
+        if count <= 0:
+            return
+        opt, sched = self.optimizers().optimizer, self.lr_schedulers()
+        before = self.stats["updates"]
         for _ in range(count):
-            self._update()
+            self._update(opt, sched)
+        self._count_updates(self.stats["updates"] - before)
+
+    def _count_updates(self, made: int) -> None:
+        """Add ``made`` updates to ``trainer.global_step`` (Lightning's count of a manually
+        optimized module's optimizer steps, which ``trainer.max_steps`` stops; checked by
+        tests/torch_ude/training/test_module.py and tests/microcontroller/test_backend.py)."""
+        progress = self.trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress
+        progress.total.ready += made
+        progress.total.completed += made
+        progress.current.ready += made
+        progress.current.completed += made
 
     def stream_status(self) -> StreamStatus:
         """Calibration, counters and buffer fill of the streaming estimator."""
@@ -283,9 +313,8 @@ class JetMatchingModule(L.LightningModule):
         """The optimizer's current weight decay (0 for plain Adam)."""
         return float(self.optimizers().optimizer.param_groups[0]["weight_decay"])
 
-    def _update(self) -> None:
+    def _update(self, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler) -> None:
         t0 = time.perf_counter()
-        opt, sched = self.optimizers(), self.lr_schedulers()
         logging = (self.stats["updates"] + 1) % self.log_every == 0
         step = jet_update(self.field, self.loss, self.stream.buffer, self.batch_size, self._gen, opt, sched, self.ema,
                           self.grad_clip, report_r2=logging)
