@@ -39,8 +39,10 @@ import numpy as np
 import torch
 
 from mhe.logs import BayesRaceRecording
+from mhe.simulate import Recording
 
-__all__ = ["PAPER", "SubnetSettings", "io_data", "train", "prediction_errors", "simulation_error", "main"]
+__all__ = ["PAPER", "SubnetSettings", "recording_data", "io_data", "train", "predictions", "prediction_errors",
+           "simulation_error", "main"]
 
 TRAIN = "../shared/data/bayesrace/DYN-PP-ETHZ.npz"
 VALIDATION = "../shared/data/bayesrace/DYN-PP-ETHZMobil.npz"
@@ -83,17 +85,28 @@ class SubnetSettings:
                              f"got {self.horizon}.")
 
 
+def recording_data(rec: Recording, name: str):
+    """A recording as deepSI's ``Input_output_data``: u = its inputs (T, n_u), y = its outputs (T, n_y), float32.
+
+    Raises:
+        ValueError: for a recording with gaps (``breaks``): deepSI's sub-sections would span them.
+    """
+    from deepSI import Input_output_data
+
+    if rec.breaks:
+        raise ValueError(f"{name} has {len(rec.breaks)} gaps (rows dropped at {list(rec.breaks[:5])}); SUBNET needs "
+                         "one uninterrupted record. Use a part of the log without dropped rows.")
+    return Input_output_data(u=rec.inputs.numpy().astype(np.float32), y=rec.outputs.numpy().astype(np.float32),
+                             sampling_time=rec.dt, name=name)
+
+
 def io_data(path: str | Path):
     """A BayesRace recording as deepSI's ``Input_output_data``: u = (delta, gamma), y = (vx, omega), float32.
 
     Raises:
         ValueError: no such file, or not a BayesRace ``.npz`` (from `mhe.logs.BayesRaceRecording`).
     """
-    from deepSI import Input_output_data
-
-    rec = BayesRaceRecording(str(path), trajectory="dstates").record()
-    return Input_output_data(u=rec.inputs.numpy().astype(np.float32), y=rec.outputs.numpy().astype(np.float32),
-                             sampling_time=rec.dt, name=Path(path).stem)
+    return recording_data(BayesRaceRecording(str(path), trajectory="dstates").record(), Path(path).stem)
 
 
 def _check_length(data, settings: SubnetSettings, steps: int, label: str) -> int:
@@ -147,6 +160,27 @@ def train(data, settings: SubnetSettings) -> tuple[torch.nn.Module, dict]:
     return model, info
 
 
+def predictions(model: torch.nn.Module, data, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """SUBNET's predictions of ``steps`` samples from every encoded state, and the measured outputs.
+
+    Row ``i`` starts at sample ``t = i + max(na, nb)``: ``x^_t = psi(u_{t-nb..t-1}, y_{t-na..t-1})``, predictions
+    ``h(x^_t), h(f(x^_t, u_t)), ...`` of samples ``t..t+steps-1`` (outputs up to ``t - 1`` only).
+
+    Args:
+        model: a trained ``deepSI.SUBNET``.
+        data: ``Input_output_data``.
+        steps: samples predicted from each encoded state (>= 1).
+
+    Returns:
+        Predicted and measured outputs, each (T - max(na, nb) - steps + 1, steps, n_y).
+    """
+    from deepSI.models import past_future_arrays
+
+    with torch.no_grad():
+        upast, ypast, ufuture, yfuture = past_future_arrays(data, model.na, model.nb, T=steps)[0]
+        return model(upast, ypast, ufuture).numpy(), yfuture.numpy()
+
+
 def prediction_errors(model: torch.nn.Module, data, horizon: int) -> dict:
     """One-step and n-step output errors of a trained SUBNET on ``data`` (see the module docstring).
 
@@ -159,16 +193,11 @@ def prediction_errors(model: torch.nn.Module, data, horizon: int) -> dict:
         ``one_step``, ``one_f_step`` and ``n_step`` dicts (``mse`` over samples and outputs, ``rmse`` per
         output, ``samples``), and ``curve``: the mse at each of the ``horizon`` steps.
     """
-    from deepSI.models import past_future_arrays
-
     def score(err: np.ndarray) -> dict:
         return {"mse": float((err ** 2).mean()), "rmse": np.sqrt((err ** 2).mean(0)).tolist(), "samples": len(err)}
 
-    with torch.no_grad():
-        upast, ypast, ufuture, yfuture = past_future_arrays(data, model.na, model.nb, T=1)[0]
-        one = (model(upast, ypast, ufuture) - yfuture)[:, 0].numpy()
-        upast, ypast, ufuture, yfuture = past_future_arrays(data, model.na, model.nb, T=horizon)[0]
-        err = (model(upast, ypast, ufuture) - yfuture).numpy()
+    one = np.subtract(*predictions(model, data, 1))[:, 0]
+    err = np.subtract(*predictions(model, data, horizon))
     return {"one_step": score(one), "one_f_step": score(err[:, 1]), "n_step": {**score(err[:, -1]),
             "steps_of_f": horizon - 1}, "curve": (err ** 2).mean(axis=(0, 2)).tolist()}
 
@@ -193,11 +222,8 @@ def _plot(path: Path, data, y_sim: np.ndarray, model: torch.nn.Module, info: dic
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from deepSI.models import past_future_arrays
 
-    with torch.no_grad():
-        arrays = past_future_arrays(data, model.na, model.nb, T=1)[0]
-        one = model(*arrays[:3])[:, 0].numpy()
+    one = predictions(model, data, 1)[0][:, 0]
     k = max(model.na, model.nb)
     t = np.arange(len(data)) * data.sampling_time
     fig, axes = plt.subplots(3, 1, figsize=(9, 8))

@@ -1,0 +1,211 @@
+"""Table 2's Joint-MHE and SUBNET rows on the real IAC racecar, beside ``benchmarks.mhe_iac``'s rows.
+
+Data, split and metrics are those of ``benchmarks.mhe_iac`` (``configs/mhe_iac_physics_gn.yaml``: the
+first 70 % of the gated stretch of IAC log B trains, ``--validation-part`` (the last 30 %) validates,
+y = (vx, omega), vy unmeasured):
+
+* ``joint_mhe`` (Kühl et al., 2011; `mhe.joint.JointMHE`): the config's 16 parameters as constant
+  states (random walk of ``--joint-random-walk-std``, bounded ``rho`` coordinates) of the config's MHE
+  (N, Q, R, arrival-cost start of the physical states), slid over the training part
+  ``--joint-stride`` samples at a time, ``--joint-passes`` times, from the config's start (the start
+  of every row of Table 2). One run per ``--joint-parameter-std``; the smallest training one-step
+  error is reported (the data alone), all are listed. Scored as ``benchmarks.mhe_iac`` scores its
+  rows (`benchmarks.mhe_iac.score`, the config's arrival-cost start): one-step error on the training
+  and validation windows, and the 1 s open loop from each validation window's ``x^_{N-1}``.
+  Training time = the run's wall time (all window solves and the CasADi build).
+* ``subnet`` (Beintema et al., 2023): deepSI's SUBNET (``benchmarks.mhe_subnet.train``, latent
+  dimension ``--subnet-nx``) on the training part, u = (delta, pedal), y = (vx, omega); one-step =
+  ``h`` of the encoded state (outputs and inputs up to t - 1; `benchmarks.mhe_subnet`'s definition)
+  over every sample t >= max(na, nb); the 1 s open loop on validation from the encoded state at the
+  same samples as the MHE rows' rollouts (the sample after each window's end: the encoder has seen
+  the outputs up to the window's last sample, as ``x^_{N-1}`` has), ``h(f^k(x^_t))`` for 25 steps.
+  Training time = the wall time of ``deepSI.fit``.
+
+Prints the rows and writes ``baselines.json`` (rows of earlier runs of the other method are kept) and
+``baselines_<method>.png`` (measured and 1 s open-loop predictions on the validation part) to ``--out``::
+
+    python -m benchmarks.mhe_iac_baselines
+    python -m benchmarks.mhe_iac_baselines --methods subnet
+    python -m benchmarks.mhe_iac_baselines --joint-parameter-std 0.01 --joint-windows 50 --subnet-iterations 50 \\
+        --out results/mhe_iac_short
+
+Further arguments are ``torch-ude`` overrides of the config.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.mhe_bayesrace import with_values
+from benchmarks.mhe_iac import CONFIG, PAPER, VALIDATION_PART, inside, plot, score, values_of
+from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
+from mhe import IdentificationProblem, JointMHE, JointSettings
+from mhe.logs import IACRecording
+from mhe.training import load_experiment
+
+__all__ = ["METHODS", "joint_mhe", "subnet", "subnet_rollouts", "main"]
+
+METHODS = ("joint_mhe", "subnet")
+ONE_STEP = {"joint_mhe": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
+                         "(Eq. 9), x^_N from each window's MHE at the identified parameters (config's arrival cost)",
+            "subnet": "mean over samples t >= max(na, nb) and outputs of (h(x^_t) - y_t)^2, x^_t the encoder's state "
+                      "from u, y up to t - 1"}
+
+
+def joint_mhe(problem: IdentificationProblem, val_source: IACRecording, settings: JointSettings, build: Path,
+              starts: int, steps: int) -> tuple[dict, dict]:
+    """One Joint-MHE run over the training part from the config's start, scored as `benchmarks.mhe_iac` scores.
+
+    Returns:
+        The row (settings, identified values, one-step train and validation with the ``steps``-step open
+        loop, training time, counts) and the validation rollouts for the plot (`benchmarks.mhe_iac.score`).
+    """
+    res = JointMHE(problem, settings, build / "joint").run()
+    values = inside({**values_of(problem), **res.values}, problem.physics.params.bounds, 1e-6)
+    arrival = (list(problem.arrival.mean), list(problem.arrival.std))
+    train_row, _ = score(with_values(problem, problem.source, values, arrival), build / "train", starts)
+    val_row, curve = score(with_values(problem, val_source, values, arrival), build / "validation", starts, steps)
+    return {"settings": dataclasses.asdict(settings), "values": values, "train": train_row, "validation": val_row,
+            "training_s": res.wall_s, "window_solves": res.windows, "failed": res.failed}, curve
+
+
+def subnet(problem: IdentificationProblem, val_source: IACRecording, settings: SubnetSettings,
+           steps: int) -> tuple[dict, dict]:
+    """SUBNET trained on the training part; one-step errors and the ``steps``-step open loop on validation.
+
+    The open loop starts at the samples of the MHE rows' rollouts: each validation window's end + 1
+    (window start ``s``, horizon N: samples ``s + N .. s + N + steps - 1``), where the record allows.
+
+    Returns:
+        The row and the validation rollouts for the plot (``first`` sample, ``pred`` (M, steps, n_y)).
+    """
+    val_problem = problem.replace(recording=val_source)
+    train_data = recording_data(problem.recording, "IAC training part")
+    val_data = recording_data(val_problem.recording, "IAC validation part")
+    model, info = train(train_data, settings)
+    rows = {label: prediction_errors(model, data, settings.horizon)
+            for label, data in (("train", train_data), ("validation", val_data))}
+    windows = val_problem.windows
+    first, pred, meas = subnet_rollouts(model, val_data, windows.start + windows.horizon, steps)
+    err = pred - meas
+    multi = {"mse": float((err ** 2).mean()), "steps": steps, "rollouts": len(first),
+             "rmse_end": np.sqrt((err[:, -1] ** 2).mean(0)).tolist()}
+    row = {"settings": dataclasses.asdict(settings), "training": info, "training_s": info["seconds"],
+           "train": {"mse": rows["train"]["one_step"]["mse"], **rows["train"]},
+           "validation": {"mse": rows["validation"]["one_step"]["mse"], **rows["validation"], "multi_step": multi}}
+    return row, {"first": first, "pred": torch.as_tensor(pred, dtype=torch.float64)}
+
+
+def subnet_rollouts(model: torch.nn.Module, data, first: torch.Tensor, steps: int
+                    ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """SUBNET's open-loop predictions of samples ``f .. f + steps - 1`` for each ``f`` in ``first`` (where possible).
+
+    The encoder reads u and y up to ``f - 1``; a start needs ``max(na, nb)`` samples before it and
+    ``steps`` samples from it on.
+
+    Args:
+        model: a ``deepSI.SUBNET``.
+        data: ``Input_output_data``.
+        first: the first predicted sample of each rollout, shape (M,).
+        steps: samples per rollout.
+
+    Returns:
+        The starts kept (M',), the predictions and the measured outputs, each (M', steps, n_y).
+    """
+    pred, meas = predictions(model, data, steps)
+    k = max(model.na, model.nb)
+    first = first[(first >= k) & (first - k < len(pred))]
+    rows = (first - k).numpy()
+    return first, pred[rows], meas[rows]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the ``--methods``, print their rows, write ``baselines.json`` and the plots; returns the JSON dict."""
+    d = SubnetSettings()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
+                                 "overrides of the config.")
+    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
+    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
+                    help="the fractions (a, b) of the gated stretch to validate on")
+    ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="baselines to run")
+    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
+    ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
+    ap.add_argument("--joint-parameter-std", type=float, nargs="+", default=[0.1, 0.01, 0.001],
+                    help="Joint-MHE: prior std of the parameter states (rho units), one run each")
+    ap.add_argument("--joint-random-walk-std", type=float, default=1e-3,
+                    help="Joint-MHE: random-walk std of the parameter states (rho units per second)")
+    ap.add_argument("--joint-stride", type=int, default=2, help="Joint-MHE: samples between window starts")
+    ap.add_argument("--joint-passes", type=int, default=1, help="Joint-MHE: passes over the training part")
+    ap.add_argument("--joint-windows", type=int, default=None, help="Joint-MHE: slide over the first this many "
+                    "windows only (default: all)")
+    ap.add_argument("--subnet-nx", type=int, default=d.nx, help="SUBNET: latent state dimension")
+    ap.add_argument("--subnet-na", type=int, default=d.na, help="SUBNET: past outputs the encoder reads")
+    ap.add_argument("--subnet-nb", type=int, default=d.nb, help="SUBNET: past inputs the encoder reads")
+    ap.add_argument("--subnet-T", type=int, default=25, help="SUBNET: steps of the multiple-shooting loss (25 = 1 s)")
+    ap.add_argument("--subnet-batch-size", type=int, default=d.batch_size)
+    ap.add_argument("--subnet-iterations", type=int, default=d.iterations, help="SUBNET: Adam steps")
+    ap.add_argument("--subnet-val-freq", type=int, default=d.val_freq)
+    ap.add_argument("--seed", type=int, default=d.seed, help="SUBNET: torch seed of the initialization")
+    ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
+    args, overrides = ap.parse_known_args(argv)
+    exp = load_experiment(args.config, overrides)
+    problem, build = exp.problem, Path(exp.solver.build_dir) / "baselines"
+    src = problem.source
+    if not isinstance(src, IACRecording):
+        raise ValueError(f"{args.config} must read an mhe.logs.IACRecording; it reads {type(src).__name__}.")
+    val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
+                              args.validation_part)
+    steps = round(args.rollout_s / problem.recording.dt)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "baselines.json"
+    table = json.loads(path.read_text()) if path.is_file() else {"rows": {}}
+    table.update({"config": args.config, "overrides": overrides, "validation_part": list(args.validation_part),
+                  "one_step_error": ONE_STEP, "paper": {k: PAPER[k] for k in METHODS},
+                  "multi_step_error": f"mean over rollouts, {steps} steps and outputs of the squared error of the "
+                                      "open-loop prediction with the logged inputs"})
+    curves = {}
+    if "joint_mhe" in args.methods:
+        runs = []
+        for std in args.joint_parameter_std:
+            settings = JointSettings(parameter_std=std, random_walk_std=args.joint_random_walk_std,
+                                     stride=args.joint_stride, passes=args.joint_passes, windows=args.joint_windows)
+            run, curve = joint_mhe(problem, val_source, settings, build / f"{std:g}", args.starts, steps)
+            runs.append((run, curve))
+            print(f"Joint-MHE, parameter std {std:g}: one-step train {run['train']['mse']:.3e}, validation "
+                  f"{run['validation']['mse']:.3e}, 1 s open loop {run['validation']['multi_step']['mse']:.3e}, "
+                  f"{run['training_s']:.1f} s, {run['failed']} of {run['window_solves']} solves failed", flush=True)
+        best = min(range(len(runs)), key=lambda i: runs[i][0]["train"]["mse"])
+        table["rows"]["Joint-MHE"] = {**runs[best][0], "chosen": best, "selection": "smallest training one-step "
+                                      "error over parameter_std", "all": [r for r, _ in runs],
+                                      "all_training_s": sum(r["training_s"] for r, _ in runs)}
+        curves["Joint-MHE"] = runs[best][1]
+    if "subnet" in args.methods:
+        settings = SubnetSettings(nx=args.subnet_nx, na=args.subnet_na, nb=args.subnet_nb, T=args.subnet_T,
+                                  batch_size=args.subnet_batch_size, iterations=args.subnet_iterations,
+                                  val_freq=args.subnet_val_freq, horizon=steps, seed=args.seed)
+        row, curves["SUBNET"] = subnet(problem, val_source, settings, steps)
+        table["rows"]["SUBNET"] = {**row, "torch_threads": torch.get_num_threads()}
+    path.write_text(json.dumps(table, indent=1) + "\n")
+    rec = val_source.record()
+    t = (torch.arange(len(rec.outputs)) * rec.dt).numpy()
+    for name, curve in curves.items():
+        plot(args.out / f"baselines_{name.lower().replace('-', '_')}.png", t, rec.outputs.numpy(), {name: curve})
+    print("| method | one-step train | one-step validation | 1 s open loop, validation (RMSE vx, omega at 1 s) "
+          "| training time |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, r in table["rows"].items():
+        m = r["validation"]["multi_step"]
+        print(f"| {name} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | {m['mse']:.3g} "
+              f"({m['rmse_end'][0]:.3g} m/s, {m['rmse_end'][1]:.3g} rad/s) | {r['training_s']:.1f} s |")
+    print(f"written {path}")
+    return table
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main()
