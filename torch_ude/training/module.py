@@ -228,8 +228,9 @@ class JetMatchingModule(L.LightningModule):
 
     def on_train_start(self) -> None:
         """Point the field's gradients at the flat gradient again (Lightning's ``zero_grad``
-        before training set them to None)."""
-        link_gradients(self.field.parameters_list(), self._weights)
+        before training set them to None); nothing for an engine without flat weights."""
+        if self._weights is not None:
+            link_gradients(self.field.parameters_list(), self._weights)
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Consume up to ``chunks_per_step`` live chunks of the stream, each followed by the

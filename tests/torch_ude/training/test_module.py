@@ -298,9 +298,9 @@ def test_outputs_record_the_run_and_replace_an_earlier_runs(tmp_path):
 class LrRecorder(JetMatchingModule):
     """Records the learning rate each update uses."""
 
-    def _update(self):
-        self.__dict__.setdefault("lrs", []).append(self.optimizers().optimizer.param_groups[0]["lr"])
-        super()._update()
+    def _update(self, opt, sched):
+        self.__dict__.setdefault("lrs", []).append(opt.param_groups[0]["lr"])
+        super()._update(opt, sched)
 
 
 def test_extending_a_finished_run_follows_the_schedule_of_the_new_horizon(tmp_path):
