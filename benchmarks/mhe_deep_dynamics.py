@@ -54,7 +54,7 @@ from torch import Tensor
 
 from benchmarks.mhe_bayesrace import with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from benchmarks.mhe_iac import CONFIG, PAPER, VALIDATION_PART, ekf_pem, inside, rollouts, values_of
+from benchmarks.mhe_iac import PAPER, add_split_arguments, ekf_pem, inside, rollouts, values_of
 from mhe import IdentificationProblem
 from mhe.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
                                usable_samples)
@@ -141,9 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     d = DeepDynamicsSettings()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
                                  "overrides of the config, e.g. --data.problem.recording.init_args.part '[0, 0.1]'.")
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
-    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
-                    help="the fractions (a, b) of the gated stretch to validate on")
+    add_split_arguments(ap)
     ap.add_argument("--history", type=int, default=d.history, help="rows of (state, input) the network sees")
     ap.add_argument("--gru-width", type=int, default=d.gru_width)
     ap.add_argument("--gru-layers", type=int, default=d.gru_layers)

@@ -277,16 +277,22 @@ def fit_pem(exp: PEMExperiment, out: Path, log_every: int) -> dict:
     return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history}
 
 
+def add_split_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--config`` (a PEM-MHE config on a part of an IAC log) and ``--validation-part`` (a, b), shared by
+    the IAC benchmarks."""
+    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
+    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
+                    help="the fractions (a, b) of the gated stretch to validate on")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the rows on the configs, evaluate, print and write ``table2.json`` and ``validation.png``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
                                  "overrides of both configs, e.g. --trainer.max_steps 20.")
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
+    add_split_arguments(ap)
     ap.add_argument("--gray", action="store_true", help="also the gray-box PEM-MHE row (--gray-config)")
     ap.add_argument("--gray-config", default=GRAY_CONFIG,
                     help="the gray-box PEM-MHE config (the --config problem with a neural residual)")
-    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
-                    help="the fractions (a, b) of the gated stretch to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
     ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import CONFIG, PAPER, VALIDATION_PART, inside, plot, score, values_of
+from benchmarks.mhe_iac import PAPER, add_split_arguments, inside, plot, score, values_of
 from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.logs import IACRecording
@@ -129,9 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     d = SubnetSettings()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
                                  "overrides of the config.")
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
-    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
-                    help="the fractions (a, b) of the gated stretch to validate on")
+    add_split_arguments(ap)
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="baselines to run")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
     ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
