@@ -106,6 +106,7 @@ def test_gray_config_without_a_residual_is_an_error(monkeypatch):
 
 
 def test_residual_weights_for_a_model_without_a_residual_are_an_error(monkeypatch):
+    data_file(DATA)  # the config reads the log when it builds the model
     monkeypatch.chdir(ROOT)
     model = load_experiment(CONFIG, ["--trainer.logger", "false"]).problem.model()
     with pytest.raises(ValueError, match="problem without a neural residual"):
