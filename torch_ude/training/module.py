@@ -459,13 +459,26 @@ class JetMatchingModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Restore what `on_save_checkpoint` added (the weights load with the state dict) and,
-        when fitting, fit the schedule to ``trainer.max_steps`` (`resume_schedule`)."""
+        when fitting, fit the schedule to ``trainer.max_steps`` (`resume_schedule`).
+
+        Raises:
+            ValueError: when fitting from a checkpoint whose optimizer holds the field's tensors one
+                by one (written before the flat weights of `torch_ude.update.flatten_parameters`):
+                its Adam moments do not fit the flat optimizer.
+        """
+        fitting = self._trainer is not None and self._trainer.state.fn == TrainerFn.FITTING
+        if fitting and self._weights is not None and checkpoint.get("optimizer_states"):
+            held = len(checkpoint["optimizer_states"][0]["param_groups"][0]["params"])
+            if held != 1:
+                raise ValueError(f"This checkpoint's optimizer holds {held} per-tensor parameters; this version "
+                                 "trains one flat weight vector, so the run cannot be resumed from it. Start a new "
+                                 "run, or evaluate the checkpoint with `torch-ude validate`/`test` (the weights load).")
         self.stream = StreamEstimator.from_state_dict(checkpoint["jet_stream"])
         self._gen.set_state(checkpoint["jet_generator"])
         self.stats = dict(checkpoint["jet_stats"])
         if self.stream.calibration is not None:  # s1, s2 come back with the state dict
             self.loss.lambda2 = self.stream.calibration.lambda2
-        if self._trainer is not None and self._trainer.state.fn == TrainerFn.FITTING:
+        if fitting:
             self.resume_schedule(checkpoint, self._trainer.max_steps)
 
     def resume_schedule(self, checkpoint: dict, max_steps: int) -> None:

@@ -144,6 +144,18 @@ def test_an_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path):
         json.loads((tmp_path / "b" / "metrics.json").read_text())["e_field"]
 
 
+def test_a_checkpoint_with_per_tensor_adam_state_is_refused_with_a_clear_error(tmp_path):
+    _fit_api(tmp_path / "a", 130, checkpoint_every=120)
+    ckpt = torch.load(tmp_path / "a" / "ckpt" / "step=120.ckpt", weights_only=False)
+    group = ckpt["optimizer_states"][0]["param_groups"][0]
+    assert group["params"] == [0]  # one flat weight vector
+    group["params"] = list(range(6))  # as an optimizer over the six tensors of the 2-16-16-2 network held it
+    old = tmp_path / "old.ckpt"
+    torch.save(ckpt, old)
+    with pytest.raises(ValueError, match="holds 6 per-tensor parameters.*cannot be resumed"):
+        _fit_api(tmp_path / "b", 250, ckpt_path=old)
+
+
 def test_faulty_sensor_samples_are_rejected_and_weights_stay_finite(tmp_path):
     dm = StreamDataModule(SinglePendulum(), duration=10.0, noise=0.01, seed=1,
                           faults=SensorFaults(nan_rate=0.002, inf_rate=0.001, drop_rate=0.002, spike_rate=0.002))
