@@ -86,9 +86,7 @@ def inside_bounds(problem: IdentificationProblem, values: dict[str, float], name
     """``values`` with those of ``names`` moved 1e-6 of their range inside the bounds (a model needs them strictly inside)."""
     out = dict(values)
     for n in names:
-        b = problem.physics.params.bounds[n]
-        pad = 1e-6 * (b.upper - b.lower)
-        out[n] = min(max(out[n], b.lower + pad), b.upper - pad)
+        out[n] = problem.physics.params.bounds[n].clip(out[n])
     return out
 
 

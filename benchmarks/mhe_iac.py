@@ -89,8 +89,7 @@ def inside(values: Mapping[str, float], bounds: Mapping[str, Bound], fraction: f
     out = dict(values)
     for n, b in bounds.items():
         if b.lower is not None and b.upper is not None:
-            pad = fraction * (b.upper - b.lower)
-            out[n] = min(max(out[n], b.lower + pad), b.upper - pad)
+            out[n] = b.clip(out[n], fraction)
     return out
 
 
