@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,7 +37,7 @@ from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMI
 from mhe.arrival import arrival_bounds
 from mhe.logs import BayesRaceRecording
 from mhe.solver import Start, WindowSolutions, cold_solve, lower_cost
-from mhe.training import load_experiment, pem_outputs, write_pem_outputs
+from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
 from mhe.vehicle import BAYESRACE_TRUTH
 
 CONFIG = "configs/mhe_bayesrace_physics_gn.yaml"
@@ -96,6 +97,48 @@ def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, 
     return out
 
 
+def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
+            track: Callable[[MovingHorizonEstimator], dict[str, float]] | None = None) -> dict:
+    """Run PEM-MHE on ``exp`` in this process and write its run files to ``out``.
+
+    ``track``: per iteration, further numbers of the estimator for the history and the progress line
+    (e.g. the mean relative parameter error where the truth is known).
+
+    Returns:
+        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost), the
+        trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
+        ``residual`` weights (None without a residual), the ``history`` of the iterations and the
+        loop's ``result`` (`mhe.report.PEMResult`).
+    """
+    problem = exp.problem
+    outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    history = []
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        est, t0 = pem.estimator, time.perf_counter()
+
+        def record(i, step):
+            extra = track(est) if track is not None else {}
+            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed, **extra,
+                            "wall_s": time.perf_counter() - t0})
+            if i % log_every == 0 or step.stop:
+                print(f"{i:4d} J={step.loss:.4e}" + "".join(f" {k}={v:.4f}" for k, v in extra.items())
+                      + f" failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
+                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
+
+        result = pem.fit(record)
+        write_pem_outputs(outputs, est, result)
+        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
+        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
+        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
+        net = est.model.residual
+        residual = None if net is None else {k: v.detach().clone() for k, v in net.state_dict().items()}
+    row = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
+           "failed_window_solves": result.counters.failed, "arrival": arrival}
+    return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history,
+            "result": result}
+
+
 def print_table1(rows: list[tuple[str, str, str, str, str]]) -> None:
     """Print Table 1 rows (method, one-step train, one-step validation, mean relative parameter error,
     training time), already formatted, as a Markdown table."""
@@ -127,26 +170,13 @@ def main(argv: list[str] | None = None) -> None:
                      with_values(problem, val_source, BAYESRACE_TRUTH, None), build / "truth", args.starts)
     print(f"truth: one-step error train {truth['train']['mse']:.3e}, validation {truth['validation']['mse']:.3e}",
           flush=True)
-    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
-    outputs.start()
-    history = []
-    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
-        est, t0 = pem.estimator, time.perf_counter()
 
-        def record(i, step):
-            errors = problem.relative_errors(est)
-            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
-                            "mean_rel_error": sum(errors.values()) / len(errors), "wall_s": time.perf_counter() - t0})
-            if i % args.log_every == 0 or step.stop:
-                print(f"{i:4d} J={step.loss:.4e} mean rel err={history[-1]['mean_rel_error']:.4f} "
-                      f"failed={step.n_failed} t={history[-1]['wall_s']:.0f}s{' stop: ' + step.stop if step.stop else ''}",
-                      flush=True)
+    def mean_rel_error(est: MovingHorizonEstimator) -> dict[str, float]:
+        errors = problem.relative_errors(est)
+        return {"mean_rel_error": sum(errors.values()) / len(errors)}
 
-        result = pem.fit(record)
-        write_pem_outputs(outputs, est, result)
-        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
-        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
-        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
+    fit = fit_pem(exp, args.out, args.log_every, mean_rel_error)
+    result, history, values, arrival, warm = fit["result"], fit["history"], fit["values"], fit["arrival"], fit["warm"]
     print(result.summary(args.out), flush=True)
     fitted = evaluate(with_values(problem, problem.source, values, arrival),
                       with_values(problem, val_source, values, arrival), build / "fitted", args.starts, warm)

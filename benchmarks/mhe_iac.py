@@ -55,14 +55,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import best_solutions, one_step_error, with_values
+from benchmarks.mhe_bayesrace import best_solutions, fit_pem, one_step_error, with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
+from mhe import Bound, IdentificationProblem, WindowSolver
 from mhe.ekf import ExtendedKalmanFilter
 from mhe.logs import IACRecording
 from mhe.solver import Start
 from mhe.state_pem import fit_on_states
-from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
+from mhe.training import load_experiment
 from torch_ude.savgol import SavitzkyGolay
 
 CONFIG = "configs/mhe_iac_physics_gn.yaml"
@@ -239,41 +239,6 @@ def residual_scales(problem: IdentificationProblem, values: Mapping[str, float])
     z = torch.cat([rec.states, rec.inputs], dim=-1)
     res = one_step_residuals(problem, values) / rec.dt
     return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
-
-
-def fit_pem(exp: PEMExperiment, out: Path, log_every: int) -> dict:
-    """Run PEM-MHE on ``exp`` in this process and write its run files to ``out``.
-
-    Returns:
-        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost), the
-        trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
-        ``residual`` weights (None without a residual) and the ``history`` of the iterations.
-    """
-    problem = exp.problem
-    outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
-    outputs.start()
-    history = []
-    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
-        t0 = time.perf_counter()
-
-        def record(i, step):
-            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed,
-                            "wall_s": time.perf_counter() - t0})
-            if i % log_every == 0 or step.stop:
-                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
-                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
-
-        result = pem.fit(record)
-        est = pem.estimator
-        write_pem_outputs(outputs, est, result)
-        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
-        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
-        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
-        net = est.model.residual
-        residual = None if net is None else {k: v.detach().clone() for k, v in net.state_dict().items()}
-    row = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
-           "failed_window_solves": result.counters.failed, "arrival": arrival}
-    return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history}
 
 
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:
