@@ -54,7 +54,7 @@ from torch import Tensor
 
 from benchmarks.mhe_bayesrace import with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from benchmarks.mhe_iac import PAPER, add_split_arguments, ekf_pem, inside, rollouts, values_of
+from benchmarks.mhe_iac import PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, values_of
 from mhe import IdentificationProblem
 from mhe.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
                                usable_samples)
@@ -93,10 +93,7 @@ def one_step(nxt: Tensor, problem: IdentificationProblem, x_hat: Tensor, last: T
 
 def multi_step(pred: Tensor, problem: IdentificationProblem, first: Tensor) -> dict:
     """Open-loop error of outputs ``pred`` (M, S, n_y) predicted from samples ``first`` (M,) (y~ at first + 1..S)."""
-    steps = pred.shape[1]
-    err = pred - problem.recording.outputs[first[:, None] + 1 + torch.arange(steps)[None, :]]
-    return {"mse": float((err ** 2).mean()), "steps": steps, "rollouts": len(first),
-            "rmse_end": (err[:, -1] ** 2).mean(0).sqrt().tolist()}
+    return open_loop_error(pred, problem.recording.outputs[first[:, None] + 1 + torch.arange(pred.shape[1])[None, :]])
 
 
 def coefficient_summary(names: tuple[str, ...], theta: Tensor) -> dict[str, dict[str, float]]:

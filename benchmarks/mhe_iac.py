@@ -174,6 +174,18 @@ def with_residual(model, residual: Mapping[str, torch.Tensor] | None):
     return model
 
 
+def open_loop_error(pred: torch.Tensor, meas: torch.Tensor) -> dict:
+    """The multi-step error of open-loop outputs ``pred`` against the logged ``meas``, both (M, S, n_y).
+
+    Returns:
+        ``mse`` (mean over rollouts, steps and outputs of the squared error), ``steps`` S, ``rollouts`` M and
+        ``rmse_end`` (the RMSE per output at the last step).
+    """
+    err = pred - meas
+    return {"mse": float((err ** 2).mean()), "steps": err.shape[1], "rollouts": err.shape[0],
+            "rmse_end": (err[:, -1] ** 2).mean(dim=0).sqrt().tolist()}
+
+
 def score(problem: IdentificationProblem, build: Path, starts: int, rollout_steps: int = 0,
           warm: list[Start | None] | None = None,
           residual: Mapping[str, torch.Tensor] | None = None) -> tuple[dict, dict]:
@@ -197,10 +209,7 @@ def score(problem: IdentificationProblem, build: Path, starts: int, rollout_step
     keep = best.ok & (first + rollout_steps < len(y))
     first = first[keep]
     pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps, residual)
-    meas = y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]]
-    err = pred - meas
-    out["multi_step"] = {"mse": float((err ** 2).mean()), "steps": rollout_steps, "rollouts": int(keep.sum()),
-                         "rmse_end": (err[:, -1] ** 2).mean(dim=0).sqrt().tolist()}
+    out["multi_step"] = open_loop_error(pred, y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]])
     return out, {"first": first + 1, "pred": pred}
 
 

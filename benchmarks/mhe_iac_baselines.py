@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import PAPER, add_split_arguments, inside, plot, score, values_of
+from benchmarks.mhe_iac import PAPER, add_split_arguments, inside, open_loop_error, plot, score, values_of
 from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.logs import IACRecording
@@ -92,9 +92,7 @@ def subnet(problem: IdentificationProblem, val_source: IACRecording, settings: S
             for label, data in (("train", train_data), ("validation", val_data))}
     windows = val_problem.windows
     first, pred, meas = subnet_rollouts(model, val_data, windows.start + windows.horizon, steps)
-    err = pred - meas
-    multi = {"mse": float((err ** 2).mean()), "steps": steps, "rollouts": len(first),
-             "rmse_end": np.sqrt((err[:, -1] ** 2).mean(0)).tolist()}
+    multi = open_loop_error(torch.as_tensor(pred, dtype=torch.float64), torch.as_tensor(meas, dtype=torch.float64))
     row = {"settings": dataclasses.asdict(settings), "training": info, "training_s": info["seconds"],
            "train": {"mse": rows["train"]["one_step"]["mse"], **rows["train"]},
            "validation": {"mse": rows["validation"]["one_step"]["mse"], **rows["validation"], "multi_step": multi}}
