@@ -53,25 +53,17 @@ import torch
 from torch import Tensor
 
 from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from benchmarks.mhe_iac import PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, values_of
+from benchmarks.mhe_iac import (PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, start_ekf,
+                                 values_of)
 from mhe import IdentificationProblem
 from mhe.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
                                usable_samples)
-from mhe.ekf import ExtendedKalmanFilter
 from mhe.logs import IACRecording
 from mhe.training import load_experiment
 
-__all__ = ["ROW", "ekf_estimates", "one_step", "multi_step", "coefficient_summary", "main"]
+__all__ = ["ROW", "one_step", "multi_step", "coefficient_summary", "main"]
 
 ROW = "EKF->PEM (adaptive)"
-
-
-def ekf_estimates(problem: IdentificationProblem, build: Path) -> tuple[Tensor, float]:
-    """The filtered states ``x^_{k|k}`` of the EKF with ``problem``'s start model over its recording, (T, n_x) float64,
-    and the filter's wall time in seconds."""
-    res = ExtendedKalmanFilter(problem.model(), ekf_settings(problem), build).run(problem.recording)
-    return torch.as_tensor(res.states), res.wall_s
 
 
 def one_step(nxt: Tensor, problem: IdentificationProblem, x_hat: Tensor, last: Tensor) -> dict:
@@ -173,8 +165,8 @@ def main(argv: list[str] | None = None) -> None:
 
     # the row: EKF on the training part, then Deep Dynamics on its estimates
     t0 = time.perf_counter()
-    x_hat, ekf_s = {}, {}
-    x_hat["train"], ekf_s["train"] = ekf_estimates(problem, build / "deep_dynamics" / "ekf_train")
+    filtered = {"train": start_ekf(problem, build / "deep_dynamics" / "ekf_train")}
+    x_hat = {"train": torch.as_tensor(filtered["train"].states)}
     rec = problem.recording
     last = {"train": usable_samples(len(rec.outputs), h, 1, rec.breaks)}
     model = DeepDynamics(problem.physics, rec.dt, problem.discretization, settings).float()
@@ -185,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     training_s = time.perf_counter() - t0
     model.eval()
 
-    x_hat["validation"], ekf_s["validation"] = ekf_estimates(parts["validation"], build / "deep_dynamics" / "ekf_val")
+    x_hat["validation"] = torch.as_tensor(start_ekf(parts["validation"], build / "deep_dynamics" / "ekf_val").states)
     val_rec = parts["validation"].recording
     last["validation"] = usable_samples(len(val_rec.outputs), h, 1, val_rec.breaks)
     windows = parts["validation"].windows
@@ -198,13 +190,15 @@ def main(argv: list[str] | None = None) -> None:
                  for p in parts}
     mean_values = inside({**start, **{n: float(v) for n, v in zip(model.names, theta["train"].double().mean(0))}},
                          problem.physics.params.bounds, 1e-6)
-    print(f"{ROW}: trained in {training_s:.1f} s (EKF {ekf_s['train']:.1f} s, network {fit.wall_s:.1f} s, "
+    print(f"{ROW}: trained in {training_s:.1f} s (EKF {filtered['train'].wall_s:.1f} s, network {fit.wall_s:.1f} s, "
           f"kept epoch {fit.best_epoch})", flush=True)
-    constant = {"start": {"values": start}, "EKF->PEM": ekf_pem(problem, build / "deep_dynamics" / "ekf_pem"),
+    constant = {"start": {"values": start},
+                "EKF->PEM": ekf_pem(problem, build / "deep_dynamics" / "ekf_pem", filtered["train"]),
                 "Deep Dynamics mean coefficients": {"values": mean_values}}
 
-    rows_out: dict[str, dict] = {ROW: {"training_s": training_s, "ekf_s": ekf_s["train"], "network_s": fit.wall_s,
-                                       "best_epoch": fit.best_epoch, "samples": list(fit.samples),
+    rows_out: dict[str, dict] = {ROW: {"training_s": training_s, "ekf_s": filtered["train"].wall_s,
+                                       "network_s": fit.wall_s, "best_epoch": fit.best_epoch,
+                                       "samples": list(fit.samples),
                                        "coefficients": {p: coefficient_summary(model.names, theta[p]) for p in parts}}}
     curves = {}
     for p, prob in parts.items():
