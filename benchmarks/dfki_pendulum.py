@@ -14,7 +14,8 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
   on the files), its EMA field;
 * the RK4 multiple-shooting baseline on the same training logs (observed at ``--rate``,
   windows of ``--steps`` RK4 steps inside one segment, the recorded torque interpolated
-  linearly over a step), from the same initial weights (`HybridField.from_seed`) and the
+  linearly over a step), from the same initial weights (`HybridField.from_seed`: the config's
+  ``model.hidden`` and ``model.linear``, the field form jet matching trained) and the
   scales jet matching's calibration measured, full-batch Adam with the discrete adjoint
   (`baselines.ShootingAdam`, the simulated pendulum's tuned settings);
 * f_known alone (the residual switched off), once;
@@ -98,9 +99,11 @@ def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, H
     return metrics, cli.datamodule, cli.model.averaged_field()
 
 
-def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace) -> tuple[dict, HybridField]:
-    """The RK4 multiple-shooting baseline on the data module's training logs (module doc)."""
-    field = HybridField.from_seed(dm.system.known, seed)
+def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
+                 form: HybridField) -> tuple[dict, HybridField]:
+    """The RK4 multiple-shooting baseline on the data module's training logs (module doc), on a
+    field of ``form``'s hidden widths and linear term (jet matching's field), seeded by ``seed``."""
+    field = HybridField.from_seed(dm.system.known, seed, hidden=form.mlp.sizes[1:-1], linear=form.linear)
     n = field.n_states
     x_rms, s1 = torch.tensor(calibration["x_rms"]), torch.tensor(calibration["s1"])
     field.set_scales(x_rms[:n], s1[:n], x_rms[n:])
@@ -111,7 +114,7 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace) -> 
     out = prediction_errors(field, dm.val_logs, dm.horizons)
     out.update({"wall_s": history.wall_s, "iterations": history.iterations, "skipped": history.skipped,
                 "final_loss": history.loss[-1], "windows": windows.batch, "steps": windows.steps,
-                "rate": args.rate, "window_candidates": windows.candidates})
+                "rate": args.rate, "window_candidates": windows.candidates, "num_parameters": field.num_parameters()})
     return out, field
 
 
@@ -233,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         out["jet_matching"].append({k: v for k, v in metrics.items() if k != "config"} | {"seed": seed})
         print(f"seed {seed}: jet matching " + ", ".join(f"{k} {metrics.get(k)}" for k in KEYS)
               + f" ({metrics['updates']} updates, {metrics['wall_s']:.1f} s)", flush=True)
-        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args)
+        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args, jet_field)
         out["rk4_baseline"].append(base | {"seed": seed})
         print(f"seed {seed}: RK4 baseline " + ", ".join(f"{k} {base.get(k)}" for k in KEYS)
               + f" ({base['iterations']} iterations, {base['skipped']} rejected, {base['wall_s']:.1f} s)", flush=True)
@@ -253,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{np.round(comp['rms_difference'], 4).tolist()}", flush=True)
             if seed == args.seeds[0]:
                 comparisons[method] = comp
+    out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
+                    "num_parameters": jet_field.num_parameters()}
     out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
     out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"]),
                       "rk4_baseline": summarize_seeds(out["rk4_baseline"]),

@@ -14,8 +14,9 @@ DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the 
 
 * jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED``, its EMA field;
 * the RK4 multiple-shooting baseline on the same derived states and voltages (observed at
-  ``--rate``, ``--steps`` RK4 steps per window, ``--windows`` windows), same initial weights
-  and scales, full-batch Adam with the discrete adjoint;
+  ``--rate``, ``--steps`` RK4 steps per window, ``--windows`` windows), same field form
+  (the config's ``model.hidden`` and ``model.linear``), initial weights and scales, full-batch
+  Adam with the discrete adjoint;
 * once, f_known alone and the benchmark's inverse-model fit IDIM-LS (`idim_ls`: recomputed
   here from DATA_EMPS as Script_IDIM_LS.m does) as a whole model
   ``M q'' = gtau vir - Fv q' - Fc tanh(q' / 1 mm/s) - offset``: a reference, not the truth.
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     dm, comparisons, simulations = None, {}, {}
     for seed in args.seeds:
         metrics, dm, jet_field = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
-        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args)
+        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args, jet_field)
         reference = reference_model(dm, fit)
         for method, field, row, key in (("jet matching", jet_field, metrics, "jet_matching"),
                                         ("RK4 baseline", base_field, base, "rk4_baseline")):
@@ -249,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
                             "velocity_rms_m_per_s": float(np.sqrt(np.mean(log.segments[0][:, 1] ** 2)))}
     print(f"position only: sigma_q {sigma_q:.3g} m -> sigma_v {out['position_only']['sigma_v_derived_m_per_s']:.3g} "
           f"m/s against a velocity RMS of {out['position_only']['velocity_rms_m_per_s']:.3g} m/s", flush=True)
+    out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
+                    "num_parameters": jet_field.num_parameters()}
     out["data_reports"] = [r.report for r in dm.train_logs + dm.val_logs]
     out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"], KEYS),
                       "rk4_baseline": summarize_seeds(out["rk4_baseline"], KEYS),

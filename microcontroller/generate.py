@@ -93,8 +93,14 @@ class DeviceSpec:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
 
         Raises:
-            ValueError: for an unsupported plant or impossible sizes and settings.
+            ValueError: for an unsupported plant, the residual's linear term, or impossible
+                sizes and settings.
         """
+        if self.field.linear:
+            raise ValueError(
+                "model.linear (the residual's linear term, HybridField(..., linear=True)) is not in the C port; "
+                "set model.linear false for the device, or train and use the field with the Python trainer "
+                "(its field.pt exports the linear term).")
         known = self.field.known
         if not isinstance(known, (PendulumField, DoublePendulumField)):
             raise ValueError(
@@ -196,7 +202,8 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     cli = main(["--config", str(config), *(overrides or [])], run=False)
     dm, model = cli.datamodule, cli.model
     hp = dict(model.hparams)
-    field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))))
+    field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
+                                  linear=bool(hp.get("linear", False)))
     data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
@@ -225,6 +232,10 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
     """
     folder = Path(run)
     module, sidecar = load_field(folder)
+    if sidecar.get("linear"):
+        raise ValueError(f"the field in {folder} has the residual's linear term (field.json: \"linear\": true), "
+                         f"which the C port does not implement; fine-tune it with the Python trainer, or train "
+                         f"the device's field with model.linear false.")
     system = _system_from_sidecar(sidecar)
     case = sidecar["case"]
     sizes = tuple(sidecar["layer_sizes"])

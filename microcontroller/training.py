@@ -52,7 +52,8 @@ class CJetMatchingModule(JetMatchingModule):
             return
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
-        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
+        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
+                                           linear=self.linear)
         data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
         spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
                                   self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")

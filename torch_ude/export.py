@@ -10,6 +10,9 @@ place), so a reader never sees a half-written one.
 A field with recorded inputs (``F(x, u)``) is exported as a map of ``(N, n + n_u)`` rows,
 the states then the inputs, to ``(N, n)`` values; the sidecar says so and records the
 input scales.
+A field with the residual's linear term (``HybridField(..., linear=True)``) exports to
+TorchScript like any other; its sidecar says ``"linear": true``, and the C port
+(`microcontroller.generate`), which has no linear term, refuses it.
 TorchScript is deprecated upstream in favour of ``torch.export``; it is kept here
 because a TorchScript file loads in any libtorch without Python, and its deprecation
 warnings are silenced around the calls that trigger them.
@@ -123,6 +126,8 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
         "input": {"shape": ["N", field.n_states], "meaning": "states"},
         "output": {"shape": ["N", field.n_states], "meaning": "F(x) = f_known(x) + N_theta(x)"},
     }
+    if field.linear:  # only when on: the sidecar of a plain field is unchanged
+        sidecar["linear"] = True
     if field.n_inputs:
         sidecar["input_names"] = list(getattr(system, "input_names", ()))
         sidecar["input_scale"] = field.input_scale.tolist()

@@ -13,6 +13,13 @@ With a recorded input ``u`` (``known`` a `torch_ude.systems.ControlledField` wit
 ``[F / s_in, udot / s_u]`` gives both terms; ``udot`` does not depend on the weights, so
 the gradient of Eq. (14)-(16) keeps its form (the VJP keeps the state block only).
 Without inputs every method computes exactly what it did before inputs existed.
+
+With ``linear=True`` the network carries a trainable linear term of its normalized input
+(`torch_ude.mlp.TanhMLP`): ``N(x, u) = s_out * (MLP(z) + L z)``, ``z = [x / s_in, u / s_u]``,
+``L`` initialised to zero. It lets the residual absorb an error linear in the states or
+inputs (a torque gain of the known model) over any range, where tanh units saturate. Every
+method here (values, JVPs, VJPs, parameter gradients) includes it through the MLP's own
+formulas, so jet matching, the RK4 baseline's adjoint and evaluation share one implementation.
 """
 from __future__ import annotations
 
@@ -66,18 +73,21 @@ class HybridField(nn.Module):
         dtype: parameter dtype.
         generator: random generator for reproducible initial weights.
         last_layer_gain: initial scale of the MLP's output layer.
+        linear: add the zero-initialised linear term ``L z`` to the residual (module doc);
+            off (the default), the parameters and state dict are those of the plain network.
     """
 
     def __init__(self, known: VectorField | ControlledField, hidden: Sequence[int] = (16, 16),
                  dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
-                 last_layer_gain: float = 0.1) -> None:
+                 last_layer_gain: float = 0.1, linear: bool = False) -> None:
         super().__init__()
         n = int(known.n_states)
         n_u = int(known.n_inputs) if isinstance(known, ControlledField) else 0
         self.known = known
         self.n_states = n
         self.n_inputs = n_u
-        self.mlp = TanhMLP((n + n_u, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain)
+        self.mlp = TanhMLP((n + n_u, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain,
+                           linear=linear)
         self.register_buffer("in_scale", torch.ones(n, dtype=dtype))
         self.register_buffer("out_scale", torch.ones(n, dtype=dtype))
         if n_u:  # only with inputs: an autonomous field's state dict is unchanged
@@ -85,14 +95,21 @@ class HybridField(nn.Module):
 
     @classmethod
     def from_seed(cls, known: VectorField | ControlledField, seed: int, hidden: Sequence[int] = (16, 16),
-                  dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1) -> HybridField:
+                  dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1,
+                  linear: bool = False) -> HybridField:
         """A field whose initial weights depend only on ``seed``.
 
         Every trainer of the project builds its field this way, so jet matching and the
-        solver baselines start from identical weights for the same seed.
+        solver baselines start from identical weights for the same seed (and the linear
+        term, zero at the start, does not change them).
         """
         gen = torch.Generator().manual_seed(int(seed))
-        return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain)
+        return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain, linear=linear)
+
+    @property
+    def linear(self) -> bool:
+        """Whether the residual carries the linear term ``L z`` (module doc)."""
+        return self.mlp.linear
 
     def set_scales(self, in_scale: Tensor, out_scale: Tensor, input_scale: Tensor | None = None) -> None:
         """Set the calibration scales.
@@ -124,7 +141,8 @@ class HybridField(nn.Module):
         return self.mlp.ordered_parameters()
 
     def num_parameters(self) -> int:
-        """Number of trainable scalars (354 for 2-16-16-2, 420 for 4-16-16-4)."""
+        """Number of trainable scalars (354 for 2-16-16-2, 420 for 4-16-16-4; the linear term
+        adds ``n (n + n_u)``)."""
         return sum(p.numel() for p in self.parameters_list())
 
     # ----- values ---------------------------------------------------------------------------

@@ -7,7 +7,12 @@ plain tensor algebra, so no autograd graph is ever built. All methods work in
 float64 (verification), float32 (device) and complex128 (complex-step checks).
 
 Notation, layers ``l = 1..L``: ``h_0 = z``, ``a_l = h_{l-1} W_l^T + b_l``,
-``h_l = tanh(a_l)`` for ``l < L`` and output ``o = a_L``.
+``h_l = tanh(a_l)`` for ``l < L`` and output ``o = a_L``. With the opt-in linear term
+(``linear=True``) the output is ``o = a_L + z L^T``, ``L`` a trainable (d_L, d_0) matrix
+initialised to zero: a path around the tanh layers for a response linear in the input
+(a gain error of the known model, which saturated tanh units cannot follow over a wide
+input range). Its derivatives: ``odot`` gains ``zdot L^T``, the input cotangent
+``obar L``, and the gradient of ``L`` is ``obar^T z + tbar^T zdot``.
 """
 from __future__ import annotations
 
@@ -58,7 +63,8 @@ class TanhMLP(nn.Module):
 
     Initialization: Glorot-uniform weights with the tanh gain 5/3 on hidden layers,
     the output layer scaled by ``last_layer_gain`` (small, so the hybrid model
-    starts close to the known physics), zero biases.
+    starts close to the known physics), zero biases; the linear term (if any) zero, so
+    it changes neither the initial outputs nor the random draws of the weights.
 
     Args:
         sizes: layer widths ``(d_0, d_1, ..., d_L)``, e.g. ``(2, 16, 16, 2)`` (354
@@ -66,10 +72,14 @@ class TanhMLP(nn.Module):
         dtype: parameter dtype, float64 for verification, float32 for a device.
         generator: random generator for reproducible initial weights.
         last_layer_gain: scale of the output layer's initial weights.
+        linear: add the trainable linear term ``z L^T`` to the output (module doc),
+            parameter ``linear_weight`` of shape (d_L, d_0). Off, the parameters and the
+            state dict are those of the plain MLP.
     """
 
     def __init__(self, sizes: Sequence[int], dtype: torch.dtype = torch.float64,
-                 generator: torch.Generator | None = None, last_layer_gain: float = 0.1) -> None:
+                 generator: torch.Generator | None = None, last_layer_gain: float = 0.1,
+                 linear: bool = False) -> None:
         super().__init__()
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) < 2 or min(sizes) < 1:
@@ -84,6 +94,11 @@ class TanhMLP(nn.Module):
             w.uniform_(-bound, bound, generator=generator)
             self.register_parameter(f"weight{l}", nn.Parameter(w))
             self.register_parameter(f"bias{l}", nn.Parameter(torch.zeros(d_out, dtype=dtype)))
+        if not isinstance(linear, bool):
+            raise TypeError(f"linear must be True or False; got {linear!r}.")
+        self.linear = linear
+        if linear:  # only when on: a plain MLP's state dict is unchanged
+            self.register_parameter("linear_weight", nn.Parameter(torch.zeros(sizes[-1], sizes[0], dtype=dtype)))
 
     @property
     def layers(self) -> list[tuple[Tensor, Tensor]]:
@@ -96,9 +111,15 @@ class TanhMLP(nn.Module):
         """Number of affine layers ``L``."""
         return len(self._names)
 
+    def _linear(self) -> Tensor:
+        """``L``, shape (d_L, d_0), of the linear term, looked up by name (as `layers`)."""
+        return self._parameters["linear_weight"]
+
     def ordered_parameters(self) -> list[Tensor]:
-        """Parameters in the order of `backward`'s gradients: W_1, b_1, ..., W_L, b_L."""
-        return [t for layer in self.layers for t in layer]
+        """Parameters in the order of `backward`'s gradients: W_1, b_1, ..., W_L, b_L (then L
+        with the linear term)."""
+        params = [t for layer in self.layers for t in layer]
+        return params + [self._linear()] if self.linear else params
 
     def activations(self, z: Tensor) -> Activations:
         """Forward pass keeping activations, (B, d_0) -> `Activations`."""
@@ -109,6 +130,8 @@ class TanhMLP(nn.Module):
             h = torch.tanh(torch.addmm(b, h, w.T))
             hidden.append(h)
         out = torch.addmm(b_out, h, w_out.T)
+        if self.linear:
+            out = torch.addmm(out, z, self._linear().T)
         return Activations(inputs=z, hidden=hidden, output=out)
 
     def forward(self, z: Tensor) -> Tensor:
@@ -133,7 +156,10 @@ class TanhMLP(nn.Module):
             hdot = (1.0 - h * h) * adot
             pre.append(adot)
             hid.append(hdot)
-        return Tangents(inputs=zdot, pre=pre, hidden=hid, output=hdot @ layers[-1][0].T)
+        out = hdot @ layers[-1][0].T
+        if self.linear:
+            out = torch.addmm(out, zdot, self._linear().T)
+        return Tangents(inputs=zdot, pre=pre, hidden=hid, output=out)
 
     def vjp_input(self, acts: Activations, obar: Tensor) -> Tensor:
         """Input cotangent ``(do/dz)^T obar``, shape (B, d_L) -> (B, d_0)."""
@@ -142,7 +168,8 @@ class TanhMLP(nn.Module):
         for l in range(len(layers) - 1, 0, -1):
             h = acts.hidden[l - 1]
             g = (g @ layers[l][0]) * (1.0 - h * h)
-        return g @ layers[0][0]
+        g = g @ layers[0][0]
+        return torch.addmm(g, obar, self._linear()) if self.linear else g
 
     def backward(self, acts: Activations, obar: Tensor, tangents: Tangents | None = None,
                  tbar: Tensor | None = None) -> list[Tensor]:
@@ -159,12 +186,16 @@ class TanhMLP(nn.Module):
             tbar: cotangent of the output tangent ``odot``, shape (B, d_L), or None.
 
         Returns:
-            Gradients ``[dW_1, db_1, ..., dW_L, db_L]`` matching `ordered_parameters`.
+            Gradients ``[dW_1, db_1, ..., dW_L, db_L]`` (then ``dL`` with the linear term)
+            matching `ordered_parameters`.
         """
         with_tangent = tbar is not None
         if with_tangent and tangents is None:
             raise ValueError("tangents are required when tbar is given.")
         grads: list[Tensor] = []
+        if self.linear:
+            dl = obar.T @ acts.inputs
+            grads.append(dl + tbar.T @ tangents.inputs if with_tangent else dl)
         abar, tabar = obar, tbar  # cotangents of a_l and adot_l
         layers = self.layers
         for l in range(len(layers) - 1, -1, -1):
@@ -184,5 +215,5 @@ class TanhMLP(nn.Module):
                 tabar = thbar * deriv
                 hbar = hbar - 2.0 * h_prev * thbar * tangents.pre[l - 1]
             abar = hbar * deriv
-        grads.reverse()
+        grads.reverse()  # the linear term's gradient, appended first, comes last
         return grads

@@ -39,9 +39,14 @@ def test_adjoint_matches_complex_step(steps):
     assert torch.allclose(reference.loss().real, result.loss, rtol=1e-14, atol=0.0)
 
 
-@pytest.mark.parametrize("plant,case", [("single", "C"), ("double", "A")])
-def test_adjoint_matches_autograd_through_the_unrolled_rk4(plant, case):
-    field = random_field(plant, case, 7)
+def test_adjoint_of_a_field_with_the_linear_term_matches_complex_step():
+    field = random_field("single", "A", 3, linear=True)
+    _check_against_complex_step(field, short_windows("single", 3, 3, seed=3))
+
+
+@pytest.mark.parametrize("plant,case,linear", [("single", "C", False), ("double", "A", False), ("double", "A", True)])
+def test_adjoint_matches_autograd_through_the_unrolled_rk4(plant, case, linear):
+    field = random_field(plant, case, 7, linear)
     steps, windows = 6, short_windows(plant, 6, 5, seed=1)
     tape = RK4Tape.allocate(field, steps, windows.batch)
     states = rk4_forward(field, windows.x0, windows.h, tape)
@@ -73,15 +78,16 @@ def _input_windows(field, steps, batch, seed):
                            candidates=batch, straddling=0, inputs=torch.randn(steps + 1, batch, m, generator=gen))
 
 
-@pytest.mark.parametrize("model", ["torque", "coupled"])
-def test_adjoint_with_inputs_matches_complex_step(model):
-    field = random_input_field(model, 4)
+@pytest.mark.parametrize("model,linear", [("torque", False), ("coupled", False), ("torque", True), ("coupled", True)])
+def test_adjoint_with_inputs_matches_complex_step(model, linear):
+    field = random_input_field(model, 4, linear)
     windows = _input_windows(field, 4, 3, seed=4)
     _check_against_complex_step(field, windows)
 
 
-def test_adjoint_with_inputs_matches_autograd_through_rk4_with_interpolated_inputs():
-    field = random_input_field("coupled", 7)
+@pytest.mark.parametrize("linear", [False, True])
+def test_adjoint_with_inputs_matches_autograd_through_rk4_with_interpolated_inputs(linear):
+    field = random_input_field("coupled", 7, linear)
     steps, windows = 5, _input_windows(field, 5, 4, seed=2)
     tape = RK4Tape.allocate(field, steps, windows.batch)
     states = rk4_forward(field, windows.x0, windows.h, tape, windows.inputs)

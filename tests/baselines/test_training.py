@@ -63,6 +63,13 @@ def test_noise_adaptive_weight_decay_follows_the_stream_calibration(tmp_path):
         _fit(tmp_path, "--model.weight_decay_full_at", "0")
 
 
+def test_the_linear_option_reaches_the_baseline_field(tmp_path):
+    metrics = _fit(tmp_path, "--trainer.max_steps", "3", "--model.linear", "true")
+    assert metrics["updates"] == 3
+    module, meta = load_field(tmp_path)
+    assert meta["linear"] is True and meta["num_parameters"] == 354 + 4
+
+
 def test_double_pendulum_config_runs(tmp_path):
     metrics = _fit(tmp_path, "--data.duration", "4", "--trainer.max_steps", "3",
                    config="configs/baseline_double_pendulum_case_a.yaml")

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from benchmarks.dfki_pendulum import _without_residual, main, residual_torques
+from torch_ude.cli import main as cli_main
 from torch_ude.systems import TorqueDoublePendulumModel
 from torch_ude.training import RecordedDataModule
 
@@ -89,6 +90,29 @@ def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
         (row,) = out["residual_torques"][method]
         assert len(row["rms_reference"]) == 1 and row["rms_reference"][0] > 0
         assert "rms_reference_friction" not in row
+
+
+@pytest.mark.parametrize("name", ["dfki_pendulum", "emps"])
+def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypatch):
+    base, linear = (yaml.safe_load((ROOT / "configs" / f"{n}.yaml").read_text()) for n in (name, f"{name}_linear"))
+    assert linear["model"]["init_args"].pop("linear") is True and "linear" not in base["model"]["init_args"]
+    assert linear["trainer"].pop("default_root_dir") == f"runs/{name}_linear"
+    base["trainer"].pop("default_root_dir")
+    assert linear == base
+    folder = ROOT.parent / "shared" / "data" / name
+    if not folder.is_dir():
+        pytest.skip(f"the config's data files are not at {folder} (see ../shared/data/README.md)")
+    monkeypatch.chdir(ROOT)
+    cli = cli_main(["--config", f"configs/{name}_linear.yaml"], run=False)
+    assert cli.model.linear is True
+
+
+@pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
+def test_a_tiny_run_with_the_linear_term_gives_the_baseline_the_same_field_form(tmp_path, monkeypatch):
+    out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum_linear.yaml", SINGLE, "tiny_linear")
+    # 3 inputs (q, q', tau), 2 outputs: 2-16-16-2 has 370 weights, L adds 6
+    assert out["field"] == {"hidden": [16, 16], "linear": True, "num_parameters": 376}
+    assert out["rk4_baseline"][0]["num_parameters"] == 376
 
 
 @needs_data

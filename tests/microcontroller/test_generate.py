@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from microcontroller.generate import main, spec_from_config, spec_from_run, write_headers
-from torch_ude import __version__
+from torch_ude import HybridField, __version__
 from torch_ude.export import export_field
 from torch_ude.savgol import SavitzkyGolay
 
@@ -31,6 +31,7 @@ def test_headers_carry_the_stamp_sizes_and_tables(tmp_path):
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
     (["--model.stream.tap_average", "true"], "tap_average .* is not in the C port yet"),
+    (["--model.linear", "true"], "model.linear .* is not in the C port"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -74,4 +75,12 @@ def test_a_trained_run_is_fine_tuned_with_its_weights_and_scales(tmp_path):
     (tmp_path / "field.json").write_text(json.dumps({**json.loads((tmp_path / "field.json").read_text()),
                                                      "extra": {}}))
     with pytest.raises(ValueError, match="records no run settings"):
+        spec_from_run(tmp_path)
+
+
+def test_a_run_with_the_linear_term_is_refused(tmp_path):
+    spec = spec_from_config(CONFIG, [])
+    field = HybridField.from_seed(spec.system.known_field("A"), 0, linear=True)
+    export_field(field, tmp_path, spec.system, "A", extra={"seed": 0})
+    with pytest.raises(ValueError, match=r"has the residual's linear term \(field.json: \"linear\": true\)"):
         spec_from_run(tmp_path)

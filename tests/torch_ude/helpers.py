@@ -11,16 +11,24 @@ from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
 
 
-def random_field(plant: str, case: str, seed: int) -> HybridField:
-    """A hybrid field with non-trivial random weights and scales, float64."""
-    system = PLANTS[plant]()
-    gen = torch.Generator().manual_seed(seed)
-    field = HybridField(system.known_field(case), generator=gen, last_layer_gain=1.0)
-    n = system.n_states
-    field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen))
+def _randomize(field: HybridField, gen: torch.Generator) -> None:
+    """Random biases (and a random linear term, if the field has one) in place."""
     with torch.no_grad():
         for _, b in field.mlp.layers:
             b.uniform_(-0.5, 0.5, generator=gen)
+        if field.linear:
+            field.parameters_list()[-1].uniform_(-0.5, 0.5, generator=gen)
+
+
+def random_field(plant: str, case: str, seed: int, linear: bool = False) -> HybridField:
+    """A hybrid field with non-trivial random weights and scales, float64 (``linear``: with a
+    random linear term)."""
+    system = PLANTS[plant]()
+    gen = torch.Generator().manual_seed(seed)
+    field = HybridField(system.known_field(case), generator=gen, last_layer_gain=1.0, linear=linear)
+    n = system.n_states
+    field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen))
+    _randomize(field, gen)
     return field
 
 
@@ -69,17 +77,16 @@ def _lab_pendulum() -> TorquePendulumModel:
 INPUT_MODELS = {"torque": TorquePendulumModel, "coupled": CoupledInputs, "lab": _lab_pendulum}
 
 
-def random_input_field(model: str, seed: int) -> HybridField:
-    """A hybrid field on a known model with inputs, random weights, biases and scales, float64."""
+def random_input_field(model: str, seed: int, linear: bool = False) -> HybridField:
+    """A hybrid field on a known model with inputs, random weights, biases and scales, float64
+    (``linear``: with a random linear term)."""
     known = INPUT_MODELS[model]()
     gen = torch.Generator().manual_seed(seed)
-    field = HybridField(known, generator=gen, last_layer_gain=1.0)
+    field = HybridField(known, generator=gen, last_layer_gain=1.0, linear=linear)
     n, m = known.n_states, known.n_inputs
     field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen),
                      0.5 + torch.rand(m, generator=gen))
-    with torch.no_grad():
-        for _, b in field.mlp.layers:
-            b.uniform_(-0.5, 0.5, generator=gen)
+    _randomize(field, gen)
     return field
 
 

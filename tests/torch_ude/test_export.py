@@ -65,3 +65,14 @@ def test_export_replaces_files_atomically(tmp_path, monkeypatch):
         export_field(field, tmp_path, SinglePendulum(), "A", extra={"run": 2})
     # the earlier export is intact and no temporary file is left behind
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_field_with_the_linear_term_exports_and_its_sidecar_says_so(tmp_path):
+    field = random_field("single", "A", 2, linear=True)
+    export_field(field, tmp_path / "lin", SinglePendulum(), "A")
+    module, meta = load_field(tmp_path / "lin")
+    x = torch.randn(5, 2, dtype=torch.float64)
+    assert torch.allclose(module(x), field.evaluate(x), rtol=1e-14)
+    assert meta["linear"] is True and meta["num_parameters"] == 358
+    export_field(random_field("single", "A", 2), tmp_path / "plain", SinglePendulum(), "A")
+    assert "linear" not in load_field(tmp_path / "plain")[1]

@@ -4,6 +4,7 @@ import torch
 from torch.func import jacrev, jvp, vjp
 
 from torch_ude import HybridField, SinglePendulum
+from torch_ude.systems.controlled import TorquePendulumModel
 from tests.torch_ude.helpers import PLANTS, random_batch, random_field, random_input_field
 
 
@@ -17,9 +18,9 @@ def _jacobian_ref(f, x):
 
 
 @pytest.mark.parametrize("plant", ["single", "double"])
-@pytest.mark.parametrize("case", ["A", "B", "C"])
-def test_jacobian_and_lie_derivative_match_jacrev(plant, case):
-    field = random_field(plant, case, 4)
+@pytest.mark.parametrize("case,linear", [("A", False), ("B", False), ("C", False), ("A", True)])
+def test_jacobian_and_lie_derivative_match_jacrev(plant, case, linear):
+    field = random_field(plant, case, 4, linear)
     x = random_batch(field.n_states, 9, 4)[0]
     jac = _jacobian_ref(field.evaluate, x)
     assert torch.allclose(field.jacobian(x), jac, rtol=1e-12, atol=1e-12)
@@ -28,8 +29,9 @@ def test_jacobian_and_lie_derivative_match_jacrev(plant, case):
 
 
 @pytest.mark.parametrize("plant", ["single", "double"])
-def test_jvp_and_vjp_match_torch_func(plant):
-    field = random_field(plant, "C", 5)
+@pytest.mark.parametrize("linear", [False, True])
+def test_jvp_and_vjp_match_torch_func(plant, linear):
+    field = random_field(plant, "C", 5, linear)
     x, v, u = random_batch(field.n_states, 11, 5)
     _, jv = jvp(field.evaluate, (x,), (v,))
     assert torch.allclose(field.jvp(x, v), jv, rtol=1e-12, atol=1e-12)
@@ -95,8 +97,9 @@ def test_set_scales_rejects_bad_scales():
 
 # ----- fields with recorded inputs ----------------------------------------------------------
 @pytest.mark.parametrize("model", ["torque", "coupled"])
-def test_input_field_value_and_lie_derivative_match_torch_func(model):
-    field = random_input_field(model, 6)
+@pytest.mark.parametrize("linear", [False, True])
+def test_input_field_value_and_lie_derivative_match_torch_func(model, linear):
+    field = random_input_field(model, 6, linear)
     n, m = field.n_states, field.n_inputs
     gen = torch.Generator().manual_seed(6)
     x, u, udot = torch.randn(11, n, generator=gen), torch.randn(11, m, generator=gen), torch.randn(11, m, generator=gen)
@@ -110,8 +113,9 @@ def test_input_field_value_and_lie_derivative_match_torch_func(model):
     assert torch.allclose(field.residual(x, u), value - field.known(x, u), rtol=1e-12, atol=1e-12)
 
 
-def test_input_field_state_vjp_block_matches_torch_func():
-    field = random_input_field("coupled", 2)
+@pytest.mark.parametrize("linear", [False, True])
+def test_input_field_state_vjp_block_matches_torch_func(linear):
+    field = random_input_field("coupled", 2, linear)
     gen = torch.Generator().manual_seed(2)
     x, u, w = torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen), torch.randn(5, 2, generator=gen)
     _, pull = vjp(lambda xx: field.residual(xx, u), x)
@@ -144,3 +148,60 @@ def test_an_autonomous_field_is_unchanged_by_the_input_code():
     field = random_field("double", "A", 1)
     assert field.n_inputs == 0 and "input_scale" not in field.state_dict()
     assert field.mlp.sizes == (4, 16, 16, 4)
+
+
+# ----- the residual's linear term (linear=True) ------------------------------------------------
+@pytest.mark.parametrize("model", ["torque", "coupled"])
+def test_the_linear_term_is_l_times_the_normalized_input(model):
+    field = random_input_field(model, 3, linear=True)
+    gen = torch.Generator().manual_seed(3)
+    x, u = torch.randn(6, field.n_states, generator=gen), torch.randn(6, field.n_inputs, generator=gen)
+    z = field.net_input(x, u)
+    plain = HybridField(field.known)  # the same MLP without L
+    plain.load_state_dict({k: v for k, v in field.state_dict().items() if k != "mlp.linear_weight"})
+    lin = field.mlp.linear_weight
+    assert lin.shape == (field.n_states, field.n_states + field.n_inputs) and bool((lin != 0).all())
+    expected = field.out_scale * (plain.mlp(z) + z @ lin.T)
+    assert torch.allclose(field.residual(x, u), expected, rtol=1e-14, atol=1e-14)
+    assert field.num_parameters() == plain.num_parameters() + lin.numel()
+    assert field.parameters_list()[-1] is lin
+
+
+@pytest.mark.parametrize("known", [SinglePendulum().known_field("A"), TorquePendulumModel()])
+def test_the_linear_term_starts_at_zero_and_changes_nothing(known):
+    off, on = HybridField.from_seed(known, 7), HybridField.from_seed(known, 7, linear=True)
+    assert not off.linear and on.linear and bool((on.mlp.linear_weight == 0).all())
+    for p, q in zip(off.parameters_list(), on.parameters_list()):  # the seed's draws are the same
+        assert torch.equal(p, q)
+    gen = torch.Generator().manual_seed(7)
+    for field in (off, on):
+        n, m = field.n_states, field.n_inputs
+        field.set_scales(torch.full((n,), 0.7), torch.full((n,), 1.9), torch.full((m,), 0.8) if m else None)
+    x = torch.randn(9, off.n_states, generator=gen)
+    u, udot = (torch.randn(9, off.n_inputs, generator=gen) if off.n_inputs else None for _ in range(2))
+    a, b = off.jet(x, u=u, udot=udot), on.jet(x, u=u, udot=udot)
+    assert torch.equal(a.value, b.value) and torch.equal(a.lie, b.lie)
+    w = torch.randn(9, off.n_states, generator=gen)
+    assert torch.equal(off.vjp_residual(a.acts, w), on.vjp_residual(b.acts, w))
+    grads_off = off.parameter_vjp(a.acts, w, a.tangents, w)
+    grads_on = on.parameter_vjp(b.acts, w, b.tangents, w)
+    assert len(grads_on) == len(grads_off) + 1
+    for g, h in zip(grads_off, grads_on):
+        assert torch.equal(g, h)
+
+
+def test_without_the_linear_term_the_state_dict_is_unchanged():
+    field = HybridField(SinglePendulum().known_field("A"))
+    assert list(field.state_dict()) == ["in_scale", "out_scale", "mlp.weight0", "mlp.bias0", "mlp.weight1",
+                                        "mlp.bias1", "mlp.weight2", "mlp.bias2"]
+    assert "linear_weight" not in dict(field.mlp.named_parameters())
+    assert list(HybridField(TorquePendulumModel(), linear=True).state_dict())[-1] == "mlp.linear_weight"
+    # a checkpoint of a plain field loads into a plain field; into one with the term it names the missing key
+    HybridField(SinglePendulum().known_field("A")).load_state_dict(field.state_dict())
+    with pytest.raises(RuntimeError, match="mlp.linear_weight"):
+        HybridField(SinglePendulum().known_field("A"), linear=True).load_state_dict(field.state_dict())
+
+
+def test_the_linear_option_must_be_a_bool():
+    with pytest.raises(TypeError, match="linear must be True or False; got 'yes'"):
+        HybridField(SinglePendulum().known_field("A"), linear="yes")

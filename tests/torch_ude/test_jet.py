@@ -2,7 +2,9 @@
 
 36 conditions: both plants x Cases A/B/C x lambda2 in {0, 0.1} x three (batch, weight
 seed) pairs, all float64; with recorded inputs, 8 more: two known models (one and two
-inputs) x lambda2 in {0, 0.1} x two (batch, weight seed) pairs.
+inputs) x lambda2 in {0, 0.1} x two (batch, weight seed) pairs. With the residual's linear
+term (``HybridField(..., linear=True)``, a random ``L``): 4 autonomous conditions (both
+plants, Case A, lambda2 in {0, 0.1}) and 4 with inputs (both models, lambda2 in {0, 0.1}).
 """
 import copy
 
@@ -52,9 +54,12 @@ def _rel(a, b):
     return float(num / den)
 
 
-@pytest.mark.parametrize("plant,case,lam2,batch,seed", CONDITIONS)
-def test_gradient_matches_torch_func(plant, case, lam2, batch, seed):
-    field = random_field(plant, case, seed)
+LINEAR = [(plant, "A", lam2, 7, 1, True) for plant in ("single", "double") for lam2 in (0.0, 0.1)]
+
+
+@pytest.mark.parametrize("plant,case,lam2,batch,seed,linear", [(*c, False) for c in CONDITIONS] + LINEAR)
+def test_gradient_matches_torch_func(plant, case, lam2, batch, seed, linear):
+    field = random_field(plant, case, seed, linear)
     x, xd, xdd = random_batch(field.n_states, batch, seed)
     loss = _loss_for(field, lam2, seed)
     res = loss.value_and_grad(field, x, xd, xdd)
@@ -81,9 +86,9 @@ def _complex_step_grads(field, loss, *data, h: float = 1e-30) -> list[torch.Tens
     return cs
 
 
-@pytest.mark.parametrize("plant,case,lam2,batch,seed", CONDITIONS)
-def test_gradient_matches_complex_step(plant, case, lam2, batch, seed):
-    field = random_field(plant, case, seed)
+@pytest.mark.parametrize("plant,case,lam2,batch,seed,linear", [(*c, False) for c in CONDITIONS] + LINEAR)
+def test_gradient_matches_complex_step(plant, case, lam2, batch, seed, linear):
+    field = random_field(plant, case, seed, linear)
     x, xd, xdd = random_batch(field.n_states, batch, seed)
     loss = _loss_for(field, lam2, seed)
     res = loss.value_and_grad(field, x, xd, xdd)
@@ -160,8 +165,9 @@ def test_inputs_in_another_dtype_than_the_field_are_a_clear_error():
 
 
 # ----- recorded inputs: F(x, u), G = J_x F F + J_u F udot ------------------------------------
-INPUT_CONDITIONS = [(model, lam2, batch, seed) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)
+INPUT_CONDITIONS = [(model, lam2, batch, seed, False) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)
                     for batch, seed in ((1, 0), (9, 1))]
+INPUT_CONDITIONS += [(model, lam2, 9, 1, True) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)]
 
 
 def _input_batch(field, batch, seed):
@@ -188,9 +194,9 @@ def _naive_input_loss(field, loss, x, xd, xdd, u, udot):
     return value, params, [order[id(p)] for p in field.parameters_list()]
 
 
-@pytest.mark.parametrize("model,lam2,batch,seed", INPUT_CONDITIONS)
-def test_input_gradient_matches_torch_func(model, lam2, batch, seed):
-    field = random_input_field(model, seed)
+@pytest.mark.parametrize("model,lam2,batch,seed,linear", INPUT_CONDITIONS)
+def test_input_gradient_matches_torch_func(model, lam2, batch, seed, linear):
+    field = random_input_field(model, seed, linear)
     x, xd, xdd, u, udot = _input_batch(field, batch, seed)
     loss = _loss_for(field, lam2, seed)
     res = loss.value_and_grad(field, x, xd, xdd, u=u, udot=udot)
@@ -200,9 +206,9 @@ def test_input_gradient_matches_torch_func(model, lam2, batch, seed):
     assert torch.allclose(res.loss, value(params), rtol=1e-13, atol=0)
 
 
-@pytest.mark.parametrize("model,lam2,batch,seed", INPUT_CONDITIONS)
-def test_input_gradient_matches_complex_step(model, lam2, batch, seed):
-    field = random_input_field(model, seed)
+@pytest.mark.parametrize("model,lam2,batch,seed,linear", INPUT_CONDITIONS)
+def test_input_gradient_matches_complex_step(model, lam2, batch, seed, linear):
+    field = random_input_field(model, seed, linear)
     data = _input_batch(field, batch, seed)
     loss = _loss_for(field, lam2, seed)
     res = loss.value_and_grad(field, *data[:3], u=data[3], udot=data[4])

@@ -86,6 +86,8 @@ class JetMatchingModule(L.LightningModule):
 
     Args:
         hidden: hidden widths of the tanh MLP.
+        linear: add the zero-initialised linear term to the residual
+            (`torch_ude.field.HybridField`; for a known model with a gain error).
         stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
         batch_size: minibatch size (64; v1: 32).
         lr: Adam learning rate (initial value of the cosine schedule).
@@ -115,7 +117,7 @@ class JetMatchingModule(L.LightningModule):
 
     trainer_name = "jet_matching"  # recorded in the run's output files
 
-    def __init__(self, hidden: tuple[int, ...] = (16, 16), stream: StreamSettings | None = None,
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  weight_decay: float = 0.0, weight_decay_full_at: float | None = None, grad_clip: float = 5.0,
@@ -140,6 +142,7 @@ class JetMatchingModule(L.LightningModule):
         if ema_decay is not None and not 0.0 < ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in (0, 1) or null; got {ema_decay}.")
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
+        self.linear = bool(linear)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
@@ -175,7 +178,8 @@ class JetMatchingModule(L.LightningModule):
             return
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
-        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden)
+        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
+                                            linear=self.linear)
         self._weights = flatten_parameters(self.field.parameters_list())
         if self.ema_decay is not None:
             self.ema = ExponentialAverage(self.field, self.ema_decay)
