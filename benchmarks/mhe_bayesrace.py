@@ -8,7 +8,8 @@ truth (with the config's arrival-cost start):
 
 * one-step prediction error: the mean over windows and the two outputs of ``r^2``,
   ``r = C x^_N - y~_N`` (Eq. 9) with ``x^_N`` from the MHE of each window (the lowest MHE cost
-  of the warm start and ``--starts`` cold starts), on the training windows and on the windows of
+  of the warm start, ``--starts`` cold starts and ``--passes`` passes of propagated starts:
+  `mhe.solver.propagated_solve`), on the training windows and on the windows of
   ``--validation`` (the same N and stride; its arrival-cost box from its own data, the trained
   s_bar and sigma clipped into it);
   the validation error is also given with the config's arrival-cost start instead of the trained
@@ -36,7 +37,7 @@ import torch
 from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, WindowSolver
 from mhe.arrival import arrival_bounds
 from mhe.logs import BayesRaceRecording
-from mhe.solver import Start, WindowSolutions, cold_solve, lower_cost
+from mhe.solver import Start, WindowSolutions, cold_solve, lower_cost, propagated_solve
 from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
 from mhe.vehicle import BAYESRACE_TRUTH
 
@@ -47,22 +48,26 @@ PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_er
 
 
 def best_solutions(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
-                   starts: int, warm: list[Start | None] | None = None) -> WindowSolutions:
-    """Each window's lowest-cost MHE solution of ``starts`` cold starts (and the ``warm`` starts, if given)."""
+                   starts: int, warm: list[Start | None] | None = None, passes: int = 0) -> WindowSolutions:
+    """Each window's lowest-cost MHE solution of ``starts`` cold starts (and the ``warm`` starts, if given), then of
+    up to ``passes`` passes of `mhe.solver.propagated_solve` (each window restarted from the estimate of the one
+    before it)."""
     windows = problem.windows
     best = cold_solve(solver, windows, starts)[0]
     if warm is not None:
         best = lower_cost(est, windows, solver.solve(windows, warm), best)[0]
+    if passes:
+        best = propagated_solve(solver, windows, best, passes)[0]
     return best
 
 
 def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
                    starts: int, warm: list[Start | None] | None = None,
-                   best: WindowSolutions | None = None) -> dict[str, float | int]:
+                   best: WindowSolutions | None = None, passes: int = 0) -> dict[str, float | int]:
     """Mean of ``r^2`` over the windows that solved and the outputs, with the lowest-cost MHE solution per window
-    (`best_solutions`, or ``best`` when given)."""
+    (`best_solutions` with ``starts``, ``warm`` and ``passes``, or ``best`` when given)."""
     windows = problem.windows
-    best = best_solutions(est, problem, solver, starts, warm) if best is None else best
+    best = best_solutions(est, problem, solver, starts, warm, passes) if best is None else best
     r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
     return {"mse": float((r ** 2).mean()), "max_abs": float(r.abs().max()), "windows": len(windows),
             "failed": best.n_failed}
@@ -87,13 +92,13 @@ def with_values(problem: IdentificationProblem, recording: object, physics: dict
 
 
 def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, build: Path, starts: int,
-             warm: list[Start | None] | None = None) -> dict[str, dict]:
+             warm: list[Start | None] | None = None, passes: int = 0) -> dict[str, dict]:
     """One-step errors on the training and validation windows at each problem's start values."""
     out = {}
     for label, prob, w in (("train", problem, warm), ("validation", validation, None)):
         est = prob.estimator()
         with WindowSolver(est, build / label) as solver:
-            out[label] = one_step_error(est, prob, solver, starts, w)
+            out[label] = one_step_error(est, prob, solver, starts, w, passes=passes)
     return out
 
 
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
+    ap.add_argument("--passes", type=int, default=3,
+                    help="passes of propagated starts per evaluation (mhe.solver.propagated_solve); 0: none")
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace"))
     args, overrides = ap.parse_known_args(argv)
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}; start mean relative error "
           f"{100 * sum(start_errors.values()) / len(start_errors):.2f} %", flush=True)
     truth = evaluate(with_values(problem, problem.source, BAYESRACE_TRUTH, None),
-                     with_values(problem, val_source, BAYESRACE_TRUTH, None), build / "truth", args.starts)
+                     with_values(problem, val_source, BAYESRACE_TRUTH, None), build / "truth", args.starts,
+                     passes=args.passes)
     print(f"truth: one-step error train {truth['train']['mse']:.3e}, validation {truth['validation']['mse']:.3e}",
           flush=True)
 
@@ -179,10 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     result, history, values, arrival, warm = fit["result"], fit["history"], fit["values"], fit["arrival"], fit["warm"]
     print(result.summary(args.out), flush=True)
     fitted = evaluate(with_values(problem, problem.source, values, arrival),
-                      with_values(problem, val_source, values, arrival), build / "fitted", args.starts, warm)
+                      with_values(problem, val_source, values, arrival), build / "fitted", args.starts, warm,
+                      args.passes)
     fitted["validation_config_arrival"] = evaluate(problem, with_values(problem, val_source, values, None),
-                                                   build / "fitted_config_arrival", args.starts)["validation"]
+                                                   build / "fitted_config_arrival", args.starts,
+                                                   passes=args.passes)["validation"]
     table = {"config": args.config, "overrides": overrides, "validation": args.validation,
+             "starts": args.starts, "propagated_passes": args.passes,
              "one_step_error": "mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9)",
              "paper": PAPER,
              "start_mean_rel_error": sum(start_errors.values()) / len(start_errors),

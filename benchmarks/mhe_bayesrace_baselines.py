@@ -19,7 +19,8 @@ Two protocols, both reported:
 
 Metrics at the identified parameters (``benchmarks.mhe_bayesrace.one_step_error``, the PEM-MHE row's):
 one-step prediction error ``r = C x^_N - y~_N`` from each window's MHE (the config's weights and
-arrival-cost start, lowest cost of ``--starts`` cold starts) on the training and validation
+arrival-cost start, lowest cost of ``--starts`` cold starts and ``--passes`` passes of propagated starts) on
+the training and validation
 windows; mean relative parameter error over the 16; training time = EKF + fit wall time (of the
 reported initialization; all 10 also given). Also the EKF's own one-step error (mean of squared
 innovations with the identified model), which needs no MHE.
@@ -144,7 +145,7 @@ def run_joint(problem: IdentificationProblem, val_source: BayesRaceRecording, ar
         settings = JointSettings(parameter_std=std, random_walk_std=args.joint_random_walk_std,
                                  stride=args.joint_stride, passes=args.joint_passes)
         run = scored(problem, val_source, joint_mhe(problem, settings, build / "joint" / f"{std:g}"),
-                     build / "joint_score", args.starts)
+                     build / "joint_score", args.starts, args.passes)
         runs.append(run)
         print(f"  Joint-MHE, parameter std {std:g}: train {run['train']['mse']:.3g}, validation "
               f"{run['validation']['mse']:.3g}, parameter error {100 * run['mean_rel_error']:.2f} %, "
@@ -169,20 +170,20 @@ def cramer_rao(problem: IdentificationProblem, scales: list[float], threshold: f
     return out
 
 
-def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int) -> dict[str, float | int]:
+def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int, passes: int) -> dict[str, float | int]:
     """``benchmarks.mhe_bayesrace.one_step_error`` of ``problem`` at its start values (a new solver in ``build``)."""
     est = problem.estimator()
     with WindowSolver(est, build) as solver:
-        return one_step_error(est, problem, solver, starts)
+        return one_step_error(est, problem, solver, starts, passes=passes)
 
 
 def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: dict, build: Path, starts: int,
-           splits: tuple[str, ...] = ("train", "validation")) -> dict:
+           passes: int, splits: tuple[str, ...] = ("train", "validation")) -> dict:
     """``row`` with the MHE and the EKF one-step errors at its identified values on ``splits``."""
     out, ekf = dict(row), {}
     for split in splits:
         prob = with_values(problem, problem.source if split == "train" else val_source, row["values"], None)
-        out[split] = mhe_one_step(prob, build / split, starts)
+        out[split] = mhe_one_step(prob, build / split, starts, passes)
         ekf[split] = ekf_one_step(prob, build / "ekf")
     return {**out, "ekf_one_step": ekf}
 
@@ -193,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
+    ap.add_argument("--passes", type=int, default=3,
+                    help="passes of propagated starts per MHE evaluation (mhe.solver.propagated_solve); 0: none")
     ap.add_argument("--inits", type=int, default=10, help="initializations (paper) / fit starts (start protocol)")
     ap.add_argument("--spread", type=float, default=0.05, help="half-width of the draws, relative")
     ap.add_argument("--seed", type=int, default=0)
@@ -227,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         joint = run_joint(problem, val_source, args, build)
         (args.out / "joint_mhe.json").write_text(json.dumps(
             {"config": args.config, "overrides": overrides, "validation": args.validation, "mhe_starts": args.starts,
+             "propagated_passes": args.passes,
              "one_step_error": ONE_STEP, "selection": "smallest training one-step error over parameter_std",
              "paper": PAPER["joint_mhe"], "joint_mhe": joint}, indent=1) + "\n")
         print_table1([("Joint-MHE, from the 67.95 % start", f"{joint['train']['mse']:.3g}",
@@ -242,13 +246,14 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
     start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
     table: dict = {"config": args.config, "overrides": overrides, "validation": args.validation,
                    "inits": args.inits, "spread": args.spread, "seed": args.seed, "mhe_starts": args.starts,
+                   "propagated_passes": args.passes,
                    "one_step_error": ONE_STEP,
                    "paper": PAPER}
 
     # protocol "start": the config's 67.95 % start as the EKF's model, fit from 10 starts within +-5 % of it
     row = ekf_pem(problem, start, jittered_starts(start, free, args.inits, args.spread, args.seed, bounds),
                   build / "start")
-    row = scored(problem, val_source, row, build / "start", args.starts)
+    row = scored(problem, val_source, row, build / "start", args.starts, args.passes)
     table["ekf_pem_start"] = row
     print(f"EKF->PEM from the config's start ({100 * row['initial_mean_rel_error']:.2f} % off): train "
           f"{row['train']['mse']:.3g}, validation {row['validation']['mse']:.3g}, parameter error "
@@ -259,13 +264,13 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
     runs = []
     for i, init in enumerate(jittered_starts(truth, free, args.inits, args.spread, args.seed + 1, bounds)):
         run = ekf_pem(problem, init, [init], build / "paper")
-        run = scored(problem, val_source, run, build / "paper", args.starts, ("validation",))
+        run = scored(problem, val_source, run, build / "paper", args.starts, args.passes, ("validation",))
         runs.append(run)
         print(f"  init {i}: {100 * run['initial_mean_rel_error']:.2f} % off -> validation "
               f"{run['validation']['mse']:.3g}, parameter error {100 * run['mean_rel_error']:.2f} %, "
               f"{run['training_s']:.1f} s", flush=True)
     best = min(range(len(runs)), key=lambda i: runs[i]["validation"]["mse"])
-    chosen = scored(problem, val_source, runs[best], build / "paper", args.starts, ("train",))
+    chosen = scored(problem, val_source, runs[best], build / "paper", args.starts, args.passes, ("train",))
     chosen["ekf_one_step"] = {**runs[best]["ekf_one_step"], **chosen["ekf_one_step"]}
     table["ekf_pem_paper"] = {**chosen, "chosen": best, "all_training_s": sum(r["training_s"] for r in runs),
                               "all": [{k: r[k] for k in ("initial_mean_rel_error", "mean_rel_error", "validation",

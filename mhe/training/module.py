@@ -13,7 +13,9 @@ damping, counters) is saved in checkpoints; the run ends with the run files
 ``torch-ude validate --ckpt_path RUN.ckpt`` scores a trained run on the data module's problem,
 typically another recording given on the command line
 (``--data.problem.recording.init_args.path OTHER``): `validation_step` solves every window's MHE
-at the checkpoint's parameters from ``validation_starts`` cold starts (lowest cost per window)
+at the checkpoint's parameters from ``validation_starts`` cold starts and up to
+``validation_passes`` passes of propagated starts (`mhe.solver.propagated_solve`: each window
+from its neighbour's estimate, among the windows of one validation batch; lowest cost per window)
 and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the mean over the
 windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
 ``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.arrival`),
@@ -41,7 +43,7 @@ from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..report import PEMResult, PEMStep
-from ..solver import SolverSettings, WindowSolver, cold_solve
+from ..solver import SolverSettings, WindowSolver, cold_solve, propagated_solve
 from .outputs import pem_outputs, write_pem_outputs
 
 __all__ = ["PEMModule"]
@@ -71,20 +73,22 @@ class PEMModule(L.LightningModule):
         outer: the outer optimizer and its options (the same settings as `mhe.pem.PEMIdentifier`).
         solver: processes and build folder of each process's window solver (one subfolder per process).
         validation_starts: cold starts per window when validating (``torch-ude validate``), >= 1.
+        validation_passes: the most passes of propagated starts when validating, >= 0 (0: none).
 
     Raises:
-        ValueError: for ``validation_starts < 1``.
+        ValueError: for ``validation_starts < 1`` or ``validation_passes < 0``.
     """
 
     def __init__(self, outer: OuterSettings = OuterSettings(), solver: SolverSettings = SolverSettings(),
-                 validation_starts: int = 3) -> None:
+                 validation_starts: int = 3, validation_passes: int = 3) -> None:
         super().__init__()
-        if validation_starts < 1:
-            raise ValueError(f"validation_starts must be >= 1 (cold starts per window when validating); got "
-                             f"{validation_starts}.")
+        if validation_starts < 1 or validation_passes < 0:
+            raise ValueError(f"validation_starts must be >= 1 (cold starts per window when validating) and "
+                             f"validation_passes >= 0; got {validation_starts} and {validation_passes}.")
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.outer, self.solver_settings, self.validation_starts = outer, solver, validation_starts
+        self.validation_passes = validation_passes
         self.estimator: MovingHorizonEstimator | None = None
         self.problem: IdentificationProblem | None = None
         self.solver: WindowSolver | None = None
@@ -157,6 +161,8 @@ class PEMModule(L.LightningModule):
         index = self._local(batch)
         windows = self.problem.windows[index]
         best = cold_solve(self.solver, windows, self.validation_starts)[0]
+        if self.validation_passes:
+            best = propagated_solve(self.solver, windows, best, self.validation_passes)[0]
         with torch.no_grad():
             r = self.estimator.prediction_error(best.point.stages(), windows)[best.ok]
         n_ok = int(best.ok.sum())

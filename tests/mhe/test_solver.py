@@ -1,5 +1,6 @@
 """Window solver: failed windows are dropped with a warning and a count; the pool equals in-process;
-several cold starts find lower-cost solutions than one."""
+several cold starts find lower-cost solutions than one; propagated starts carry a window's estimate
+into the next."""
 import dataclasses
 import logging
 
@@ -9,7 +10,7 @@ import torch
 
 from mhe import MovingHorizonEstimator, WindowSolver
 from mhe.arrival import arrival_bounds
-from mhe.solver import cold_guesses, cold_solve, lower_cost
+from mhe.solver import cold_guesses, cold_solve, lower_cost, propagated_guess, propagated_solve
 from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 
@@ -68,3 +69,45 @@ def test_cold_solve_keeps_the_lowest_mhe_cost_of_several_starts(tmp_path):
     assert took.tolist() == [True] + [False] * 5 and bool(best.ok.all())
     with pytest.raises(ValueError, match="two-sided s_bar bounds"):
         cold_guesses(est0, windows, 2)
+
+
+def test_propagated_guess_carries_the_estimate_through_the_model(tmp_path):
+    est, n = estimator("physics", 6), 6
+    windows = vehicle_windows(n, 5, stride=n)  # back to back: window i starts where i - 1 ends
+    windows = windows[[0, 1, 2, 4, 3]]  # any order; window 4 (at index 3) follows window 3 (index 4)
+    sol = WindowSolver(est, tmp_path).solve(windows)
+    assert bool(sol.ok.all())
+    sol = dataclasses.replace(sol, ok=torch.tensor([True, True, False, True, True]))  # window 2 "failed"
+    guess, first = propagated_guess(est, windows, sol), est.initial_point(windows)
+    assert torch.equal(guess.x[..., [0, 2]], first.x[..., [0, 2]])  # measured states: the data
+    for i, j in ((0, 1), (4, 3)):  # no predecessor (window 0) or a failed one (window 2): the successor's estimate
+        assert torch.equal(guess.x[i, :, 1], sol.point.x[j, 0, 1].expand(n + 1))  # stride N: its first state
+    for i, j in ((1, 0), (2, 1), (3, 4)):  # (index, predecessor's index)
+        assert float(guess.x[i, 0, 1]) == float(sol.point.x[j, n, 1])
+        path = guess.x[i, :1].clone()
+        for k in range(n):
+            path = torch.cat([path, est.model.step(path[-1:], windows.u[i, k][None], torch.zeros(1, 3))])
+        assert torch.allclose(guess.x[i, :, 1], path[:, 1], rtol=0, atol=1e-14)
+    assert guess.w.abs().max() == 0 and guess.mu_w.abs().max() == 0
+    lap = vehicle_windows(n, 2, stride=3)  # overlapping windows: the estimates at the shared instants
+    lap_sol = WindowSolver(est, tmp_path).solve(lap)
+    lap_guess = propagated_guess(est, lap, lap_sol)
+    assert float(lap_guess.x[1, 0, 1]) == float(lap_sol.point.x[0, 3, 1])
+    assert torch.equal(lap_guess.x[0, 3:, 1], lap_sol.point.x[1, :4, 1])
+    assert torch.equal(lap_guess.x[0, :3, 1], lap_sol.point.x[1, 0, 1].expand(3))
+    gap = vehicle_windows(n, 3, stride=n + 2)  # a gap between windows: no neighbour, the cold guess
+    assert torch.equal(propagated_guess(est, gap, WindowSolver(est, tmp_path).solve(gap)).x, est.initial_point(gap).x)
+
+
+def test_propagated_solve_never_raises_a_cost_and_repairs_a_failed_window(tmp_path):
+    est, n = estimator("physics", 6), 6
+    windows = vehicle_windows(n, 4, stride=n)
+    solver = WindowSolver(est, tmp_path)
+    sol = solver.solve(windows)
+    failed = dataclasses.replace(sol, ok=torch.tensor([True, False, True, True]))
+    best, taken = propagated_solve(solver, windows, failed, passes=3)
+    assert bool(best.ok.all()) and taken >= 1
+    before, after = (est.objective(s.point.stages(), windows) for s in (sol, best))
+    assert bool((after <= before * (1 + 1e-9)).all())
+    with pytest.raises(ValueError, match="passes must be >= 1"):
+        propagated_solve(solver, windows, sol, passes=0)

@@ -45,7 +45,8 @@ def test_validate_scores_the_trained_run_on_another_recording_as_the_benchmark_d
         assert now == pytest.approx(bound.clip(value), rel=1e-12, abs=1e-12)
     for now, value, bound in zip(est.arrival_std().tolist(), saved["std"], est.arrival_std_bounds):
         assert now == pytest.approx(bound.clip(value), rel=1e-12)
-    # the same number as benchmarks.mhe_bayesrace's validation at the run's parameters (3 cold starts per window)
+    # the same number as benchmarks.mhe_bayesrace's validation at the run's parameters (3 cold starts per window,
+    # 3 passes of propagated starts)
     values = json.loads((tmp_path / "run" / "field.json").read_text())["parameters"]
     problem = load_experiment(CONFIG, whole).problem
     src = problem.source
@@ -53,7 +54,7 @@ def test_validate_scores_the_trained_run_on_another_recording_as_the_benchmark_d
                       (est.arrival_mean.tolist(), est.arrival_std().tolist()))
     est = val.estimator()
     with WindowSolver(est, tmp_path / "b" / "check") as solver:
-        expected = one_step_error(est, val, solver, 3)
+        expected = one_step_error(est, val, solver, 3, passes=3)
     assert metrics["val/one_step_mse"] == pytest.approx(expected["mse"], rel=1e-6)
     # on the training recording the same checkpoint scores another number
     train = main(["validate", "--config", CONFIG, *TINY, "--ckpt_path", str(ckpt), "--trainer.default_root_dir",
@@ -70,6 +71,8 @@ def test_a_wrong_recording_path_is_a_clear_error(tmp_path, monkeypatch):
               str(tmp_path / "nothing.npz"), "--trainer.default_root_dir", str(tmp_path / "val")])
 
 
-def test_validation_starts_below_one_is_an_error():
+def test_validation_starts_below_one_or_negative_passes_are_an_error():
     with pytest.raises(ValueError, match="validation_starts must be >= 1"):
         PEMModule(validation_starts=0)
+    with pytest.raises(ValueError, match="validation_passes >= 0"):
+        PEMModule(validation_passes=-1)
