@@ -7,7 +7,12 @@ the optimizer of `OuterSettings`:
 * ``"adam"``, the paper's choice: the exact hypergradient (adjoint-VJP, Prop. 1, or explicit,
   Eq. 11), summed over windows and processes, applied by ``torch.optim.Adam`` on the
   unconstrained ``alpha`` with a cosine schedule from ``lr`` to ``lr_min`` over ``max_steps``;
-  a non-finite gradient is not applied but logged and counted;
+  a non-finite gradient is not applied but logged and counted. With ``cold_every`` the windows
+  are also solved from ``verify_starts`` cold starts every ``cold_every`` iterations and each
+  keeps the solution of lower MHE cost (`mhe.solver.lower_cost`) for the gradient and as its
+  next warm start: warm starts follow the local minimum they came from, and without the check
+  Adam may fit the predictions of branches that are not the MHE's lowest-cost solutions (which
+  the cold-started evaluation of a trained model then does not find);
 * ``"lbfgs"``: ``torch.optim.LBFGS`` with a strong-Wolfe line search; every iteration uses all
   windows, so ``J`` is deterministic, and each line-search trial re-solves the windows;
 * ``"gauss_newton"``: a Levenberg-Marquardt step on the residual Jacobian
@@ -74,8 +79,12 @@ class OuterSettings:
         damping: Gauss-Newton's first Levenberg-Marquardt damping relative to ``max(diag(J^T J))``.
         max_trials: Gauss-Newton trial steps per iteration before it gives up (alpha unchanged).
         cold_check: Gauss-Newton: verify a trial that lowered ``J`` with cold-started solves.
-        verify_starts: Gauss-Newton: cold starts per window of the final check before stopping
-            (0: none; more than 1 needs a two-sided ``s_bar`` box for the unmeasured states).
+        verify_starts: cold starts per window of Gauss-Newton's final check before stopping and of
+            Adam's ``cold_every`` checks (0: no final check; more than 1 needs a two-sided ``s_bar``
+            box for the unmeasured states).
+        cold_every: Adam: iterations ``cold_every``, ``2 cold_every``, ... (counted from 1) also
+            solve every window from ``max(verify_starts, 1)`` cold starts, and each window keeps
+            the solution of lower MHE cost (0: never).
         stopping: Gauss-Newton's stopping tests.
     """
 
@@ -87,6 +96,7 @@ class OuterSettings:
     max_trials: int = 10
     cold_check: bool = True
     verify_starts: int = 1
+    cold_every: int = 0
     stopping: GaussNewtonStopping = field(default_factory=GaussNewtonStopping)
 
     def __post_init__(self) -> None:
@@ -97,9 +107,12 @@ class OuterSettings:
         if not (self.lr > 0 and 0 <= self.lr_min <= self.lr and self.damping > 0):
             raise ValueError(f"Need lr > 0, 0 <= lr_min <= lr and damping > 0; got lr={self.lr}, "
                              f"lr_min={self.lr_min}, damping={self.damping}.")
-        if self.max_trials < 1 or self.verify_starts < 0:
-            raise ValueError(f"max_trials must be >= 1 and verify_starts >= 0; got {self.max_trials} and "
-                             f"{self.verify_starts}.")
+        if self.max_trials < 1 or self.verify_starts < 0 or self.cold_every < 0:
+            raise ValueError(f"max_trials must be >= 1 and verify_starts >= 0 and cold_every >= 0; got "
+                             f"{self.max_trials}, {self.verify_starts} and {self.cold_every}.")
+        if self.cold_every and self.optimizer != "adam":
+            raise ValueError(f"cold_every is an option of Adam (Gauss-Newton checks its trials with cold_check); "
+                             f"got cold_every={self.cold_every} with optimizer={self.optimizer!r}.")
 
 
 def _same(value: Tensor) -> Tensor:
@@ -227,7 +240,12 @@ class PEMLoop:
             p.grad = g.reshape(p.shape).clone()
 
     def _adam(self, index: list[int], windows: Windows, rows: int) -> PEMStep:
-        sol = self._solve(index, windows)
+        sol, st, switched, evaluations = self._solve(index, windows), self.settings, 0, 1
+        if st.cold_every and (self.counters.steps + 1) % st.cold_every == 0:
+            cold, _ = cold_solve(self.solver, windows, max(st.verify_starts, 1))
+            sol, took = lower_cost(self.estimator, windows, sol, cold)
+            self.starts.update(zip(index, sol.starts))
+            switched, evaluations = self._count(int(took.sum())), 1 + max(st.verify_starts, 1)
         flat, loss, n_used, n_failed, hyper_s = self._hypergradient(sol, windows)
         applied = False
         if n_used > 0:
@@ -240,7 +258,8 @@ class PEMLoop:
             else:
                 log.warning("Non-finite hypergradient; the step is skipped and alpha is left unchanged.")
         return PEMStep(float(loss) if n_used else math.nan, n_used, n_failed, applied, n_used > 0 and not applied,
-                       float(flat.norm()), sol.wall_s, hyper_s, _mean_iterations(sol), _kkt_max(sol))
+                       float(flat.norm()), sol.wall_s, hyper_s, _mean_iterations(sol), _kkt_max(sol), evaluations,
+                       switched)
 
     def _lbfgs(self, index: list[int], windows: Windows, rows: int) -> PEMStep:
         trials: list[tuple[float, WindowSolutions, float, float, int, int]] = []

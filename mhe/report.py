@@ -33,7 +33,8 @@ class PEMStep:
             check, plus the solve at the current ``alpha`` unless the accepted trial of the
             previous iteration provided it).
         switched: Gauss-Newton with ``cold_check``: windows of the accepted trial whose
-            cold-started solution had the lower MHE cost and replaced the warm-started one.
+            cold-started solution had the lower MHE cost and replaced the warm-started one; Adam
+            with ``cold_every``: the same in the iteration's own solve.
         check_rejected: Gauss-Newton: trials that lowered ``J`` on warm-started solutions but
             not after the cold-start check.
         stop: Gauss-Newton: the stopping test that fired and whose final check passed, or ``""``.

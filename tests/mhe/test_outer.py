@@ -72,6 +72,27 @@ def test_adam_follows_the_cosine_schedule_over_max_steps(tmp_path):
         _loop(est, WindowSolver(est, tmp_path), steps=-1)
 
 
+class _FailingWarmSolver(_CountingSolver):
+    """Reports every window of a warm-started solve (some start given) failed; cold solves are kept."""
+
+    def solve(self, windows, starts=None, guess=None):
+        sol = super().solve(windows, starts, guess)
+        if starts is not None and any(s is not None for s in starts):
+            sol = dataclasses.replace(sol, ok=torch.zeros_like(sol.ok))
+        return sol
+
+
+def test_adam_cold_every_takes_the_cold_started_solutions_where_they_are_better(tmp_path):
+    est, windows = estimator("physics", 8, perturb=1.15), vehicle_windows(8, 4)
+    solver = _FailingWarmSolver(est, tmp_path)
+    hist = _fit(_loop(est, solver, lr=0.02, lr_min=0.02, cold_every=2), windows, 4)
+    # iteration 1 solves cold (no warm starts yet); every warm-started solve fails; iterations 2 and 4 also solve
+    # from a cold start and take it in every window, iteration 3 has no window left
+    assert [h.n_used for h in hist] == [4, 4, 0, 4] and [h.switched for h in hist] == [0, 4, 0, 4]
+    assert [h.evaluations for h in hist] == [1, 2, 1, 2] and solver.calls == 6
+    assert [h.applied for h in hist] == [True, True, False, True] and hist[3].loss < hist[0].loss
+
+
 def test_gauss_newton_steps_lower_the_prediction_error_and_reuse_the_accepted_solve(tmp_path):
     est, windows = estimator("physics", 8, perturb=1.15), vehicle_windows(8, 6)
     solver = _CountingSolver(est, tmp_path)
@@ -176,6 +197,10 @@ def test_settings_are_validated_and_the_summary_is_one_line():
         OuterSettings(method="finite_differences")
     with pytest.raises(ValueError, match="lr_min <= lr"):
         OuterSettings(lr=0.01, lr_min=0.1)
+    with pytest.raises(ValueError, match="cold_every >= 0"):
+        OuterSettings(cold_every=-1)
+    with pytest.raises(ValueError, match="cold_every is an option of Adam"):
+        OuterSettings(optimizer="gauss_newton", cold_every=5)
     result = PEMResult(6.88e-4, "ftol", PEMCounters(71, 70, 0, 0, 1), 254.0, {"Bf": 1.0}, {"Bf": 0.066, "Cf": 0.01})
     line = result.summary("runs/x")
     assert "\n" not in line and "3.80 %" in line and "J = 6.8800e-04" in line and "stop: ftol" in line
