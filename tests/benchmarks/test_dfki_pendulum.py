@@ -92,7 +92,7 @@ def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
         assert "rms_reference_friction" not in row
 
 
-@pytest.mark.parametrize("name", ["dfki_pendulum", "emps"])
+@pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
 def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypatch):
     base, linear = (yaml.safe_load((ROOT / "configs" / f"{n}.yaml").read_text()) for n in (name, f"{name}_linear"))
     assert linear["model"]["init_args"].pop("linear") is True and "linear" not in base["model"]["init_args"]
