@@ -78,7 +78,8 @@ def matmul_macs(field: HybridField, steps: int, batch: int) -> int:
     Per stage evaluation (4 per RK4 step, ``4 K B`` in all) with ``P = sum_l d_{l-1} d_l``
     (320 for 2-16-16-2): the forward pass ``P``; in reverse the input VJP ``P``, the
     weight gradients ``P`` and the hidden cotangents the parameter VJP forms again,
-    ``P - d_0 d_1``; and the known field's ``J^T u``, ``n^2``.
+    ``P - d_0 d_1``; and the known field's ``J^T u``, ``n^2``. The residual's linear term (if
+    any) adds ``3 d_0 d_L``: its value, its input VJP and its weight gradient.
 
     Args:
         field: the field.
@@ -91,6 +92,8 @@ def matmul_macs(field: HybridField, steps: int, batch: int) -> int:
     sizes = field.mlp.sizes
     products = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
     per_stage = 4 * products - sizes[0] * sizes[1] + field.n_states**2
+    if field.linear:
+        per_stage += 3 * sizes[0] * sizes[-1]
     return 4 * steps * batch * per_stage
 
 

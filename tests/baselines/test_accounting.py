@@ -13,6 +13,13 @@ def test_profiled_macs_match_the_count_from_the_layer_widths():
     assert cost.matmul_macs == matmul_macs(field, 3, 4) == 4 * 3 * 4 * (4 * 320 - 32 + 4)
 
 
+def test_profiled_macs_of_a_field_with_the_linear_term_match_the_count():
+    field = random_field("single", "A", 0, linear=True)
+    objective = ShootingObjective(field, short_windows("single", 3, 4))
+    cost = measure_iteration(objective.gradient)
+    assert cost.matmul_macs == matmul_macs(field, 3, 4) == 4 * 3 * 4 * (4 * 320 - 32 + 4 + 3 * 2 * 2)
+
+
 def test_heap_peak_covers_the_tape_allocated_inside_the_iteration():
     field = random_field("single", "A", 0)
     windows = short_windows("single", 20, 16)
