@@ -43,9 +43,10 @@ RUN_ONE = ("import json, sys, torch; from benchmarks.jet_runs import fit; torch.
            "print(json.dumps({k: m[k] for k in ('wall_s', 'update_ms', 'e_field', 'e_field_visited', 'updates')}))")
 COMPONENTS = {  # (file fragment, function) -> component; cumulative time, nested calls included
     ("torch_ude/jet.py", "value_and_grad"): "hand-written jet gradient",
-    ("torch/optim/optimizer.py", "wrapper"): "Adam step (+ schedule)",
+    ("torch_ude/update.py", "optimizer_step"): "Adam step",
+    ("torch/optim/lr_scheduler.py", "step"): "learning-rate schedule",
     ("torch_ude/update.py", "update_parameters"): "EMA update",
-    ("torch_ude/update.py", "clip_grad_norm"): "gradient clipping",
+    ("torch_ude/update.py", "_clip_grads"): "gradient clipping",
     ("torch_ude/reservoir.py", "sample"): "minibatch draw",
     ("torch_ude/stream.py", "push"): "stream estimator (calibration, windows, gate, reservoir)",
     ("torch_ude/systems/simulate.py", "_clean_block"): "simulated sensor: RK4 of the plant",

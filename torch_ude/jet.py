@@ -155,5 +155,5 @@ class JetLoss(nn.Module):
                 grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w)
             else:
                 grads = field.parameter_vjp(jet.acts, ubar)
-            loss = self.lambda1 * sq1 + (self.lambda2 * sq2 if second else 0.0)
+            loss = (self.lambda1 * sq1 + self.lambda2 * sq2) if second else self.lambda1 * sq1
         return JetResult(loss=loss, loss_r1=sq1, loss_r2=sq2, grads=grads)

@@ -11,7 +11,9 @@ The update's housekeeping is per-call overhead on a 354-weight network, so
 general-purpose wrappers around them, and `flatten_parameters` keeps a network's
 weights and gradients in one flat vector each, so that the optimizer steps one tensor
 and the average is one ``lerp_``: the results are bit for bit those of torch's
-functions on the separate tensors (tests/torch_ude/test_update.py).
+functions on the separate tensors (tests/torch_ude/test_update.py). For the same reason
+`optimizer_step` calls the optimizer's own ``step`` without torch's per-call profiler and
+hook wrapper when no hook is registered.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.optim.optimizer as _optim
 from torch import Tensor
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
@@ -30,7 +33,7 @@ from .prng import Pcg32
 from .reservoir import SampleBuffer
 
 __all__ = ["UpdateResult", "jet_update", "due_updates", "apply_calibration", "clip_grad_norm", "ExponentialAverage",
-           "flatten_parameters", "link_gradients", "flat_view"]
+           "flatten_parameters", "link_gradients", "flat_view", "optimizer_step"]
 
 
 @torch.no_grad()
@@ -127,10 +130,50 @@ def clip_grad_norm(parameters: list[Tensor], max_norm: float) -> Tensor:
     Returns:
         The total norm before clipping, 0-dim tensor (non-finite if a gradient is).
     """
-    grads = [p.grad for p in parameters]
+    return _clip_grads([p.grad for p in parameters], max_norm)
+
+
+def _clip_grads(grads: list[Tensor], max_norm: float) -> Tensor:
+    """`clip_grad_norm` on the gradient tensors themselves (grad mode off).
+
+    In float64 the coefficient is computed in Python floats with torch's operations
+    (``max_norm / t`` is ``t.reciprocal() * max_norm``, then the clamp), which are the same
+    IEEE double operations, and the gradients are not multiplied by a coefficient of 1 (a
+    product with 1 is the factor itself): two fewer tensor operations per update in most
+    updates, the same bits. Other dtypes use the tensor operations.
+    """
     total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
-    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    if total.dtype == torch.float64:
+        coef = (1.0 / (total.item() + 1e-6)) * float(max_norm)
+        if not coef >= 1.0:  # NaN included, as torch.clamp keeps it
+            torch._foreach_mul_(grads, coef)
+    else:
+        torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
     return total
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
+    """``optimizer.step()`` without torch's per-call wrapper when it would do nothing else.
+
+    ``Optimizer.step`` is wrapped (for every optimizer class) by a function that opens a
+    profiler ``record_function`` range and runs the registered step hooks; a learning-rate
+    scheduler adds a wrapper that marks the optimizer as stepped. With no step hook
+    registered (global or on ``optimizer``) and no profiler running, this calls the
+    optimizer class's own ``step`` (the same update, e.g. fused AdamW) and marks it as
+    the scheduler's wrapper does; otherwise, or when the wrapper is not torch's, it calls
+    ``optimizer.step()``.
+
+    Args:
+        optimizer: a ``torch.optim`` optimizer (not Lightning's wrapper of one).
+    """
+    step = getattr(type(optimizer).step, "__wrapped__", None)
+    if (step is None or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+            or _optim._global_optimizer_pre_hooks or _optim._global_optimizer_post_hooks
+            or torch.autograd.profiler._is_profiler_enabled):
+        optimizer.step()
+        return
+    optimizer._opt_called = True  # what the scheduler's wrapper records (its step-order check)
+    step(optimizer)
 
 
 class ExponentialAverage(AveragedModel):
@@ -155,6 +198,15 @@ class ExponentialAverage(AveragedModel):
         flatten_parameters(self._averaged, grad=False)
         self._averaged_buffers = list(self.module.buffers())
         self._model_tensors = (model, list(model.parameters()), list(model.buffers()))
+        self._flat_pair: tuple[tuple[int, ...], Tensor | None, Tensor | None] = ((), None, None)
+
+    def _flat_views(self, params: list[Tensor]) -> tuple[Tensor | None, Tensor | None]:
+        """`flat_view` of the averaged and of the model's parameters, cached for as long as
+        every tensor keeps its memory (the key is all their data pointers)."""
+        key = tuple(t.data_ptr() for t in self._averaged) + tuple(t.data_ptr() for t in params)
+        if key != self._flat_pair[0]:
+            self._flat_pair = (key, flat_view(self._averaged), flat_view(params))
+        return self._flat_pair[1], self._flat_pair[2]
 
     @torch.no_grad()
     def update_parameters(self, model: torch.nn.Module) -> None:
@@ -162,19 +214,20 @@ class ExponentialAverage(AveragedModel):
         known, params, buffers = self._model_tensors
         if model is not known:
             params, buffers = list(model.parameters()), list(model.buffers())
-        averaged, current = flat_view(self._averaged), flat_view(params)
+        averaged, current = self._flat_views(params)
         if averaged is None or current is None:
             averaged, current = self._averaged, params
             copy, lerp = torch._foreach_copy_, torch._foreach_lerp_
         else:
             copy, lerp = Tensor.copy_, Tensor.lerp_
-        if self.n_averaged == 0:
+        count = self.n_averaged
+        if count.item() == 0:
             copy(averaged, current)
         else:
             lerp(averaged, current, 1 - self.decay)
         if buffers:
             torch._foreach_copy_(self._averaged_buffers, buffers)
-        self.n_averaged += 1
+        count.add_(1)  # in place, as torch's ``n_averaged += 1``
 
 
 @dataclass
@@ -221,21 +274,29 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     """
     lr = float(scheduler.get_last_lr()[0])
     batch = buffer.sample(batch_size, generator)
-    if field.n_inputs:
-        n = field.n_states
-        res = loss.value_and_grad(field, batch[:, 0, :n], batch[:, 1, :n], batch[:, 2, :n], validate=False,
-                                  report_r2=report_r2, u=batch[:, 0, n:], udot=batch[:, 1, n:])
-    else:
-        res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False, report_r2=report_r2)
-    field.write_grad(res.grads)
-    norm = clip_grad_norm(field.parameters_list(), grad_clip)
-    if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
-        optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
-        return UpdateResult(res, norm, lr, True)
-    optimizer.step()
-    scheduler.step()
-    if ema is not None:
-        ema.update_parameters(field)
+    with torch.no_grad():
+        if field.n_inputs:
+            n = field.n_states
+            res = loss.value_and_grad(field, batch[:, 0, :n], batch[:, 1, :n], batch[:, 2, :n], validate=False,
+                                      report_r2=report_r2, u=batch[:, 0, n:], udot=batch[:, 1, n:])
+        else:
+            res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
+                                      report_r2=report_r2)
+        params = field.parameters_list()
+        grads = [p.grad for p in params]
+        if any(g is None for g in grads):
+            field.write_grad(res.grads)  # allocates them
+            grads = [p.grad for p in params]
+        else:
+            torch._foreach_copy_(grads, res.grads)  # write_grad's copies as one operation
+        norm = _clip_grads(grads, grad_clip)
+        if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
+            optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
+            return UpdateResult(res, norm, lr, True)
+        optimizer_step(optimizer)
+        scheduler.step()
+        if ema is not None:
+            ema.update_parameters(field)
     return UpdateResult(res, norm, lr, False)
 
 

@@ -2,9 +2,11 @@
 import copy
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 import torch_ude
@@ -12,7 +14,8 @@ import torch_ude.training.module as module_mod
 import torch_ude.update as update_mod
 from torch_ude import HybridField, SinglePendulum
 from torch_ude.cli import main
-from torch_ude.update import ExponentialAverage, clip_grad_norm, flat_view, flatten_parameters, link_gradients
+from torch_ude.update import (ExponentialAverage, clip_grad_norm, flat_view, flatten_parameters, link_gradients,
+                              optimizer_step)
 
 CONFIG = Path(torch_ude.__file__).resolve().parents[1] / "configs" / "pendulum_case_a.yaml"
 
@@ -120,8 +123,8 @@ def test_exponential_average_is_torchs_bit_for_bit(dtype, flat):
 
 
 def test_a_run_is_bit_for_bit_that_of_torchs_clipping_and_ema(tmp_path, monkeypatch):
-    """A short default run, once as it is and once with torch's ``clip_grad_norm_`` and
-    ``AveragedModel``: the trained and averaged weights are equal to the last bit."""
+    """A short default run, once as it is and once with torch's ``clip_grad_norm_``, ``AveragedModel``
+    and ``optimizer.step()``: the trained and averaged weights are equal to the last bit."""
     args = ["fit", "--config", str(CONFIG), "--data.duration", "8", "--model.stream.capacity", "256",
             "--model.stream.calibration_s", "1.0", "--trainer.max_steps", "400", "--trainer.enable_progress_bar",
             "false", "--trainer.logger", "false", "--trainer.enable_checkpointing", "false", "--trainer.callbacks",
@@ -132,7 +135,12 @@ def test_a_run_is_bit_for_bit_that_of_torchs_clipping_and_ema(tmp_path, monkeypa
         return cli.model, json.loads((tmp_path / folder / "metrics.json").read_text())
 
     new, new_metrics = run("new")
-    monkeypatch.setattr(update_mod, "clip_grad_norm", torch.nn.utils.clip_grad_norm_)
+
+    def torch_clip(grads, max_norm):  # torch's clip_grad_norm_ on the gradients jet_update clips
+        return torch.nn.utils.clip_grad_norm_([SimpleNamespace(grad=g) for g in grads], max_norm)
+
+    monkeypatch.setattr(update_mod, "_clip_grads", torch_clip)
+    monkeypatch.setattr(update_mod, "optimizer_step", lambda opt: opt.step())
     monkeypatch.setattr(module_mod, "ExponentialAverage",
                         lambda field, decay: AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(decay)))
     old, old_metrics = run("old")
@@ -148,3 +156,42 @@ def test_a_run_is_bit_for_bit_that_of_torchs_clipping_and_ema(tmp_path, monkeypa
     for x, y in zip(new.ema.state_dict().values(), old.ema.state_dict().values()):
         assert torch.equal(x, y)
     assert new_metrics["e_field"] == old_metrics["e_field"]
+
+
+def _adamw(field: HybridField) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    opt = torch.optim.AdamW([flatten_parameters(field.parameters_list())], lr=5e-3, weight_decay=0.1, fused=True)
+    return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50, eta_min=5e-5)
+
+
+def test_optimizer_step_is_the_optimizers_step_bit_for_bit(recwarn):
+    fields = [_field(torch.float64), _field(torch.float64)]
+    (opt_a, sched_a), (opt_b, sched_b) = _adamw(fields[0]), _adamw(fields[1])
+    gen = torch.Generator().manual_seed(4)
+    for _ in range(50):
+        grads = [torch.randn(p.shape, generator=gen, dtype=torch.float64) for p in fields[0].parameters_list()]
+        for field in fields:
+            field.write_grad(grads)
+        opt_a.step()
+        optimizer_step(opt_b)
+        sched_a.step()
+        sched_b.step()  # no "lr_scheduler.step() before optimizer.step()" warning: the step is recorded
+    assert opt_b._opt_called and not [w for w in recwarn if "lr_scheduler" in str(w.message)]
+    assert torch.equal(opt_a.param_groups[0]["params"][0], opt_b.param_groups[0]["params"][0])
+    assert not torch.equal(fields[1].parameters_list()[0], _field(torch.float64).parameters_list()[0])  # it stepped
+
+
+def test_optimizer_step_runs_registered_hooks():
+    opt, _ = _adamw(_field(torch.float64))
+    calls = []
+    handle = opt.register_step_post_hook(lambda *_: calls.append("post"))
+    optimizer_step(opt)
+    assert calls == ["post"]  # with a hook registered it goes through optimizer.step()
+    handle.remove()
+    glob = register_optimizer_step_pre_hook(lambda *_: calls.append("global"))
+    try:
+        optimizer_step(opt)
+    finally:
+        glob.remove()
+    assert calls == ["post", "global"]
+    optimizer_step(opt)  # no hooks left: the optimizer's own step
+    assert calls == ["post", "global"] and int(opt.state[opt.param_groups[0]["params"][0]]["step"]) == 3

@@ -109,7 +109,10 @@ class JetMatchingModule(L.LightningModule):
             loop's per-batch machinery; the update sequence does not depend on it).
         chunks_per_step: live chunks of the stream consumed per training step, each
             followed by its due updates (fewer trips through Lightning's per-batch
-            machinery; the update sequence does not depend on it).
+            machinery; the update sequence does not depend on it). The default 25 is one
+            second of stream at the default 25 Hz training rate; callbacks that follow the
+            update count (`torch_ude.training.FieldEvaluation`, `PeriodicCheckpoint`) then
+            fire at the end of the step that crossed their period.
         num_threads: torch intra-op threads set at start-up (None leaves torch's
             setting); the per-update tensors are tiny, so one thread is fastest and
             immune to contention from other processes.
@@ -122,7 +125,7 @@ class JetMatchingModule(L.LightningModule):
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  weight_decay: float = 0.0, weight_decay_full_at: float | None = None, grad_clip: float = 5.0,
                  lambda1: float = 1.0, log_every: int = 50, replay: bool = True, replay_updates: int = 25,
-                 chunks_per_step: int = 1, num_threads: int | None = 1) -> None:
+                 chunks_per_step: int = 25, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.stream_settings = stream if stream is not None else StreamSettings()

@@ -120,7 +120,8 @@ def test_a_plant_defined_in_a_test_file_trains_from_yaml(tmp_path):
 
 def _fit_api(tmp_path, max_steps, ckpt_path=None, checkpoint_every=None):
     dm = StreamDataModule(SinglePendulum(), duration=8.0, noise=0.01, seed=4)
-    model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0))
+    # one chunk per training step, so that Lightning's every_n_train_steps lands on the checkpoint's step
+    model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0), chunks_per_step=1)
     callbacks = []
     if checkpoint_every:
         callbacks.append(L.pytorch.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=checkpoint_every,
