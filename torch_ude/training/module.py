@@ -241,28 +241,68 @@ class JetMatchingModule(L.LightningModule):
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Consume up to ``chunks_per_step`` live chunks of the stream, each followed by the
-        updates that are due, or one replay chunk."""
+        updates that are due, or one replay chunk.
+
+        While the sample buffer cannot fill (`_deferrable`), live chunks are held back and
+        pushed together, before the next chunk that might fill it or at the end of the step:
+        no update can be due for them, and the estimator's result does not depend on how the
+        stream is cut into chunks (tests/torch_ude/test_stream.py), so only the per-push
+        overhead changes.
+        """
         max_steps = self.trainer.max_steps if self.trainer.max_steps is not None and self.trainer.max_steps > 0 \
             else None
-        for _ in range(self.chunks_per_step):
-            batch = next(dataloader_iter)
-            if isinstance(batch, tuple):  # (batch, batch_idx, dataloader_idx)
-                batch = batch[0]
-            if batch["replay"]:
-                if not self._can_replay():
-                    self.trainer.should_stop = True
+        held: list[dict] = []
+        try:
+            for _ in range(self.chunks_per_step):
+                batch = next(dataloader_iter)
+                if isinstance(batch, tuple):  # (batch, batch_idx, dataloader_idx)
+                    batch = batch[0]
+                if batch["replay"]:
+                    self._push_held(held)
+                    if not self._can_replay():
+                        self.trainer.should_stop = True
+                        return
+                    due = self.replay_updates
+                    if max_steps is not None:
+                        due = min(due, max_steps - self.trainer.global_step)
+                    self._make_updates(due)
                     return
-                due = self.replay_updates
-                if max_steps is not None:
-                    due = min(due, max_steps - self.trainer.global_step)
+                if self._deferrable([*held, batch]):
+                    held.append(batch)
+                    continue
+                self._push_held(held)
+                t0 = time.perf_counter()
+                due = self._push(batch)
+                self.stats["stream_s"] += time.perf_counter() - t0
                 self._make_updates(due)
-                return
-            t0 = time.perf_counter()
-            due = self._push(batch)
-            self.stats["stream_s"] += time.perf_counter() - t0
-            self._make_updates(due)
-            if max_steps is not None and self.trainer.global_step >= max_steps:
-                return
+                if max_steps is not None and self.trainer.global_step >= max_steps:
+                    return
+        finally:
+            self._push_held(held)
+
+    def _deferrable(self, chunks: list[dict]) -> bool:
+        """Whether these live chunks, pushed after what the estimator holds, cannot fill the sample
+        buffer: it is not full and has room for a window at every multiple of the stride among the
+        ticks they reach (a chunk forms at most that many windows, bridged samples included). False
+        before calibration and for an engine without a `StreamEstimator`."""
+        st = self.stream
+        if not isinstance(st, StreamEstimator) or st.buffer is None or st.ready:
+            return False
+        newest = max((int(c["ticks"].max()) for c in chunks if c["ticks"].numel()), default=None)
+        if newest is None or st.last_tick is None:
+            return False
+        return st.buffer.seen + (newest - st.last_tick) // st.stride + 1 < st.buffer.capacity
+
+    def _push_held(self, held: list[dict]) -> None:
+        """Push the held-back live chunks as one (`_deferrable`: no update is due) and forget them."""
+        if not held:
+            return
+        chunks = held[:]
+        held.clear()
+        t0 = time.perf_counter()
+        due = self._push({k: torch.cat([c[k] for c in chunks]) for k in ("y", "ticks", "segment")})
+        self.stats["stream_s"] += time.perf_counter() - t0
+        assert due == 0, "held-back chunks filled the sample buffer"
 
     def _push(self, batch: dict) -> int:
         """Ingest a live chunk; returns the updates the training rate asks for (`due_updates`)."""
