@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import torch_ude
 from torch_ude.cli import console, main
 from torch_ude.export import load_field
-from torch_ude.stream import StreamSettings
+from torch_ude.stream import StreamEstimator, StreamSettings
 from torch_ude.systems import SensorFaults, SinglePendulum, System, VectorField
 from torch_ude.training import JetMatchingModule, StreamDataModule
 from torch_ude.training.outputs import METRIC_KEYS
@@ -195,17 +195,30 @@ def test_impossible_configs_are_clear_errors():
 
 
 @pytest.mark.parametrize("granularity", ["replay_updates", "chunks_per_step"])
-def test_replay_and_chunk_granularity_do_not_change_the_updates(tmp_path, granularity):
-    fields = []
+def test_replay_and_chunk_granularity_do_not_change_the_updates(tmp_path, granularity, monkeypatch):
+    fields, streams, pushes = [], [], []
+    push = StreamEstimator.push
+
+    def counted(self, *args, **kwargs):
+        pushes[-1] += 1
+        return push(self, *args, **kwargs)
+
+    monkeypatch.setattr(StreamEstimator, "push", counted)
     for k in (1, 25):
+        pushes.append(0)
         dm = StreamDataModule(SinglePendulum(), duration=6.0, noise=0.01, seed=2)
-        model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0), **{granularity: k})
+        model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0),
+                                  **{"chunks_per_step": 1, granularity: k})
         trainer = L.Trainer(max_steps=320, logger=False, enable_progress_bar=False, enable_checkpointing=False,
                             default_root_dir=tmp_path / str(k), num_sanity_val_steps=0, limit_val_batches=0)
         trainer.fit(model, dm)
         assert model.stats["updates"] == 320
         fields.append(model.averaged_field())
+        streams.append(model.stream)
     assert all(torch.equal(p, q) for p, q in zip(fields[0].parameters(), fields[1].parameters()))
+    assert streams[0].counters == streams[1].counters and torch.equal(streams[0].buffer.data, streams[1].buffer.data)
+    if granularity == "chunks_per_step":  # chunks before the buffer could fill were pushed together
+        assert pushes[1] < pushes[0] - 25
 
 
 def test_console_script_exits_with_status_zero(tmp_path):
