@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -57,10 +58,11 @@ import torch
 
 from benchmarks.mhe_bayesrace import best_solutions, fit_pem, one_step_error, with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from mhe import Bound, IdentificationProblem, WindowSolver
+from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
 from mhe.ekf import EKFResult, ExtendedKalmanFilter
 from mhe.logs import IACRecording
-from mhe.solver import Start
+from mhe.solver import Start, cold_solve, lower_cost
+from mhe.training import PEMExperiment
 from mhe.state_pem import fit_on_states
 from mhe.training import load_experiment
 from torch_ude.savgol import SavitzkyGolay
@@ -256,6 +258,70 @@ def residual_scales(problem: IdentificationProblem, values: Mapping[str, float])
     return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
 
 
+def part_of(source: IACRecording, part: tuple[float, float]) -> IACRecording:
+    """``source`` with another ``part`` of the gated stretch (the same file and parsing)."""
+    return IACRecording(source.path, source.min_speed, source.align, source.dt, source.dt_rtol, source.min_samples,
+                        part)
+
+
+def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, every: int, log_every: int) -> dict:
+    """Choose the outer loop on the training part only: fit on most of its windows, score the others as it goes.
+
+    The config's windows are taken in blocks of ``block`` consecutive windows; every ``every_k``-th block
+    is held out (so the held-out windows cover every stretch of the training part: its first half holds
+    the slow start and none of the braking of the second), the PEM loop of ``exp`` (its optimizer,
+    ``max_steps``, start) runs on the others. Before the first iteration, every ``every`` iterations and
+    after the last, the one-step error (`one_step_error`'s mean of ``r^2``) of the held-out windows is
+    taken at the current ``alpha`` as the validation part is scored: the lowest-cost of ``starts`` cold
+    starts per window. The validation part is never read.
+
+    Returns:
+        The window counts, ``curve``: per scoring the iteration (-1 = the start), the loss ``J`` and failed
+        windows of that iteration, the held-out error and failures, wall s; and ``history``: per iteration
+        ``J``, failed windows and windows switched to a cold start.
+
+    Raises:
+        ValueError: if ``every_k < 2`` or ``block < 1``.
+    """
+    if every_k < 2 or block < 1:
+        raise ValueError(f"--held-out (every k-th block held out) must be >= 2 and --held-out-block >= 1; got "
+                         f"{every_k} and {block}.")
+    problem = exp.problem
+    m = len(problem.windows)
+    held = (torch.arange(m) // block) % every_k == every_k - 1
+    fit_index = torch.nonzero(~held).flatten().tolist()
+    fit, windows = problem.windows[~held], problem.windows[held]
+    curve, history = [], []
+    print(f"held-out selection: fit on {len(fit_index)} windows, {len(windows)} held out (blocks of {block}, "
+          f"every {every_k}th)", flush=True)
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem, \
+            WindowSolver(pem.estimator, Path(exp.solver.build_dir) / "held_out") as solver:
+        est, t0 = pem.estimator, time.perf_counter()
+
+        def score_held_out(i: int, loss: float, failed: int) -> None:
+            best = cold_solve(solver, windows, starts)[0]
+            r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
+            curve.append({"iteration": i, "loss": loss, "n_failed": failed, "held_out": float((r ** 2).mean()),
+                          "held_out_failed": best.n_failed, "wall_s": time.perf_counter() - t0})
+            print(f"{i:4d} J={loss:.4e} failed={failed} held-out {curve[-1]['held_out']:.4e} "
+                  f"({100 * (curve[-1]['held_out'] / curve[0]['held_out'] - 1):+.1f} %) t={curve[-1]['wall_s']:.0f}s",
+                  flush=True)
+
+        score_held_out(-1, math.nan, 0)
+        for i in range(exp.max_steps):
+            step = pem.loop.step(fit_index, fit)
+            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed, "switched": step.switched})
+            last = i == exp.max_steps - 1 or bool(pem.loop.stop_reason)
+            if (i + 1) % every == 0 or last:
+                score_held_out(i, step.loss, step.n_failed)
+            elif i % log_every == 0:
+                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={time.perf_counter() - t0:.0f}s", flush=True)
+            if last:
+                break
+    return {"block": block, "every_k": every_k, "fit_windows": len(fit_index), "held_out_windows": len(windows),
+            "starts": starts, "stop": pem.loop.stop_reason, "curve": curve, "history": history}
+
+
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:
     """``--config`` (a PEM-MHE config on a part of an IAC log) and ``--validation-part`` (a, b), shared by
     the IAC benchmarks."""
@@ -278,8 +344,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--start", action="store_true", help="only print the start values and MHE weights")
     ap.add_argument("--scales", action="store_true",
                     help="only print a neural residual's in/out scales measured at the config's values")
+    ap.add_argument("--held-out", type=int, default=None, metavar="K",
+                    help="only choose the gray-box's outer loop: fit --gray-config on its training windows but every "
+                         "K-th block and print the one-step error of the held-out blocks (held_out.json in --out)")
+    ap.add_argument("--held-out-block", type=int, default=5, help="consecutive windows per block of --held-out")
+    ap.add_argument("--held-out-every", type=int, default=1, help="iterations between held-out scorings")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
     args, overrides = ap.parse_known_args(argv)
+    if args.held_out is not None:
+        sel = held_out_curve(load_experiment(args.gray_config, overrides), args.held_out, args.held_out_block,
+                             args.starts, args.held_out_every, args.log_every)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "held_out.json").write_text(json.dumps({"config": args.gray_config, "overrides": overrides, **sel},
+                                                           indent=1) + "\n")
+        print(f"written {args.out / 'held_out.json'}")
+        return
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
     src = problem.source
@@ -298,8 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
             raise ValueError(f"--gray-config {args.gray_config} must add a neural residual (data.problem.residual) "
                              "to a problem on an mhe.logs.IACRecording.")
-    val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
-                              args.validation_part)
+    val_source = part_of(src, tuple(args.validation_part))
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
     start = values_of(problem)

@@ -120,3 +120,26 @@ def test_the_gray_config_holds_the_residual_scales_measured_at_its_start(monkeyp
     made = residual_scales(problem, values_of(problem))
     assert [float(f"{v:.2g}") for v in made["in_scale"]] == list(problem.residual.in_scale)
     assert [float(f"{v:.2g}") for v in made["out_scale"]] == list(problem.residual.out_scale)
+
+
+def test_held_out_selection_fits_all_but_every_kth_block_and_scores_the_held_out_blocks(tmp_path, monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out"
+    main(["--held-out", "2", "--held-out-block", "2", *TINY, "--trainer.max_steps", "2", "--held-out-every", "1",
+          "--starts", "1", "--out", str(out), "--model.solver.build_dir", str(tmp_path / "build")])
+    sel = json.loads((out / "held_out.json").read_text())
+    # 5 windows in blocks of 2: blocks 0 (windows 0, 1), 1 (2, 3), 2 (4); every 2nd block (windows 2, 3) held out
+    assert sel["fit_windows"] == 3 and sel["held_out_windows"] == 2
+    curve = sel["curve"]
+    assert [c["iteration"] for c in curve] == [-1, 0, 1] and [h["iteration"] for h in sel["history"]] == [0, 1]
+    assert all(c["held_out"] > 0 and c["held_out_failed"] == 0 for c in curve)
+    assert curve[1]["held_out"] != curve[0]["held_out"]  # the held-out error follows the fitted alpha
+    assert not (out / "table2.json").exists()  # no row is run, the validation part is never read
+
+
+def test_held_out_with_fewer_than_two_blocks_per_cycle_is_an_error(monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ValueError, match=r"--held-out \(every k-th block held out\) must be >= 2"):
+        main(["--held-out", "1", *TINY])
