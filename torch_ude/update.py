@@ -167,9 +167,12 @@ def optimizer_step(optimizer: torch.optim.Optimizer) -> None:
         optimizer: a ``torch.optim`` optimizer (not Lightning's wrapper of one).
     """
     step = getattr(type(optimizer).step, "__wrapped__", None)
-    if (step is None or optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-            or _optim._global_optimizer_pre_hooks or _optim._global_optimizer_post_hooks
-            or torch.autograd.profiler._is_profiler_enabled):
+    # private attributes of torch's wrapper: a torch without one of them (or with a hook in it)
+    # takes the public call
+    hooks = (getattr(optimizer, "_optimizer_step_pre_hooks", True), getattr(optimizer, "_optimizer_step_post_hooks", True),
+             getattr(_optim, "_global_optimizer_pre_hooks", True), getattr(_optim, "_global_optimizer_post_hooks", True),
+             getattr(torch.autograd.profiler, "_is_profiler_enabled", True))
+    if step is None or any(hooks):
         optimizer.step()
         return
     optimizer._opt_called = True  # what the scheduler's wrapper records (its step-order check)
