@@ -37,9 +37,10 @@ import torch
 from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, WindowSolver
 from mhe.arrival import arrival_bounds
 from mhe.logs import BayesRaceRecording
-from mhe.solver import Start, WindowSolutions, cold_solve, lower_cost, propagated_solve
+from mhe.solver import Start, WindowSolutions, lowest_cost_solve
 from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
 from mhe.vehicle import BAYESRACE_TRUTH
+from mhe.windows import Windows
 
 CONFIG = "configs/mhe_bayesrace_physics_gn.yaml"
 VALIDATION = "../shared/data/bayesrace/DYN-PP-ETHZMobil.npz"
@@ -47,30 +48,22 @@ PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_er
          "truth_one_step_train": 6.27e-14, "truth_one_step_validation": 9.71e-14, "start_mean_rel_error": 0.6795}
 
 
-def best_solutions(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
-                   starts: int, warm: list[Start | None] | None = None, passes: int = 0) -> WindowSolutions:
-    """Each window's lowest-cost MHE solution of ``starts`` cold starts (and the ``warm`` starts, if given), then of
-    up to ``passes`` passes of `mhe.solver.propagated_solve` (each window restarted from the estimate of the one
-    before it)."""
-    windows = problem.windows
-    best = cold_solve(solver, windows, starts)[0]
-    if warm is not None:
-        best = lower_cost(est, windows, solver.solve(windows, warm), best)[0]
-    if passes:
-        best = propagated_solve(solver, windows, best, passes)[0]
-    return best
+def solutions_error(est: MovingHorizonEstimator, windows: Windows, best: WindowSolutions) -> dict[str, float | int]:
+    """Mean of ``r^2`` over the windows of ``best`` that solved and the outputs, ``r = C x^_N - y~_N`` (Eq. 9), with
+    the largest ``|r|`` and the window counts (NaN errors when no window solved)."""
+    r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
+    return {"mse": float((r ** 2).mean()), "max_abs": float(r.abs().max()) if r.numel() else float("nan"),
+            "windows": len(windows), "failed": best.n_failed}
 
 
 def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
                    starts: int, warm: list[Start | None] | None = None,
                    best: WindowSolutions | None = None, passes: int = 0) -> dict[str, float | int]:
-    """Mean of ``r^2`` over the windows that solved and the outputs, with the lowest-cost MHE solution per window
-    (`best_solutions` with ``starts``, ``warm`` and ``passes``, or ``best`` when given)."""
+    """`solutions_error` of the problem's windows with the lowest-cost MHE solution per window
+    (`mhe.solver.lowest_cost_solve` with ``starts``, ``warm`` and ``passes``, or ``best`` when given)."""
     windows = problem.windows
-    best = best_solutions(est, problem, solver, starts, warm, passes) if best is None else best
-    r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
-    return {"mse": float((r ** 2).mean()), "max_abs": float(r.abs().max()), "windows": len(windows),
-            "failed": best.n_failed}
+    best = lowest_cost_solve(solver, windows, starts, warm, passes) if best is None else best
+    return solutions_error(est, windows, best)
 
 
 def with_values(problem: IdentificationProblem, recording: object, physics: dict[str, float],

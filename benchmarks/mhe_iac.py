@@ -17,7 +17,7 @@ the config's start values (the paper: all methods from one start, Chrosniak et a
   (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
   the physics-only result recorded in it, Adam), scored with its trained network.
 
-Metrics at each row's parameters, from each window's MHE (`benchmarks.mhe_bayesrace.best_solutions`:
+Metrics at each row's parameters, from each window's MHE (`mhe.solver.lowest_cost_solve`:
 the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
 the config's arrival-cost start, PEM-MHE's trained one, each clipped into the box of the data it runs on):
 
@@ -56,12 +56,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import best_solutions, fit_pem, one_step_error, with_values
+from benchmarks.mhe_bayesrace import fit_pem, one_step_error, solutions_error, with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
 from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
 from mhe.ekf import EKFResult, ExtendedKalmanFilter
 from mhe.logs import IACRecording
-from mhe.solver import Start, cold_solve, lower_cost
+from mhe.solver import Start, lowest_cost_solve
 from mhe.training import PEMExperiment
 from mhe.state_pem import fit_on_states
 from mhe.training import load_experiment
@@ -208,7 +208,7 @@ def score(problem: IdentificationProblem, build: Path, starts: int, rollout_step
     est = problem.estimator()
     with_residual(est.model, residual)
     with WindowSolver(est, build) as solver:
-        best = best_solutions(est, problem, solver, starts, warm)
+        best = lowest_cost_solve(solver, problem.windows, starts, warm)
         out = one_step_error(est, problem, solver, starts, best=best)
     if rollout_steps < 1:
         return out, {}
@@ -299,10 +299,9 @@ def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, ev
         est, t0 = pem.estimator, time.perf_counter()
 
         def score_held_out(i: int, loss: float, failed: int) -> None:
-            best = cold_solve(solver, windows, starts)[0]
-            r = est.prediction_error(best.point.stages(), windows)[best.ok].detach()
-            curve.append({"iteration": i, "loss": loss, "n_failed": failed, "held_out": float((r ** 2).mean()),
-                          "held_out_failed": best.n_failed, "wall_s": time.perf_counter() - t0})
+            err = solutions_error(est, windows, lowest_cost_solve(solver, windows, starts))
+            curve.append({"iteration": i, "loss": loss, "n_failed": failed, "held_out": err["mse"],
+                          "held_out_failed": err["failed"], "wall_s": time.perf_counter() - t0})
             print(f"{i:4d} J={loss:.4e} failed={failed} held-out {curve[-1]['held_out']:.4e} "
                   f"({100 * (curve[-1]['held_out'] / curve[0]['held_out'] - 1):+.1f} %) t={curve[-1]['wall_s']:.0f}s",
                   flush=True)

@@ -52,7 +52,7 @@ from .problem import MHEProblem, MHESolution, OuterValues
 from .windows import Windows
 
 __all__ = ["SolverSettings", "WindowSolutions", "WindowSolver", "lower_cost", "cold_guesses", "cold_solve",
-           "propagated_guess", "propagated_solve"]
+           "propagated_guess", "propagated_solve", "lowest_cost_solve"]
 
 log = logging.getLogger(__name__)
 
@@ -436,3 +436,27 @@ def propagated_solve(solver: WindowSolver, windows: Windows, best: WindowSolutio
             break
         taken += int(took.sum())
     return best, taken
+
+
+def lowest_cost_solve(solver: WindowSolver, windows: Windows, starts: int, warm: list[Start | None] | None = None,
+                      passes: int = 0) -> WindowSolutions:
+    """Each window's lowest-cost MHE solution of ``starts`` cold starts (`cold_solve`), the ``warm`` starts if
+    given (kept on ties), then up to ``passes`` passes of `propagated_solve` (0: none): how a trained model's
+    windows are solved to score it (``torch-ude validate``, the benchmarks' one-step errors).
+
+    Args:
+        solver: the window solver (its estimator's current ``alpha``).
+        windows: the M windows (of one recording when ``passes > 0``).
+        starts: cold starts per window, >= 1.
+        warm: per window a warm start or None (start cold), or None for no warm solve.
+        passes: the most passes of propagated starts, >= 0.
+
+    Returns:
+        The combined `WindowSolutions`.
+    """
+    best = cold_solve(solver, windows, starts)[0]
+    if warm is not None:
+        best = lower_cost(solver.estimator, windows, solver.solve(windows, warm), best)[0]
+    if passes:
+        best = propagated_solve(solver, windows, best, passes)[0]
+    return best

@@ -15,7 +15,8 @@ typically another recording given on the command line
 (``--data.problem.recording.init_args.path OTHER``): `validation_step` solves every window's MHE
 at the checkpoint's parameters from ``validation_starts`` cold starts and up to
 ``validation_passes`` passes of propagated starts (`mhe.solver.propagated_solve`: each window
-from its neighbour's estimate, among the windows of one validation batch; lowest cost per window)
+from its neighbour's estimate, among the windows of one validation batch; lowest cost per window:
+`mhe.solver.lowest_cost_solve`)
 and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the mean over the
 windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
 ``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.arrival`),
@@ -43,7 +44,7 @@ from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..report import PEMResult, PEMStep
-from ..solver import SolverSettings, WindowSolver, cold_solve, propagated_solve
+from ..solver import SolverSettings, WindowSolver, lowest_cost_solve
 from .outputs import pem_outputs, write_pem_outputs
 
 __all__ = ["PEMModule"]
@@ -160,9 +161,7 @@ class PEMModule(L.LightningModule):
         """The one-step prediction error of the windows at the current parameters (module docstring)."""
         index = self._local(batch)
         windows = self.problem.windows[index]
-        best = cold_solve(self.solver, windows, self.validation_starts)[0]
-        if self.validation_passes:
-            best = propagated_solve(self.solver, windows, best, self.validation_passes)[0]
+        best = lowest_cost_solve(self.solver, windows, self.validation_starts, passes=self.validation_passes)
         with torch.no_grad():
             r = self.estimator.prediction_error(best.point.stages(), windows)[best.ok]
         n_ok = int(best.ok.sum())

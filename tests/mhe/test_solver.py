@@ -10,7 +10,8 @@ import torch
 
 from mhe import MovingHorizonEstimator, WindowSolver
 from mhe.arrival import arrival_bounds
-from mhe.solver import cold_guesses, cold_solve, lower_cost, propagated_guess, propagated_solve
+from mhe.solver import (cold_guesses, cold_solve, lower_cost, lowest_cost_solve, propagated_guess,
+                        propagated_solve)
 from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 
@@ -111,3 +112,15 @@ def test_propagated_solve_never_raises_a_cost_and_repairs_a_failed_window(tmp_pa
     assert bool((after <= before * (1 + 1e-9)).all())
     with pytest.raises(ValueError, match="passes must be >= 1"):
         propagated_solve(solver, windows, sol, passes=0)
+
+
+def test_lowest_cost_solve_composes_cold_warm_and_propagated_starts(tmp_path):
+    est, n = estimator("physics", 6), 6
+    windows = vehicle_windows(n, 4, stride=n)
+    solver = WindowSolver(est, tmp_path)
+    cold = cold_solve(solver, windows, 1)[0]
+    assert torch.equal(lowest_cost_solve(solver, windows, 1).point.x, cold.point.x)
+    warm = [None, *cold.starts[1:]]
+    expected = propagated_solve(solver, windows, lower_cost(est, windows, solver.solve(windows, warm), cold)[0], 2)[0]
+    got = lowest_cost_solve(solver, windows, 1, warm, passes=2)
+    assert torch.allclose(got.point.x, expected.point.x, rtol=0, atol=1e-12) and bool(got.ok.all())
