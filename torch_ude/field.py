@@ -312,6 +312,9 @@ class HybridField(nn.Module):
         params = self.parameters_list()
         if len(grads) != len(params):
             raise ValueError(f"expected {len(params)} gradient tensors; got {len(grads)}.")
+        if all(p.grad is not None for p in params):
+            torch._foreach_copy_([p.grad for p in params], list(grads))  # one operation for all (per-update path)
+            return
         for p, g in zip(params, grads):
             if p.grad is None:
                 p.grad = g.detach().clone()

@@ -285,14 +285,8 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
         else:
             res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
                                       report_r2=report_r2)
-        params = field.parameters_list()
-        grads = [p.grad for p in params]
-        if any(g is None for g in grads):
-            field.write_grad(res.grads)  # allocates them
-            grads = [p.grad for p in params]
-        else:
-            torch._foreach_copy_(grads, res.grads)  # write_grad's copies as one operation
-        norm = _clip_grads(grads, grad_clip)
+        field.write_grad(res.grads)
+        norm = _clip_grads([p.grad for p in field.parameters_list()], grad_clip)
         if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
             optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
             return UpdateResult(res, norm, lr, True)
