@@ -102,8 +102,10 @@ def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, H
 def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
                  form: HybridField) -> tuple[dict, HybridField]:
     """The RK4 multiple-shooting baseline on the data module's training logs (module doc), on a
-    field of ``form``'s hidden widths and linear term (jet matching's field), seeded by ``seed``."""
-    field = HybridField.from_seed(dm.system.known, seed, hidden=form.mlp.sizes[1:-1], linear=form.linear)
+    field of ``form``'s hidden widths, linear term and input-affine form (jet matching's field), seeded
+    by ``seed``."""
+    field = HybridField.from_seed(dm.system.known, seed, hidden=form.mlp.sizes[1:-1], linear=form.linear,
+                                  input_affine=form.input_affine)
     n = field.n_states
     x_rms, s1 = torch.tensor(calibration["x_rms"]), torch.tensor(calibration["s1"])
     field.set_scales(x_rms[:n], s1[:n], x_rms[n:])
@@ -257,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
             if seed == args.seeds[0]:
                 comparisons[method] = comp
     out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
+                    "input_affine": jet_field.input_affine,
                     "num_parameters": jet_field.num_parameters()}
     out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
     out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"]),

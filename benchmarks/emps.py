@@ -251,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"position only: sigma_q {sigma_q:.3g} m -> sigma_v {out['position_only']['sigma_v_derived_m_per_s']:.3g} "
           f"m/s against a velocity RMS of {out['position_only']['velocity_rms_m_per_s']:.3g} m/s", flush=True)
     out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
+                    "input_affine": jet_field.input_affine,
                     "num_parameters": jet_field.num_parameters()}
     out["data_reports"] = [r.report for r in dm.train_logs + dm.val_logs]
     out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"], KEYS),

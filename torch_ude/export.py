@@ -11,8 +11,9 @@ A field with recorded inputs (``F(x, u)``) is exported as a map of ``(N, n + n_u
 the states then the inputs, to ``(N, n)`` values; the sidecar says so and records the
 input scales.
 A field with the residual's linear term (``HybridField(..., linear=True)``) exports to
-TorchScript like any other; its sidecar says ``"linear": true``, and the C port
-(`microcontroller.generate`), which has no linear term, refuses it.
+TorchScript like any other; its sidecar says ``"linear": true`` (and ``"input_affine": true``
+when the inputs enter through it alone), and the C port (`microcontroller.generate`), which has
+no linear term, refuses it.
 TorchScript is deprecated upstream in favour of ``torch.export``; it is kept here
 because a TorchScript file loads in any libtorch without Python, and its deprecation
 warnings are silenced around the calls that trigger them.
@@ -128,6 +129,8 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
     }
     if field.linear:  # only when on: the sidecar of a plain field is unchanged
         sidecar["linear"] = True
+    if field.input_affine:
+        sidecar["input_affine"] = True
     if field.n_inputs:
         sidecar["input_names"] = list(getattr(system, "input_names", ()))
         sidecar["input_scale"] = field.input_scale.tolist()

@@ -20,6 +20,12 @@ With ``linear=True`` the network carries a trainable linear term of its normaliz
 inputs (a torque gain of the known model) over any range, where tanh units saturate. Every
 method here (values, JVPs, VJPs, parameter gradients) includes it through the MLP's own
 formulas, so jet matching, the RK4 baseline's adjoint and evaluation share one implementation.
+
+With ``input_affine=True`` (inputs and the linear term only) the tanh layers read the
+states alone and the inputs enter the residual linearly: ``N(x, u) = s_out * (MLP(x / s_in)
++ L z)``. The residual's input gain ``dN/du`` is then a constant matrix, as in a plant whose
+actuator force enters its equations of motion linearly (a mechanical system driven by a
+torque or force), so the network cannot learn a gain that changes sign over the states.
 """
 from __future__ import annotations
 
@@ -75,19 +81,27 @@ class HybridField(nn.Module):
         last_layer_gain: initial scale of the MLP's output layer.
         linear: add the zero-initialised linear term ``L z`` to the residual (module doc);
             off (the default), the parameters and state dict are those of the plain network.
+        input_affine: the tanh layers read the states only, the inputs enter through the
+            linear term alone (module doc); needs inputs and ``linear``.
+
+    Raises:
+        ValueError: for ``input_affine`` without inputs or without ``linear``.
     """
 
     def __init__(self, known: VectorField | ControlledField, hidden: Sequence[int] = (16, 16),
                  dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
-                 last_layer_gain: float = 0.1, linear: bool = False) -> None:
+                 last_layer_gain: float = 0.1, linear: bool = False, input_affine: bool = False) -> None:
         super().__init__()
         n = int(known.n_states)
         n_u = int(known.n_inputs) if isinstance(known, ControlledField) else 0
+        if input_affine and not (n_u and linear):
+            raise ValueError("input_affine=True needs a known model with recorded inputs (a ControlledField) and "
+                             f"linear=True, through which the inputs then enter; got {n_u} inputs, linear={linear}.")
         self.known = known
         self.n_states = n
         self.n_inputs = n_u
         self.mlp = TanhMLP((n + n_u, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain,
-                           linear=linear)
+                           linear=linear, reads=n if input_affine else None)
         self.register_buffer("in_scale", torch.ones(n, dtype=dtype))
         self.register_buffer("out_scale", torch.ones(n, dtype=dtype))
         if n_u:  # only with inputs: an autonomous field's state dict is unchanged
@@ -96,7 +110,7 @@ class HybridField(nn.Module):
     @classmethod
     def from_seed(cls, known: VectorField | ControlledField, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1,
-                  linear: bool = False) -> HybridField:
+                  linear: bool = False, input_affine: bool = False) -> HybridField:
         """A field whose initial weights depend only on ``seed``.
 
         Every trainer of the project builds its field this way, so jet matching and the
@@ -104,12 +118,18 @@ class HybridField(nn.Module):
         term, zero at the start, does not change them).
         """
         gen = torch.Generator().manual_seed(int(seed))
-        return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain, linear=linear)
+        return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain, linear=linear,
+                   input_affine=input_affine)
 
     @property
     def linear(self) -> bool:
         """Whether the residual carries the linear term ``L z`` (module doc)."""
         return self.mlp.linear
+
+    @property
+    def input_affine(self) -> bool:
+        """Whether the inputs enter the residual through the linear term only (module doc)."""
+        return self.mlp.reads < self.mlp.sizes[0]
 
     def set_scales(self, in_scale: Tensor, out_scale: Tensor, input_scale: Tensor | None = None) -> None:
         """Set the calibration scales.

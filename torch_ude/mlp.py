@@ -13,6 +13,12 @@ initialised to zero: a path around the tanh layers for a response linear in the 
 (a gain error of the known model, which saturated tanh units cannot follow over a wide
 input range). Its derivatives: ``odot`` gains ``zdot L^T``, the input cotangent
 ``obar L``, and the gradient of ``L`` is ``obar^T z + tbar^T zdot``.
+
+With ``reads=k`` (k < d_0, only beside the linear term) the tanh layers read the first k
+input columns only, ``h_0 = z[:, :k]``, and the remaining columns reach the output through
+``L`` alone: an output affine in those columns (a plant whose recorded input enters
+linearly, ``N(x, u) = MLP(x) + L [x, u]``). The tangent and cotangent formulas above then
+apply to ``z[:, :k]``, and the input cotangent of the other columns is ``obar L`` alone.
 """
 from __future__ import annotations
 
@@ -75,27 +81,41 @@ class TanhMLP(nn.Module):
         linear: add the trainable linear term ``z L^T`` to the output (module doc),
             parameter ``linear_weight`` of shape (d_L, d_0). Off, the parameters and the
             state dict are those of the plain MLP.
+        reads: how many leading input columns the tanh layers read (module doc), between 1
+            and d_0; None (the default) or d_0 for all. Fewer than d_0 needs ``linear``
+            (otherwise the other columns would not reach the output); ``weight0`` is then
+            (d_1, reads).
+
+    Raises:
+        ValueError: for widths below 1, or ``reads`` out of range or below d_0 without ``linear``.
     """
 
     def __init__(self, sizes: Sequence[int], dtype: torch.dtype = torch.float64,
                  generator: torch.Generator | None = None, last_layer_gain: float = 0.1,
-                 linear: bool = False) -> None:
+                 linear: bool = False, reads: int | None = None) -> None:
         super().__init__()
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) < 2 or min(sizes) < 1:
             raise ValueError(f"sizes must list at least an input and an output width, all >= 1; got {sizes}.")
+        if not isinstance(linear, bool):
+            raise TypeError(f"linear must be True or False; got {linear!r}.")
+        reads = sizes[0] if reads is None else int(reads)
+        if not 1 <= reads <= sizes[0]:
+            raise ValueError(f"reads must lie between 1 and the input width {sizes[0]}; got {reads}.")
+        if reads < sizes[0] and not linear:
+            raise ValueError(f"reads={reads} < {sizes[0]} inputs needs linear=True: the columns the tanh layers "
+                             f"do not read reach the output only through the linear term.")
         self.sizes = sizes
+        self.reads = reads
         n_layers = len(sizes) - 1
         self._names = [(f"weight{l}", f"bias{l}") for l in range(n_layers)]
-        for l, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        for l, (d_in, d_out) in enumerate(zip((reads, *sizes[1:-1]), sizes[1:])):
             gain = last_layer_gain if l == n_layers - 1 else 5.0 / 3.0
             bound = gain * math.sqrt(6.0 / (d_in + d_out))
             w = torch.empty(d_out, d_in, dtype=dtype)
             w.uniform_(-bound, bound, generator=generator)
             self.register_parameter(f"weight{l}", nn.Parameter(w))
             self.register_parameter(f"bias{l}", nn.Parameter(torch.zeros(d_out, dtype=dtype)))
-        if not isinstance(linear, bool):
-            raise TypeError(f"linear must be True or False; got {linear!r}.")
         self.linear = linear
         if linear:  # only when on: a plain MLP's state dict is unchanged
             self.register_parameter("linear_weight", nn.Parameter(torch.zeros(sizes[-1], sizes[0], dtype=dtype)))
@@ -121,10 +141,14 @@ class TanhMLP(nn.Module):
         params = [t for layer in self.layers for t in layer]
         return params + [self._linear()] if self.linear else params
 
+    def _read(self, z: Tensor) -> Tensor:
+        """The columns the tanh layers read, (B, d_0) -> (B, reads) (``z`` itself when all)."""
+        return z if self.reads == self.sizes[0] else z[:, : self.reads]
+
     def activations(self, z: Tensor) -> Activations:
         """Forward pass keeping activations, (B, d_0) -> `Activations`."""
         hidden = []
-        h = z
+        h = self._read(z)
         *inner, (w_out, b_out) = self.layers
         for w, b in inner:
             h = torch.tanh(torch.addmm(b, h, w.T))
@@ -149,7 +173,7 @@ class TanhMLP(nn.Module):
             `Tangents`; ``.output`` has shape (B, d_L).
         """
         pre, hid = [], []
-        hdot = zdot
+        hdot = self._read(zdot)
         layers = self.layers
         for (w, _), h in zip(layers, acts.hidden):
             adot = hdot @ w.T
@@ -169,7 +193,13 @@ class TanhMLP(nn.Module):
             h = acts.hidden[l - 1]
             g = (g @ layers[l][0]) * (1.0 - h * h)
         g = g @ layers[0][0]
-        return torch.addmm(g, obar, self._linear()) if self.linear else g
+        if not self.linear:
+            return g
+        if self.reads == self.sizes[0]:
+            return torch.addmm(g, obar, self._linear())
+        full = obar @ self._linear()
+        full[:, : self.reads] += g
+        return full
 
     def backward(self, acts: Activations, obar: Tensor, tangents: Tangents | None = None,
                  tbar: Tensor | None = None) -> list[Tensor]:
@@ -200,10 +230,10 @@ class TanhMLP(nn.Module):
         layers = self.layers
         for l in range(len(layers) - 1, -1, -1):
             w = layers[l][0]
-            h_prev = acts.hidden[l - 1] if l > 0 else acts.inputs
+            h_prev = acts.hidden[l - 1] if l > 0 else self._read(acts.inputs)
             dw = abar.T @ h_prev
             if with_tangent:
-                hdot_prev = tangents.hidden[l - 1] if l > 0 else tangents.inputs
+                hdot_prev = tangents.hidden[l - 1] if l > 0 else self._read(tangents.inputs)
                 dw = dw + tabar.T @ hdot_prev
             grads += [abar.sum(dim=0), dw]
             if l == 0:

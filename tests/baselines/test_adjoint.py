@@ -78,14 +78,15 @@ def _input_windows(field, steps, batch, seed):
                            candidates=batch, straddling=0, inputs=torch.randn(steps + 1, batch, m, generator=gen))
 
 
-@pytest.mark.parametrize("model,linear", [("torque", False), ("coupled", False), ("torque", True), ("coupled", True)])
+@pytest.mark.parametrize("model,linear", [("torque", False), ("coupled", False), ("torque", True), ("coupled", True),
+                                          ("torque", "affine"), ("coupled", "affine")])
 def test_adjoint_with_inputs_matches_complex_step(model, linear):
     field = random_input_field(model, 4, linear)
     windows = _input_windows(field, 4, 3, seed=4)
     _check_against_complex_step(field, windows)
 
 
-@pytest.mark.parametrize("linear", [False, True])
+@pytest.mark.parametrize("linear", [False, True, "affine"])
 def test_adjoint_with_inputs_matches_autograd_through_rk4_with_interpolated_inputs(linear):
     field = random_input_field("coupled", 7, linear)
     steps, windows = 5, _input_windows(field, 5, 4, seed=2)

@@ -77,12 +77,14 @@ def _lab_pendulum() -> TorquePendulumModel:
 INPUT_MODELS = {"torque": TorquePendulumModel, "coupled": CoupledInputs, "lab": _lab_pendulum}
 
 
-def random_input_field(model: str, seed: int, linear: bool = False) -> HybridField:
+def random_input_field(model: str, seed: int, linear: bool | str = False) -> HybridField:
     """A hybrid field on a known model with inputs, random weights, biases and scales, float64
-    (``linear``: with a random linear term)."""
+    (``linear``: True with a random linear term; ``"affine"`` with it and ``input_affine``, the
+    tanh layers reading the states only)."""
     known = INPUT_MODELS[model]()
     gen = torch.Generator().manual_seed(seed)
-    field = HybridField(known, generator=gen, last_layer_gain=1.0, linear=linear)
+    field = HybridField(known, generator=gen, last_layer_gain=1.0, linear=bool(linear),
+                        input_affine=linear == "affine")
     n, m = known.n_states, known.n_inputs
     field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen),
                      0.5 + torch.rand(m, generator=gen))

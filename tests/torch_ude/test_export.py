@@ -7,7 +7,7 @@ import torch
 
 from torch_ude import SinglePendulum, __version__
 from torch_ude.export import export_field, load_field
-from tests.torch_ude.helpers import random_field
+from tests.torch_ude.helpers import random_field, random_input_field
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -76,3 +76,17 @@ def test_a_field_with_the_linear_term_exports_and_its_sidecar_says_so(tmp_path):
     assert meta["linear"] is True and meta["num_parameters"] == 358
     export_field(random_field("single", "A", 2), tmp_path / "plain", SinglePendulum(), "A")
     assert "linear" not in load_field(tmp_path / "plain")[1]
+
+
+def test_an_input_affine_field_exports_and_its_sidecar_says_so(tmp_path):
+    from torch_ude.systems.controlled import TorquePendulumModel
+    from torch_ude.training.recorded import RecordedPlant
+
+    field = random_input_field("torque", 3, "affine")
+    export_field(field, tmp_path, RecordedPlant(TorquePendulumModel(), ["position", "velocity"], ["torque"]),
+                 "RECORDED")
+    module, meta = load_field(tmp_path)
+    x, u = torch.randn(5, 2, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+    assert torch.allclose(module(torch.cat((x, u), 1)), field.evaluate(x, u), rtol=1e-14)
+    assert meta["linear"] is True and meta["input_affine"] is True
+    assert meta["num_parameters"] == 16 * 2 + 16 + 16 * 16 + 16 + 2 * 16 + 2 + 2 * 3

@@ -4,6 +4,7 @@ import torch
 from torch.func import jacrev, jvp, vjp
 
 from torch_ude import HybridField, SinglePendulum
+from torch_ude.mlp import TanhMLP
 from torch_ude.systems.controlled import TorquePendulumModel
 from tests.torch_ude.helpers import PLANTS, random_batch, random_field, random_input_field
 
@@ -97,7 +98,7 @@ def test_set_scales_rejects_bad_scales():
 
 # ----- fields with recorded inputs ----------------------------------------------------------
 @pytest.mark.parametrize("model", ["torque", "coupled"])
-@pytest.mark.parametrize("linear", [False, True])
+@pytest.mark.parametrize("linear", [False, True, "affine"])
 def test_input_field_value_and_lie_derivative_match_torch_func(model, linear):
     field = random_input_field(model, 6, linear)
     n, m = field.n_states, field.n_inputs
@@ -113,7 +114,7 @@ def test_input_field_value_and_lie_derivative_match_torch_func(model, linear):
     assert torch.allclose(field.residual(x, u), value - field.known(x, u), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("linear", [False, True])
+@pytest.mark.parametrize("linear", [False, True, "affine"])
 def test_input_field_state_vjp_block_matches_torch_func(linear):
     field = random_input_field("coupled", 2, linear)
     gen = torch.Generator().manual_seed(2)
@@ -205,3 +206,36 @@ def test_without_the_linear_term_the_state_dict_is_unchanged():
 def test_the_linear_option_must_be_a_bool():
     with pytest.raises(TypeError, match="linear must be True or False; got 'yes'"):
         HybridField(SinglePendulum().known_field("A"), linear="yes")
+
+
+# ----- the input-affine form (input_affine=True) ----------------------------------------------
+@pytest.mark.parametrize("model", ["torque", "coupled"])
+def test_input_affine_residual_is_the_state_network_plus_l_z(model):
+    field = random_input_field(model, 5, "affine")
+    n, m = field.n_states, field.n_inputs
+    assert field.input_affine and field.mlp.weight0.shape == (16, n)
+    gen = torch.Generator().manual_seed(5)
+    x, u = torch.randn(7, n, generator=gen), torch.randn(7, m, generator=gen)
+    z = field.net_input(x, u)
+    mlp = field.mlp
+    h = torch.tanh(x / field.in_scale @ mlp.weight0.T + mlp.bias0)
+    h = torch.tanh(h @ mlp.weight1.T + mlp.bias1)
+    expected = field.out_scale * (h @ mlp.weight2.T + mlp.bias2 + z @ mlp.linear_weight.T)
+    assert torch.allclose(field.residual(x, u), expected, rtol=1e-13, atol=1e-13)
+    # the residual's input gain is the constant matrix s_out L_u / s_u: a second u changes N linearly
+    du = torch.randn(7, m, generator=gen)
+    gain = field.out_scale[:, None] * mlp.linear_weight[:, n:] / field.input_scale
+    assert torch.allclose(field.residual(x, u + du) - field.residual(x, u), du @ gain.T, rtol=1e-12, atol=1e-12)
+
+
+def test_input_affine_needs_inputs_and_the_linear_term():
+    with pytest.raises(ValueError, match="input_affine=True needs a known model with recorded inputs"):
+        HybridField(SinglePendulum().known_field("A"), linear=True, input_affine=True)
+    with pytest.raises(ValueError, match="got 1 inputs, linear=False"):
+        HybridField(TorquePendulumModel(), input_affine=True)
+    field = HybridField(TorquePendulumModel(), linear=True)
+    assert not field.input_affine and field.mlp.weight0.shape == (16, 3)
+    with pytest.raises(ValueError, match="reads=2 < 3 inputs needs linear=True"):
+        TanhMLP((3, 16, 2), reads=2)
+    with pytest.raises(ValueError, match="reads must lie between 1 and the input width 3; got 4"):
+        TanhMLP((3, 16, 2), linear=True, reads=4)

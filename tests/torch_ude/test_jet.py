@@ -4,7 +4,8 @@
 seed) pairs, all float64; with recorded inputs, 8 more: two known models (one and two
 inputs) x lambda2 in {0, 0.1} x two (batch, weight seed) pairs. With the residual's linear
 term (``HybridField(..., linear=True)``, a random ``L``): 4 autonomous conditions (both
-plants, Case A, lambda2 in {0, 0.1}) and 4 with inputs (both models, lambda2 in {0, 0.1}).
+plants, Case A, lambda2 in {0, 0.1}) and 4 with inputs (both models, lambda2 in {0, 0.1}); the
+same 4 with the input-affine form (``input_affine=True``: the tanh layers read the states only).
 """
 import copy
 
@@ -167,7 +168,8 @@ def test_inputs_in_another_dtype_than_the_field_are_a_clear_error():
 # ----- recorded inputs: F(x, u), G = J_x F F + J_u F udot ------------------------------------
 INPUT_CONDITIONS = [(model, lam2, batch, seed, False) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)
                     for batch, seed in ((1, 0), (9, 1))]
-INPUT_CONDITIONS += [(model, lam2, 9, 1, True) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)]
+INPUT_CONDITIONS += [(model, lam2, 9, 1, form) for model in ("torque", "coupled") for lam2 in (0.0, 0.1)
+                     for form in (True, "affine")]
 
 
 def _input_batch(field, batch, seed):

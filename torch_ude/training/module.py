@@ -88,6 +88,9 @@ class JetMatchingModule(L.LightningModule):
         hidden: hidden widths of the tanh MLP.
         linear: add the zero-initialised linear term to the residual
             (`torch_ude.field.HybridField`; for a known model with a gain error).
+        input_affine: the network's tanh layers read the states only and the recorded
+            inputs enter the residual through the linear term alone (needs ``linear`` and a
+            plant with inputs; `torch_ude.field.HybridField`).
         stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
         batch_size: minibatch size (64; v1: 32).
         lr: Adam learning rate (initial value of the cosine schedule).
@@ -120,7 +123,8 @@ class JetMatchingModule(L.LightningModule):
 
     trainer_name = "jet_matching"  # recorded in the run's output files
 
-    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, stream: StreamSettings | None = None,
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, input_affine: bool = False,
+                 stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
                  weight_decay: float = 0.0, weight_decay_full_at: float | None = None, grad_clip: float = 5.0,
@@ -145,7 +149,7 @@ class JetMatchingModule(L.LightningModule):
         if ema_decay is not None and not 0.0 < ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in (0, 1) or null; got {ema_decay}.")
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
-        self.linear = bool(linear)
+        self.linear, self.input_affine = bool(linear), bool(input_affine)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
@@ -182,7 +186,7 @@ class JetMatchingModule(L.LightningModule):
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
-                                            linear=self.linear)
+                                            linear=self.linear, input_affine=self.input_affine)
         self._weights = flatten_parameters(self.field.parameters_list())
         if self.ema_decay is not None:
             self.ema = ExponentialAverage(self.field, self.ema_decay)
