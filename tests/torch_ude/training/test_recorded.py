@@ -92,6 +92,26 @@ def test_fit_from_files_learns_the_friction_and_predicts_better_than_the_known_m
     assert metrics["one_step_nrmse"] < alone["one_step_nrmse"]
 
 
+def test_fit_with_the_input_affine_residual_keeps_one_torque_gain_over_the_states(tmp_path, logs):
+    config = yaml.safe_load(_config(tmp_path, logs, max_steps=800).read_text())
+    config["model"]["init_args"] |= {"linear": True, "input_affine": True}
+    (tmp_path / "affine.yaml").write_text(yaml.safe_dump(config))
+    main(["fit", "--config", str(tmp_path / "affine.yaml")])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["updates"] == 800
+    program, meta = load_field(tmp_path)
+    assert meta["linear"] is True and meta["input_affine"] is True
+    # F(x, u) is affine in u with one gain at every state: the network does not read the torque
+    gen = torch.Generator().manual_seed(0)
+    x = torch.cat((torch.randn(16, 2, generator=gen, dtype=torch.float64), torch.zeros(16, 1, dtype=torch.float64)), 1)
+    step = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    with torch.no_grad():
+        gain = (program(x + step) - program(x))[:, 1]
+    assert float(gain.std()) < 1e-12 and abs(float(gain[0]) - 1.0 / TorquePendulumModel().inertia) > 1e-6
+    with pytest.raises(ValueError, match="input_affine=True needs"):
+        main(["fit", "--config", str(_config(tmp_path, logs, max_steps=1)), "--model.input_affine", "true"])
+
+
 def test_a_bad_file_in_the_config_is_a_one_line_error_naming_it(tmp_path, logs, capsys, monkeypatch):
     config = yaml.safe_load(_config(tmp_path, logs).read_text())
     config["data"]["init_args"]["val_files"] = [str(tmp_path / "missing.csv")]
