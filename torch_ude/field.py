@@ -312,7 +312,7 @@ class HybridField(nn.Module):
 
     # ----- parameter derivatives ----------------------------------------------------------------
     def parameter_vjp(self, acts: Activations, ubar: Tensor, tangents: Tangents | None = None,
-                      wbar: Tensor | None = None) -> list[Tensor]:
+                      wbar: Tensor | None = None, out: Sequence[Tensor] | None = None) -> list[Tensor]:
         """Gradient in theta of ``sum(ubar * N) + sum(wbar * J_N v)`` (Eq. 16).
 
         Args:
@@ -320,12 +320,14 @@ class HybridField(nn.Module):
             ubar: cotangent of ``N_theta(x)``, shape (B, n).
             tangents: MLP tangents along ``v / s_in`` (from `jet`), needed with ``wbar``.
             wbar: cotangent of ``J_N(x) v`` with ``v`` held fixed, shape (B, n), or None.
+            out: tensors to write the gradients into, matching `parameters_list` (e.g. the
+                parameters' ``.grad``), or None for new tensors (`TanhMLP.backward`).
 
         Returns:
-            Gradients matching `parameters_list`, summed over the batch.
+            Gradients matching `parameters_list`, summed over the batch (``out`` when given).
         """
         tbar = None if wbar is None else self.out_scale * wbar
-        return self.mlp.backward(acts, self.out_scale * ubar, tangents, tbar)
+        return self.mlp.backward(acts, self.out_scale * ubar, tangents, tbar, out=out)
 
     def write_grad(self, grads: Sequence[Tensor]) -> None:
         """Store hand-written gradients in ``.grad`` so any ``torch.optim`` optimizer can step."""

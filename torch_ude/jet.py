@@ -107,7 +107,7 @@ class JetLoss(nn.Module):
 
     def value_and_grad(self, field: HybridField, x: Tensor, xdot: Tensor, xddot: Tensor,
                        validate: bool = True, report_r2: bool = True, u: Tensor | None = None,
-                       udot: Tensor | None = None) -> JetResult:
+                       udot: Tensor | None = None, out: list[Tensor] | None = None) -> JetResult:
         """Loss and its exact gradient in theta by Eq. (14)-(16).
 
         ``ubar = -2 (lambda1 r1/s1 + lambda2 J_F^T r2/s2)`` is pulled back through the
@@ -123,9 +123,13 @@ class JetLoss(nn.Module):
                 that the gradient does not); if False, ``loss_r2`` is NaN in that case.
             u, udot: SG estimates of the recorded input and its rate at the same window
                 centres, (B, n_u) each; required for a field with inputs, None without.
+            out: tensors to write the gradients into, in the order of
+                ``field.parameters_list()`` (the training loop passes the parameters' ``.grad``),
+                or None for new tensors (`HybridField.parameter_vjp`).
 
         Returns:
-            A `JetResult` with gradients in the order of ``field.parameters_list()``.
+            A `JetResult` with gradients in the order of ``field.parameters_list()`` (``out``
+            when given).
 
         Raises:
             TypeError: if an input is not a tensor in the field's dtype (``field.dtype``).
@@ -136,24 +140,26 @@ class JetLoss(nn.Module):
         with torch.no_grad():
             b = x.shape[0]
             second = self.lambda2 > 0.0
+            s1 = self.s1
             if u is None:
                 jet = field.jet(x, lie=second or report_r2)
             else:
                 jet = field.jet(x, lie=second or report_r2, u=u, udot=udot)
-            r1 = (xdot - jet.value) / self.s1
+            r1 = (xdot - jet.value) / s1
             sq1 = (r1 * r1).sum() / b
             if jet.lie is None:
                 r2, sq2 = None, torch.full_like(sq1, float("nan"))
             else:
                 r2 = (xddot - jet.lie) / self.s2
                 sq2 = (r2 * r2).sum() / b
-            ubar = (-2.0 * self.lambda1 / b) * (r1 / self.s1)
+            ubar = (-2.0 * self.lambda1 / b) * (r1 / s1)
             if second:
                 w = (-2.0 / b) * (r2 / self.s2)
                 jtw = torch.einsum("bij,bi->bj", jet.known_jacobian, w) + field.vjp_residual(jet.acts, w)
                 ubar = ubar + self.lambda2 * jtw
-                grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w)
+                grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w, out=out)
+                loss = self.lambda1 * sq1 + self.lambda2 * sq2
             else:
-                grads = field.parameter_vjp(jet.acts, ubar)
-            loss = (self.lambda1 * sq1 + self.lambda2 * sq2) if second else self.lambda1 * sq1
+                grads = field.parameter_vjp(jet.acts, ubar, out=out)
+                loss = sq1 if self.lambda1 == 1.0 else self.lambda1 * sq1  # 1 * sq1 is sq1, bit for bit
         return JetResult(loss=loss, loss_r1=sq1, loss_r2=sq2, grads=grads)

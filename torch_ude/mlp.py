@@ -147,13 +147,13 @@ class TanhMLP(nn.Module):
 
     def activations(self, z: Tensor) -> Activations:
         """Forward pass keeping activations, (B, d_0) -> `Activations`."""
+        params, (*inner, (w_out, b_out)) = self._parameters, self._names  # by name, as `layers`
         hidden = []
         h = self._read(z)
-        *inner, (w_out, b_out) = self.layers
         for w, b in inner:
-            h = torch.tanh(torch.addmm(b, h, w.T))
+            h = torch.tanh(torch.addmm(params[b], h, params[w].T))
             hidden.append(h)
-        out = torch.addmm(b_out, h, w_out.T)
+        out = torch.addmm(params[b_out], h, params[w_out].T)
         if self.linear:
             out = torch.addmm(out, z, self._linear().T)
         return Activations(inputs=z, hidden=hidden, output=out)
@@ -202,7 +202,7 @@ class TanhMLP(nn.Module):
         return full
 
     def backward(self, acts: Activations, obar: Tensor, tangents: Tangents | None = None,
-                 tbar: Tensor | None = None) -> list[Tensor]:
+                 tbar: Tensor | None = None, out: Sequence[Tensor] | None = None) -> list[Tensor]:
         """Parameter gradient of ``sum(obar * o) + sum(tbar * odot)``, summed over the batch.
 
         The first term is the VJP of the output; the second is reverse mode over the
@@ -214,30 +214,37 @@ class TanhMLP(nn.Module):
             obar: output cotangent, shape (B, d_L).
             tangents: the `Tangents` of a JVP, required when ``tbar`` is given.
             tbar: cotangent of the output tangent ``odot``, shape (B, d_L), or None.
+            out: tensors to write the gradients into (each of its parameter's shape and dtype,
+                in `ordered_parameters`' order, e.g. the parameters' ``.grad``), or None for new
+                tensors. Written with the same operations (``out=``): the values are those of
+                new tensors, except that a matrix product's last bits may depend on the
+                alignment of its destination in memory (the BLAS's kernels).
 
         Returns:
             Gradients ``[dW_1, db_1, ..., dW_L, db_L]`` (then ``dL`` with the linear term)
-            matching `ordered_parameters`.
+            matching `ordered_parameters` (``out`` itself when given).
         """
         with_tangent = tbar is not None
         if with_tangent and tangents is None:
             raise ValueError("tangents are required when tbar is given.")
-        grads: list[Tensor] = []
+        n_layers = len(self._names)
+        grads: list[Tensor | None] = [None] * (2 * n_layers + self.linear) if out is None else list(out)
         if self.linear:
-            dl = obar.T @ acts.inputs
-            grads.append(dl + tbar.T @ tangents.inputs if with_tangent else dl)
+            grads[-1] = torch.mm(obar.T, acts.inputs, out=grads[-1])
+            if with_tangent:
+                grads[-1] += tbar.T @ tangents.inputs
+        params = self._parameters
         abar, tabar = obar, tbar  # cotangents of a_l and adot_l
-        layers = self.layers
-        for l in range(len(layers) - 1, -1, -1):
-            w = layers[l][0]
+        for l in range(n_layers - 1, -1, -1):
             h_prev = acts.hidden[l - 1] if l > 0 else self._read(acts.inputs)
-            dw = abar.T @ h_prev
+            dw = grads[2 * l] = torch.mm(abar.T, h_prev, out=grads[2 * l])
             if with_tangent:
                 hdot_prev = tangents.hidden[l - 1] if l > 0 else self._read(tangents.inputs)
-                dw = dw + tabar.T @ hdot_prev
-            grads += [abar.sum(dim=0), dw]
+                dw += tabar.T @ hdot_prev
+            grads[2 * l + 1] = torch.sum(abar, 0, out=grads[2 * l + 1])
             if l == 0:
                 break
+            w = params[self._names[l][0]]
             hbar = abar @ w
             deriv = 1.0 - h_prev * h_prev
             if with_tangent:
@@ -245,5 +252,4 @@ class TanhMLP(nn.Module):
                 tabar = thbar * deriv
                 hbar = hbar - 2.0 * h_prev * thbar * tangents.pre[l - 1]
             abar = hbar * deriv
-        grads.reverse()  # the linear term's gradient, appended first, comes last
         return grads

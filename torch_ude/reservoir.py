@@ -86,13 +86,15 @@ class SampleBuffer:
                 slots = np.array([i if i < self.capacity else self._pcg.below(int(d) + 1) for i, d in zip(index, drawn)])
             else:
                 slots = np.where(index < self.capacity, index, self._rng.integers(0, drawn + 1))
-        keep = slots < self.capacity
-        # a later sample that lands on the same slot overwrites an earlier one
-        order = np.flatnonzero(keep)
-        _, last = np.unique(slots[order][::-1], return_index=True)
-        chosen = order[::-1][last]
+        chosen = np.flatnonzero(slots < self.capacity)
+        kept = slots[chosen]
+        if len(set(kept.tolist())) < kept.size:
+            # a later sample that lands on the same slot overwrites an earlier one
+            _, last = np.unique(kept[::-1], return_index=True)
+            chosen = chosen[::-1][last]
+            kept = slots[chosen]
         if chosen.size:
-            self.data[torch.as_tensor(slots[chosen])] = samples[torch.as_tensor(chosen)]
+            self.data.index_copy_(0, torch.as_tensor(kept), samples[torch.as_tensor(chosen)])  # distinct slots
         self.seen += w
 
     def sample(self, batch: int, generator: torch.Generator | Pcg32) -> Tensor:
@@ -106,7 +108,7 @@ class SampleBuffer:
             idx = generator.indices(batch, self.fill)
         else:
             idx = torch.randint(0, self.fill, (batch,), generator=generator)
-        return self.data[idx]
+        return torch.index_select(self.data, 0, idx)  # the rows data[idx], one kernel
 
     def state_dict(self) -> dict:
         """Buffer contents, counters and generator state."""

@@ -339,6 +339,8 @@ class StreamEstimator:
         if segment.shape != (k,):
             raise ValueError(f"segment must have shape ({k},); got {tuple(segment.shape)}.")
         ticks, segment = ticks.to(torch.int64), segment.to(torch.int64)
+        if k and (self._last_tick is None or int(ticks[0]) > self._last_tick) and bool((ticks[1:] > ticks[:-1]).all()):
+            return y.to(self.dtype), ticks, segment  # every tick increases: nothing to drop (the usual chunk)
         # drop ticks that do not increase (duplicates, out-of-order arrivals)
         prev = torch.cat((torch.tensor([-(1 << 62) if self._last_tick is None else self._last_tick]),
                           torch.cummax(ticks, 0).values[:-1]))
@@ -360,6 +362,13 @@ class StreamEstimator:
             (k',), (k',) monotone segment keys, (k',) True where a sample was filled.
         """
         first = self._last_tick is None
+        k = ticks.shape[0]
+        if (int(ticks[-1]) - int(ticks[0]) == k - 1 and (first or int(ticks[0]) == self._last_tick + 1)
+                and bool((segment == (segment[0] if first else self._last_key[0])).all())):
+            # the usual chunk: no gap, no segment change, so nothing to fill and no break
+            self._last_tick, self._last_y = int(ticks[-1]), y[-1].clone()
+            self._last_key = (int(segment[-1]), self._breaks)
+            return y, ticks, torch.full((k,), self._breaks, dtype=torch.int64), torch.zeros(k, dtype=torch.bool)
         prev_tick = torch.cat((ticks[:1] - 1 if first else torch.tensor([self._last_tick]), ticks[:-1]))
         prev_seg = torch.cat((segment[:1] if first else torch.tensor([self._last_key[0]]), segment[:-1]))
         prev_y = torch.cat((y[:1] if first else self._last_y.unsqueeze(0), y[:-1]))
@@ -448,20 +457,25 @@ class StreamEstimator:
         self.counters["windows"] += int(ends.numel())
         finite = torch.isfinite(win).all(dim=2).all(dim=1)
         same = all_seg[idx[:, 0] - (b - 1)] == all_seg[idx[:, -1]]
-        self.counters["nonfinite"] += int((~finite).sum())
-        self.counters["boundary"] += int((finite & ~same).sum())
-        win = win[finite & same]
-        if win.shape[0] == 0:
-            return 0
+        keep = finite & same
+        if not bool(keep.all()):  # (masks that keep everything are skipped: the same windows)
+            self.counters["nonfinite"] += int((~finite).sum())
+            self.counters["boundary"] += int((finite & ~same).sum())
+            win = win[keep]
+            if win.shape[0] == 0:
+                return 0
         rms = torch.sqrt((win * win).mean(dim=2))
         misfit = sg.misfit(win)
         jets = torch.stack(sg.estimate(win, self.calibration.dt_eff), dim=1)  # (W, 3, n)
         # huge finite samples can overflow the estimates: such windows count as non-finite
         ok = (torch.isfinite(rms) & torch.isfinite(misfit)).all(dim=1) & torch.isfinite(jets).all(dim=2).all(dim=1)
-        self.counters["nonfinite"] += int((~ok).sum())
-        passed = self.gate.check(misfit[ok], rms[ok])
-        self.counters["misfit"] += int((~passed).sum())
-        jets = jets[ok][passed]
+        if not bool(ok.all()):
+            self.counters["nonfinite"] += int((~ok).sum())
+            misfit, rms, jets = misfit[ok], rms[ok], jets[ok]
+        passed = self.gate.check(misfit, rms)
+        if not bool(passed.all()):
+            self.counters["misfit"] += int((~passed).sum())
+            jets = jets[passed]
         n_ok = int(jets.shape[0])
         self.counters["accepted"] += n_ok
         if n_ok:

@@ -206,7 +206,7 @@ class ExponentialAverage(AveragedModel):
     def _flat_views(self, params: list[Tensor]) -> tuple[Tensor | None, Tensor | None]:
         """`flat_view` of the averaged and of the model's parameters, cached for as long as
         every tensor keeps its memory (the key is all their data pointers)."""
-        key = tuple(t.data_ptr() for t in self._averaged) + tuple(t.data_ptr() for t in params)
+        key = (*map(Tensor.data_ptr, self._averaged), *map(Tensor.data_ptr, params))
         if key != self._flat_pair[0]:
             self._flat_pair = (key, flat_view(self._averaged), flat_view(params))
         return self._flat_pair[1], self._flat_pair[2]
@@ -256,6 +256,10 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     """Draw a minibatch, write the exact jet gradient (Eq. 14-16), clip it, step the
     optimizer and the schedule, and update the weight EMA.
 
+    The gradient is written straight into the parameters' ``.grad`` (``out=`` of
+    `JetLoss.value_and_grad`) when they exist, else stored there (`HybridField.write_grad`);
+    ``result.grads`` are then those tensors, clipped.
+
     Args:
         field: the hybrid field being trained (float64 host, float32 as on a device).
         loss: the jet loss with the calibrated scales.
@@ -277,16 +281,22 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     """
     lr = float(scheduler.get_last_lr()[0])
     batch = buffer.sample(batch_size, generator)
+    params = field.parameters_list()
+    grads = [p.grad for p in params]
+    if any(g is None for g in grads):  # no gradients yet: new tensors, then stored in .grad
+        grads = None
     with torch.no_grad():
         if field.n_inputs:
             n = field.n_states
             res = loss.value_and_grad(field, batch[:, 0, :n], batch[:, 1, :n], batch[:, 2, :n], validate=False,
-                                      report_r2=report_r2, u=batch[:, 0, n:], udot=batch[:, 1, n:])
+                                      report_r2=report_r2, u=batch[:, 0, n:], udot=batch[:, 1, n:], out=grads)
         else:
             res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
-                                      report_r2=report_r2)
-        field.write_grad(res.grads)
-        norm = _clip_grads([p.grad for p in field.parameters_list()], grad_clip)
+                                      report_r2=report_r2, out=grads)
+        if grads is None:
+            field.write_grad(res.grads)
+            grads = [p.grad for p in params]
+        norm = _clip_grads(grads, grad_clip)
         if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
             optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
             return UpdateResult(res, norm, lr, True)

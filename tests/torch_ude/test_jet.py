@@ -112,6 +112,18 @@ def test_no_autograd_graph_is_built(monkeypatch):
         assert t.grad_fn is None and not t.requires_grad
 
 
+@pytest.mark.parametrize("lam2,linear", [(0.0, False), (0.1, False), (0.1, True)])
+def test_gradients_written_into_given_tensors_are_the_new_ones(lam2, linear):
+    field = random_field("double", "C", 4, linear)
+    x, xd, xdd = random_batch(4, 64, 4)
+    loss = _loss_for(field, lam2, 4)
+    ref = loss.value_and_grad(field, x, xd, xdd)
+    out = [torch.full_like(p, 7.0) for p in field.parameters_list()]
+    res = loss.value_and_grad(field, x, xd, xdd, out=out)
+    assert all(g is o for g, o in zip(res.grads, out))
+    assert all(torch.equal(g, r) for g, r in zip(res.grads, ref.grads))
+
+
 def test_written_grad_drives_a_torch_optimizer():
     field = random_field("double", "C", 3)
     x, xd, xdd = random_batch(4, 64, 3)
