@@ -285,7 +285,7 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
     grads = [p.grad for p in params]
     if any(g is None for g in grads):  # no gradients yet: new tensors, then stored in .grad
         grads = None
-    with torch.no_grad():
+    with torch.inference_mode():  # new tensors are temporaries; in-place writes go to ordinary tensors
         if field.n_inputs:
             n = field.n_states
             res = loss.value_and_grad(field, batch[:, 0, :n], batch[:, 1, :n], batch[:, 2, :n], validate=False,
@@ -293,8 +293,9 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
         else:
             res = loss.value_and_grad(field, batch[:, 0], batch[:, 1], batch[:, 2], validate=False,
                                       report_r2=report_r2, out=grads)
+    with torch.no_grad():
         if grads is None:
-            field.write_grad(res.grads)
+            field.write_grad(res.grads)  # copies: the .grad are ordinary tensors
             grads = [p.grad for p in params]
         norm = _clip_grads(grads, grad_clip)
         if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):

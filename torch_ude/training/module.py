@@ -312,7 +312,8 @@ class JetMatchingModule(L.LightningModule):
         """Ingest a live chunk; returns the updates the training rate asks for (`due_updates`)."""
         before = self.stream.last_tick
         calibrated = self.stream.calibration is not None
-        self.stream.push(batch["y"], batch["ticks"], batch["segment"])
+        with torch.inference_mode():  # the estimator's tensors are data, never differentiated: lighter dispatch
+            self.stream.push(batch["y"], batch["ticks"], batch["segment"])
         if not calibrated and self.stream.calibration is not None:
             self._on_calibrated()
         return due_updates(before, self.stream.last_tick, self._train_every) if self.stream.ready else 0
