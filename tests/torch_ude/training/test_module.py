@@ -53,6 +53,9 @@ def test_short_run_writes_outputs_logs_and_learns(tmp_path):
             "stream/reservoir_fill", "stream/sigma_hat_theta", "stream/sigma_true_theta", "eval/e_field",
             "eval/c_hat"} <= tags
     assert "eval/residual" in acc.Tags()["images"]
+    # every log_every (50) updates one value per tag, at the update count
+    assert [e.step for e in acc.Scalars("train/lr")] == list(range(50, 601, 50))
+    assert len({e.value for e in acc.Scalars("stream/m")}) == 1 and len(acc.Scalars("train/loss_r1")) == 12
     # the validate subcommand evaluates the saved checkpoint to the same numbers
     ckpt = next(tmp_path.rglob("*.ckpt"))
     cli = main(["validate", "--config", "configs/pendulum_case_a.yaml", *SHORT, "--trainer.default_root_dir",
