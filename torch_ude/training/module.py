@@ -278,6 +278,7 @@ class JetMatchingModule(L.LightningModule):
         max_steps = self.trainer.max_steps if self.trainer.max_steps is not None and self.trainer.max_steps > 0 \
             else None
         held: list[dict] = []
+        newest: int | None = None  # the newest tick of the held chunks and the current one
         try:
             for _ in range(self.chunks_per_step):
                 batch = next(dataloader_iter)
@@ -293,10 +294,14 @@ class JetMatchingModule(L.LightningModule):
                         due = min(due, max_steps - self.trainer.global_step)
                     self._make_updates(due)
                     return
-                if self._deferrable([*held, batch]):
+                if batch["ticks"].numel():
+                    tick = int(batch["ticks"].max())
+                    newest = tick if newest is None else max(newest, tick)
+                if self._deferrable(newest):
                     held.append(batch)
                     continue
                 self._push_held(held)
+                newest = None
                 t0 = time.perf_counter()
                 due = self._push(batch)
                 self.stats["stream_s"] += time.perf_counter() - t0
@@ -306,15 +311,15 @@ class JetMatchingModule(L.LightningModule):
         finally:
             self._push_held(held)
 
-    def _deferrable(self, chunks: list[dict]) -> bool:
-        """Whether these live chunks, pushed after what the estimator holds, cannot fill the sample
-        buffer: it is not full and has room for a window at every multiple of the stride among the
-        ticks they reach (a chunk forms at most that many windows, bridged samples included). False
-        before calibration and for an engine without a `StreamEstimator`."""
+    def _deferrable(self, newest: int | None) -> bool:
+        """Whether live chunks whose newest tick is ``newest`` (None: they hold no sample), pushed
+        after what the estimator holds, cannot fill the sample buffer: it is not full and has room
+        for a window at every multiple of the stride among the ticks they reach (a chunk forms at
+        most that many windows, bridged samples included). False before calibration and for an
+        engine without a `StreamEstimator`."""
         st = self.stream
         if not isinstance(st, StreamEstimator) or st.buffer is None or st.ready:
             return False
-        newest = max((int(c["ticks"].max()) for c in chunks if c["ticks"].numel()), default=None)
         if newest is None or st.last_tick is None:
             return False
         return st.buffer.seen + (newest - st.last_tick) // st.stride + 1 < st.buffer.capacity
