@@ -15,7 +15,8 @@ the config's start values (the paper: all methods from one start, Chrosniak et a
 * PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
 * PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
   (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
-  the physics-only result recorded in it, Adam), scored with its trained network.
+  the physics-only result recorded in it, Adam), scored with its trained network on the physics-only
+  config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
 
 Metrics at each row's parameters, from each window's MHE (`mhe.solver.lowest_cost_solve`:
 the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
@@ -258,6 +259,20 @@ def residual_scales(problem: IdentificationProblem, values: Mapping[str, float])
     return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
 
 
+def on_windows_of(problem: IdentificationProblem, reference: IdentificationProblem,
+                  warm: list[Start | None]) -> tuple[IdentificationProblem, list[Start | None]]:
+    """``problem`` on ``reference``'s windows (its stride and window limit) and the warm starts of those windows.
+
+    A gray-box config may train on more windows (a smaller stride) than the physics-only config; every row
+    is scored on the physics-only config's windows so the errors compare. ``warm``: one start per window of
+    ``problem`` (None where it has none); a scored window keeps the start of the trained window with the same
+    first sample, else None.
+    """
+    same = problem.replace(stride=reference.stride, windows=reference.limit)
+    by_sample = {int(s): w for s, w in zip(problem.windows.start, warm)}
+    return same, [by_sample.get(int(s)) for s in same.windows.start]
+
+
 def part_of(source: IACRecording, part: tuple[float, float]) -> IACRecording:
     """``source`` with another ``part`` of the gated stretch (the same file and parsing)."""
     return IACRecording(source.path, source.min_speed, source.align, source.dt, source.dt_rtol, source.min_samples,
@@ -422,8 +437,10 @@ def main(argv: list[str] | None = None) -> None:
         rows[GRAY] = {**gray["row"], "config": args.gray_config, "start": gray_start,
                       "residual": {"sizes": list(gray_problem.model().residual.mlp.sizes),
                                    "last_layer_weight_norm": float(gray["residual"][f"mlp.weight{last}"].norm())},
+                      "trained_windows": len(gray_problem.windows), "trained_stride": gray_problem.stride,
                       "history": gray["history"]}
-        evaluate(GRAY, gray["values"], gray["arrival"], gray["warm"], gray_problem, gray["residual"])
+        scored, warm = on_windows_of(gray_problem, problem, gray["warm"])
+        evaluate(GRAY, gray["values"], gray["arrival"], warm, scored, gray["residual"])
 
     table = {"config": args.config, "gray_config": args.gray_config if args.gray else None, "overrides": overrides,
              "validation_part": list(args.validation_part),

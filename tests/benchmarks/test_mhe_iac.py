@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, inside, logged_state_start, main, residual_scales, score,
-                                 values_of, with_residual)
+from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, inside, logged_state_start, main, on_windows_of,
+                                 residual_scales, score, values_of, with_residual)
 from mhe import Bound
 from mhe.training import load_experiment
 from tests.mhe.data import data_file
@@ -52,6 +52,18 @@ def test_the_first_rollout_step_is_the_one_step_prediction(tmp_path, monkeypatch
     assert one["multi_step"]["mse"] == pytest.approx(one["mse"], rel=1e-6)
     first = problem.windows.start + problem.windows.horizon  # the sample of y~_N
     assert torch.equal(curve["first"], first)
+
+
+def test_a_gray_box_trained_at_another_stride_is_scored_on_the_reference_windows_with_their_warm_starts(
+        tmp_path, monkeypatch):
+    data_file(DATA)
+    reference = tiny_problem(monkeypatch, tmp_path).problem  # 5 windows, stride 20
+    trained = reference.replace(stride=10, windows=7)  # starts 0, 10, ..., 60
+    warm = [f"start of window {i}" for i in range(7)]
+    scored, kept = on_windows_of(trained, reference, warm)
+    assert scored.stride == 20 and torch.equal(scored.windows.start, reference.windows.start)
+    assert torch.equal(scored.windows.y, reference.windows.y)
+    assert kept == ["start of window 0", "start of window 2", "start of window 4", "start of window 6", None]
 
 
 def test_inside_moves_values_off_the_bounds_only():
