@@ -111,8 +111,25 @@ def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypa
 def test_a_tiny_run_with_the_linear_term_gives_the_baseline_the_same_field_form(tmp_path, monkeypatch):
     out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum_linear.yaml", SINGLE, "tiny_linear")
     # 3 inputs (q, q', tau), 2 outputs: 2-16-16-2 has 370 weights, L adds 6
-    assert out["field"] == {"hidden": [16, 16], "linear": True, "num_parameters": 376}
+    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": False, "num_parameters": 376}
     assert out["rk4_baseline"][0]["num_parameters"] == 376
+
+
+@pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
+def test_a_tiny_input_affine_run_gives_the_baseline_the_same_field_form(tmp_path, monkeypatch):
+    out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum_affine.yaml", SINGLE, "tiny_affine")
+    # the tanh layers read (q, q') only: 2-16-16-2 has 370 weights, less 16 for tau's column, L adds 6
+    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": True, "num_parameters": 360}
+    assert out["rk4_baseline"][0]["num_parameters"] == 360
+
+
+@pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
+def test_the_affine_configs_are_the_linear_configs_with_the_input_affine_form(name):
+    linear, affine = (yaml.safe_load((ROOT / "configs" / f"{name}_{v}.yaml").read_text()) for v in ("linear", "affine"))
+    assert affine["model"]["init_args"].pop("input_affine") is True
+    assert affine["trainer"].pop("default_root_dir") == f"runs/{name}_affine"
+    linear["trainer"].pop("default_root_dir")
+    assert affine == linear
 
 
 @needs_data
