@@ -162,7 +162,7 @@ class HybridField(nn.Module):
 
     def num_parameters(self) -> int:
         """Number of trainable scalars (354 for 2-16-16-2, 420 for 4-16-16-4; the linear term
-        adds ``n (n + n_u)``)."""
+        adds ``n (n + n_u)``; ``input_affine`` removes the first layer's ``d_1 n_u`` input weights)."""
         return sum(p.numel() for p in self.parameters_list())
 
     # ----- values ---------------------------------------------------------------------------
