@@ -270,22 +270,34 @@ class HybridField(nn.Module):
         return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)
 
     # ----- state derivatives ------------------------------------------------------------------
-    def _autonomous_only(self, method: str) -> None:
-        if self.n_inputs:
-            raise NotImplementedError(f"HybridField.{method} is defined for fields without inputs; with inputs use "
-                                      f"jet(x, u=u, udot=udot) (value, Lie derivative and their caches).")
+    def _state_tangent(self, v: Tensor, inputs: Tensor | None) -> Tensor:
+        """The MLP input tangent of a state tangent ``v`` (B, n): ``v / s_in``, with inputs
+        ``[v / s_in, 0]`` (the inputs are data, held fixed)."""
+        return v / self.in_scale if inputs is None else self.net_input(v, torch.zeros_like(inputs))
 
-    def jvp(self, x: Tensor, v: Tensor) -> Tensor:
-        """``J_F(x) v`` for (B, n) states and tangents -> (B, n)."""
-        self._autonomous_only("jvp")
-        acts = self.mlp.activations(x / self.in_scale)
-        return self.known.jvp(x, v) + self.out_scale * self.mlp.jvp(acts, v / self.in_scale).output
+    def jvp(self, x: Tensor, v: Tensor, inputs: Tensor | None = None) -> Tensor:
+        """``J_F(x) v`` for (B, n) states and tangents -> (B, n); with inputs the state
+        Jacobian ``J_x F(x, u)`` at ``inputs`` (B, n_u), which a field with inputs requires.
 
-    def vjp(self, x: Tensor, u: Tensor) -> Tensor:
-        """``J_F(x)^T u`` for (B, n) states and cotangents -> (B, n)."""
-        self._autonomous_only("vjp")
-        acts = self.mlp.activations(x / self.in_scale)
-        return self.known.vjp(x, u) + self.vjp_residual(acts, u)
+        Raises:
+            ValueError: for inputs missing on a field with inputs or given to one without.
+        """
+        self.check_inputs(x, inputs, "inputs")
+        acts = self.mlp.activations(self.net_input(x, inputs))
+        known = self.known.jvp(x, v) if inputs is None else torch.einsum("bij,bj->bi", self.known.jacobian(x, inputs), v)
+        return known + self.out_scale * self.mlp.jvp(acts, self._state_tangent(v, inputs)).output
+
+    def vjp(self, x: Tensor, u: Tensor, inputs: Tensor | None = None) -> Tensor:
+        """``J_F(x)^T u`` for (B, n) states and cotangents ``u`` -> (B, n); with inputs the
+        state block at ``inputs`` (B, n_u), as `jvp`.
+
+        Raises:
+            ValueError: as `jvp`.
+        """
+        self.check_inputs(x, inputs, "inputs")
+        acts = self.mlp.activations(self.net_input(x, inputs))
+        known = self.known.vjp(x, u) if inputs is None else self.known.vjp(x, inputs, u)
+        return known + self.vjp_residual(acts, u)
 
     def vjp_residual(self, acts: Activations, u: Tensor) -> Tensor:
         """``J_N^T u`` at the point of ``acts``, (B, n) -> (B, n); with inputs the state block
@@ -294,21 +306,33 @@ class HybridField(nn.Module):
             return self.mlp.vjp_input(acts, self.out_scale * u)[:, : self.n_states] / self.in_scale
         return self.mlp.vjp_input(acts, self.out_scale * u) / self.in_scale
 
-    def jacobian(self, x: Tensor) -> Tensor:
-        """The state Jacobian ``J_F(x)``, (B, n) -> (B, n, n), from n JVPs."""
-        self._autonomous_only("jacobian")
-        acts = self.mlp.activations(x / self.in_scale)
+    def jacobian(self, x: Tensor, inputs: Tensor | None = None) -> Tensor:
+        """The state Jacobian ``J_F(x)``, (B, n) -> (B, n, n), from n JVPs; with inputs
+        ``J_x F(x, u)`` at ``inputs`` (B, n_u), as `jvp`.
+
+        Raises:
+            ValueError: as `jvp`.
+        """
+        self.check_inputs(x, inputs, "inputs")
+        acts = self.mlp.activations(self.net_input(x, inputs))
         cols = []
         eye = torch.eye(self.n_states, dtype=x.dtype)
         for j in range(self.n_states):
             e = eye[j].expand_as(x)
-            cols.append(self.out_scale * self.mlp.jvp(acts, e / self.in_scale).output)
-        return self.known.jacobian(x) + torch.stack(cols, dim=2)
+            cols.append(self.out_scale * self.mlp.jvp(acts, self._state_tangent(e, inputs)).output)
+        known = self.known.jacobian(x) if inputs is None else self.known.jacobian(x, inputs)
+        return known + torch.stack(cols, dim=2)
 
-    def lie_derivative(self, x: Tensor) -> Tensor:
-        """``G(x) = J_F(x) F(x)`` (Eq. 11), (B, n) -> (B, n)."""
-        self._autonomous_only("lie_derivative")
-        return self.jet(x).lie
+    def lie_derivative(self, x: Tensor, inputs: Tensor | None = None, input_rates: Tensor | None = None) -> Tensor:
+        """``G(x) = J_F(x) F(x)`` (Eq. 11), (B, n) -> (B, n); with inputs ``u`` = ``inputs``
+        (B, n_u) and their rates ``udot`` = ``input_rates`` (B, n_u), ``G = J_x F F + J_u F udot``.
+
+        Raises:
+            ValueError: as `jvp`, for ``inputs`` and ``input_rates`` alike.
+        """
+        self.check_inputs(x, inputs, "inputs")
+        self.check_inputs(x, input_rates, "input_rates")
+        return self.jet(x, u=inputs, udot=input_rates).lie
 
     # ----- parameter derivatives ----------------------------------------------------------------
     def parameter_vjp(self, acts: Activations, ubar: Tensor, tangents: Tangents | None = None,

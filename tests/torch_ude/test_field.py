@@ -124,6 +124,20 @@ def test_input_field_state_vjp_block_matches_torch_func(linear):
     assert torch.allclose(field.vjp_residual(acts, w), pull(w)[0], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("linear", [False, True, "affine"])
+def test_input_field_state_derivatives_match_torch_func(linear):
+    field = random_input_field("coupled", 3, linear)
+    gen = torch.Generator().manual_seed(3)
+    x, u, udot = (torch.randn(6, 2, generator=gen, dtype=torch.float64) for _ in range(3))
+    v, w = torch.randn(6, 2, generator=gen, dtype=torch.float64), torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    jac = torch.stack([jacrev(lambda xx: field.evaluate(xx, u[i : i + 1]))(x[i : i + 1])[0, :, 0, :] for i in range(6)])
+    assert torch.allclose(field.jacobian(x, u), jac, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(field.jvp(x, v, u), torch.einsum("bij,bj->bi", jac, v), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(field.vjp(x, w, u), torch.einsum("bij,bi->bj", jac, w), rtol=1e-12, atol=1e-12)
+    _, g_ref = jvp(field.evaluate, (x, u), (field.evaluate(x, u), udot))
+    assert torch.allclose(field.lie_derivative(x, u, udot), g_ref, rtol=1e-12, atol=1e-12)
+
+
 def test_input_field_checks_its_inputs():
     field = random_input_field("torque", 0)
     x = torch.zeros(4, 2)
@@ -137,8 +151,12 @@ def test_input_field_checks_its_inputs():
         field(x, torch.full((4, 1), float("inf")))
     with pytest.raises(ValueError, match="has no inputs"):
         random_field("single", "A", 0)(x, torch.zeros(4, 1))
-    with pytest.raises(NotImplementedError, match=r"jet\(x, u=u, udot=udot\)"):
+    with pytest.raises(ValueError, match=r"reads 1 recorded input\(s\): pass inputs of shape \(N, 1\)"):
         field.jacobian(x)
+    with pytest.raises(ValueError, match=r"pass input_rates of shape \(N, 1\)"):
+        field.lie_derivative(x, torch.zeros(4, 1))
+    with pytest.raises(ValueError, match="inputs was given but this field has no inputs"):
+        random_field("single", "A", 0).jvp(x, x, torch.zeros(4, 1))
     with pytest.raises(ValueError, match="input_scale must be 1 positive"):
         field.set_scales(torch.ones(2), torch.ones(2))
     with pytest.raises(ValueError, match="input_scale must be 1 positive finite"):
