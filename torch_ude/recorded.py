@@ -132,8 +132,10 @@ def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
             content = {k: archive[k] for k in archive.files}
     elif suffix == ".mat":
         try:
+            if scipy.io.matlab.matfile_version(path)[0] == 2:
+                raise ValueError("it is MATLAB v7.3, an HDF5 file")
             content = {k: v for k, v in scipy.io.loadmat(path).items() if not k.startswith("__")}
-        except (NotImplementedError, ValueError) as err:
+        except (ValueError, scipy.io.matlab.MatReadError) as err:
             raise ValueError(f"{path}: scipy.io.loadmat cannot read it ({err}); save it as MATLAB v5 "
                              f"(save -v7) or as CSV/NPZ.") from None
     else:

@@ -73,6 +73,17 @@ def test_an_unknown_file_type_is_an_error(tmp_path):
         read_log(tmp_path / "a.txt", fs=500.0, **COLS)
 
 
+def test_a_mat_file_scipy_cannot_read_is_an_error_naming_it(tmp_path):
+    header = b"MATLAB 7.3 MAT-file".ljust(116, b" ") + bytes(8) + b"\x00\x02IM" + bytes(400)
+    (tmp_path / "v73.mat").write_bytes(header)
+    with pytest.raises(ValueError, match=r"v73.mat: scipy.io.loadmat cannot read it \(it is MATLAB v7.3, an HDF5 file\); "
+                                         r"save it as MATLAB v5"):
+        read_log(tmp_path / "v73.mat", fs=500.0, **COLS)
+    (tmp_path / "empty.mat").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.mat: scipy.io.loadmat cannot read it"):
+        read_log(tmp_path / "empty.mat", fs=500.0, **COLS)
+
+
 def test_a_missing_column_names_the_column_and_lists_the_header(tmp_path, log):
     write_csv(tmp_path / "a.csv", {k: v for k, v in log.items() if k != "torque"})
     with pytest.raises(ValueError, match=r"a.csv: column\(s\) \['torque'\] .* it has \['time', 'position', 'velocity'\]"):
