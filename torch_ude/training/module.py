@@ -302,10 +302,7 @@ class JetMatchingModule(L.LightningModule):
                     continue
                 self._push_held(held)
                 newest = None
-                t0 = time.perf_counter()
-                due = self._push(batch)
-                self.stats["stream_s"] += time.perf_counter() - t0
-                self._make_updates(due)
+                self._make_updates(self._timed_push(batch))
                 if max_steps is not None and self.trainer.global_step >= max_steps:
                     return
         finally:
@@ -330,10 +327,15 @@ class JetMatchingModule(L.LightningModule):
             return
         chunks = held[:]
         held.clear()
-        t0 = time.perf_counter()
-        due = self._push({k: torch.cat([c[k] for c in chunks]) for k in ("y", "ticks", "segment")})
-        self.stats["stream_s"] += time.perf_counter() - t0
+        due = self._timed_push({k: torch.cat([c[k] for c in chunks]) for k in ("y", "ticks", "segment")})
         assert due == 0, "held-back chunks filled the sample buffer"
+
+    def _timed_push(self, batch: dict) -> int:
+        """`_push`, its wall time added to ``stats["stream_s"]``."""
+        t0 = time.perf_counter()
+        due = self._push(batch)
+        self.stats["stream_s"] += time.perf_counter() - t0
+        return due
 
     def _push(self, batch: dict) -> int:
         """Ingest a live chunk; returns the updates the training rate asks for (`due_updates`)."""
