@@ -73,8 +73,10 @@ class CasadiDynamics:
         self.n_p = len(names)
         self._physics = None
         if model.physics is not None:
+            # the physics reads the first physics.n_u inputs (a residual may read more: mhe.input_history)
             x, u, p = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u), cs.SX.sym("p", self.n_p)
-            parts = model.physics.vector_field([x[i] for i in range(model.n_x)], [u[j] for j in range(model.n_u)],
+            parts = model.physics.vector_field([x[i] for i in range(model.n_x)],
+                                               [u[j] for j in range(model.physics.n_u)],
                                                {n: p[i] for i, n in enumerate(names)}, CASADI_OPS)
             self._physics = cs.Function("h", [x, u, p], [cs.vertcat(*parts)])
         self._rows: _Rows | None = None

@@ -7,7 +7,8 @@ states, the MHE settings (horizon, weights, IPOPT), the windows cut from the rec
 (`mhe.training.IdentificationData`), the in-process `mhe.pem.PEMIdentifier` and the
 benchmarks all build their estimator from it (`IdentificationProblem.estimator`), so one
 experiment gives one result whichever way it is run. Dimensions come from the model and the
-recording: the sample time is the recording's, ``n_u`` the physics' or the recording's.
+recording: the sample time is the recording's, ``n_u`` the physics' or the recording's (times
+``1 + input_lags`` with an input history, `mhe.input_history`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import torch
 from .arrival import arrival_bounds
 from .discretization import tableau
 from .estimator import MHESettings, MovingHorizonEstimator
+from .input_history import with_input_history
 from .model import NeuralResidual, PhysicsField, StateSpaceModel
 from .simulate import Recording
 from .windows import Windows, make_windows
@@ -82,9 +84,14 @@ class ResidualSettings:
             gives the initial weights and both scales instead (`mhe.trained_field`; a
             single-pendulum field, no inputs, ``width`` hidden units); ``in_scale``,
             ``out_scale`` and ``seed`` must then be left at their defaults.
+        input_lags: the residual also reads the inputs of this many previous samples
+            (`mhe.input_history`): the problem's inputs become ``[u_k, u_{k-1}, ...]`` and the
+            network reads ``[x, u_k, ..., u_{k-input_lags}]``; the physics reads ``u_k``. An
+            ``in_scale`` of n_x + n_u numbers gives each earlier input its input's scale.
 
     Raises:
-        ValueError: for ``start`` together with scales or a seed.
+        ValueError: for ``start`` together with scales, a seed or an input history, or negative
+            ``input_lags``.
     """
 
     width: int
@@ -93,21 +100,36 @@ class ResidualSettings:
     seed: int = 0
     outputs: tuple[int, ...] | None = None
     start: str | None = None
+    input_lags: int = 0
 
     def __post_init__(self) -> None:
-        if self.start is not None and (self.in_scale is not None or self.out_scale is not None or self.seed != 0):
+        if isinstance(self.input_lags, bool) or not isinstance(self.input_lags, int) or self.input_lags < 0:
+            raise ValueError(f"input_lags (previous samples of input history the residual reads) must be an integer "
+                             f">= 0; got {self.input_lags!r}.")
+        if self.start is not None and (self.in_scale is not None or self.out_scale is not None or self.seed != 0
+                                       or self.input_lags):
             raise ValueError(f"A residual started from the trained field in {self.start} takes its weights and "
-                             "scales from it; leave in_scale, out_scale and seed unset.")
+                             "scales from it and reads no inputs; leave in_scale, out_scale, seed and input_lags "
+                             "unset.")
 
     def build(self, n_x: int, n_u: int) -> NeuralResidual:
         """The residual at its start: seeded with a zero last layer, or the trained field of ``start``.
+
+        Args:
+            n_x: state dimension.
+            n_u: inputs of the physics (without the input history); the network reads
+                ``n_u (1 + input_lags)`` of them.
 
         Raises:
             ValueError: if the trained field's network does not have ``n_x`` states, no inputs
                 and ``width`` hidden units.
         """
         if self.start is None:
-            return NeuralResidual(n_x, n_u, self.width, self.in_scale, self.out_scale, self.seed, self.outputs)
+            in_scale = self.in_scale
+            if in_scale is not None and self.input_lags and len(in_scale) == n_x + n_u:
+                in_scale = tuple(in_scale) + tuple(in_scale[n_x:]) * self.input_lags
+            return NeuralResidual(n_x, n_u * (1 + self.input_lags), self.width, in_scale, self.out_scale, self.seed,
+                                  self.outputs)
         from .trained_field import TrainedField  # the trained field's module builds on this one
 
         net = TrainedField.load(self.start).residual(self.outputs)
@@ -182,17 +204,23 @@ class IdentificationProblem:
         if unknown:
             raise ValueError(f"replace() takes the constructor arguments {sorted(args)}; got unknown {unknown}.")
         new = IdentificationProblem(**{**args, **changes})
-        if new.source is self.source and "recording" in self.__dict__:
-            new.__dict__["recording"] = self.recording
+        if new.source is self.source and "logged" in self.__dict__:
+            new.__dict__["logged"] = self.logged
         return new
 
     @cached_property
-    def recording(self) -> Recording:
-        """The recording (produced by the source on first use, in float64)."""
+    def logged(self) -> Recording:
+        """The source's recording (produced on first use, in float64), without an input history."""
         if isinstance(self.source, Recording):
             return self.source
         with _float64():
             return self.source.record()
+
+    @cached_property
+    def recording(self) -> Recording:
+        """The recording the model runs on: `logged`, its inputs extended by the residual's input
+        history (`mhe.input_history`) where ``residual.input_lags > 0``."""
+        return with_input_history(self.logged, 0 if self.residual is None else self.residual.input_lags)
 
     @cached_property
     def windows(self) -> Windows:
@@ -213,10 +241,10 @@ class IdentificationProblem:
     def model(self) -> StateSpaceModel:
         """A new state-space model at the start values (its parameters are not shared with earlier models)."""
         physics = copy.deepcopy(self.physics)
-        n_u = physics.n_u if physics is not None else self.recording.inputs.shape[-1]
+        n_u = physics.n_u if physics is not None else self.logged.inputs.shape[-1]
         residual = None if self.residual is None else self.residual.build(self.n_x, n_u)
-        return StateSpaceModel(physics, residual, dt=self.recording.dt, measured=self.measured, n_x=self.n_x,
-                               n_u=n_u, discretization=self.discretization)
+        return StateSpaceModel(physics, residual, dt=self.logged.dt, measured=self.measured, n_x=self.n_x,
+                               n_u=n_u if residual is None else residual.n_u, discretization=self.discretization)
 
     def estimator(self) -> MovingHorizonEstimator:
         """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set)."""

@@ -151,7 +151,9 @@ class StateSpaceModel(nn.Module):
         dt: sample time in seconds.
         measured: indices of the measured states; ``C`` selects them, ``F = I``.
         n_x: state dimension, needed only without physics.
-        n_u: input dimension, needed only without physics.
+        n_u: input dimension, needed only without physics (default: the residual's, else the
+            physics'). The physics reads the first ``physics.n_u`` inputs; a residual may read more
+            (the inputs of earlier samples, `mhe.input_history`).
         discretization: ``f_d`` as one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
             (`mhe.discretization.TABLEAUS`).
 
@@ -171,11 +173,15 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"dt must be positive (seconds); got {dt}.")
         part = physics if physics is not None else residual
         self.n_x = part.n_x if n_x is None else int(n_x)
-        self.n_u = part.n_u if n_u is None else int(n_u)
-        for other in (physics, residual):
-            if other is not None and (other.n_x, other.n_u) != (self.n_x, self.n_u):
-                raise ValueError(f"physics and residual disagree on (n_x, n_u): {(other.n_x, other.n_u)} "
-                                 f"vs {(self.n_x, self.n_u)}.")
+        self.n_u = (residual if residual is not None else part).n_u if n_u is None else int(n_u)
+        if residual is not None and (residual.n_x, residual.n_u) != (self.n_x, self.n_u):
+            raise ValueError(f"The residual's (n_x, n_u) {(residual.n_x, residual.n_u)} differ from the model's "
+                             f"{(self.n_x, self.n_u)}.")
+        if physics is not None and (physics.n_x != self.n_x or physics.n_u > self.n_u
+                                    or (residual is None and physics.n_u != self.n_u)):
+            raise ValueError(f"The physics' (n_x, n_u) {(physics.n_x, physics.n_u)} do not fit the model's "
+                             f"{(self.n_x, self.n_u)}: the physics reads the first inputs, and only a residual may "
+                             f"read more (an input history, mhe.input_history).")
         measured = tuple(int(i) for i in measured)
         if not measured or len(set(measured)) != len(measured) or not all(0 <= i < self.n_x for i in measured):
             raise ValueError(f"measured must list distinct state indices in [0, {self.n_x}); got {measured}.")
@@ -204,7 +210,7 @@ class StateSpaceModel(nn.Module):
         """``f_c(x, u, w)``, (B, n_x), (B, n_u), (B, n_w) -> (B, n_x)."""
         out = w
         if self.physics is not None:
-            out = out + self.physics(x, u)
+            out = out + self.physics(x, u[..., :self.physics.n_u])
         if self.residual is not None:
             out = out + self.residual(x, u)
         return out

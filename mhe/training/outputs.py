@@ -24,6 +24,7 @@ from torch_ude.training.outputs import METRIC_KEYS, RunOutputs, to_jsonable
 
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
+from ..input_history import history_names
 from ..model import StateSpaceModel
 from ..report import PEMResult
 
@@ -78,6 +79,12 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
     return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra), metrics)
 
 
+def _lags(model: StateSpaceModel) -> int:
+    """The previous samples of input history the model's inputs hold (`mhe.input_history`)."""
+    n_u = model.physics.n_u
+    return model.n_u // n_u - 1 if n_u else 0
+
+
 def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> tuple[Path, Path]:
     model: StateSpaceModel = estimator.model
     example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
@@ -91,7 +98,7 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> 
         "format": "torch-ude-mhe-model", "library_version": __version__, "torch_version": torch.__version__,
         "physics": None if physics is None else type(physics).__name__,
         "state_names": None if physics is None else list(physics.state_names),
-        "input_names": None if physics is None else list(physics.input_names),
+        "input_names": None if physics is None else history_names(physics.input_names, _lags(model)),
         "measured": list(model.measured), "dt": model.dt,
         "parameters": {} if physics is None else {n: float(v.detach()) for n, v in physics.params().items()},
         "identified": [] if physics is None else list(physics.params.free_names),
