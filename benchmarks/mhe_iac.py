@@ -41,6 +41,7 @@ validation part with the 1 s open-loop predictions of EKF->PEM and each PEM-MHE 
     python -m benchmarks.mhe_iac --start          # the start values and MHE weights of the config
     python -m benchmarks.mhe_iac --config configs/mhe_iac_gray.yaml --scales   # the residual's scales
     python -m benchmarks.mhe_iac --trainer.max_steps 3 --out results/mhe_iac_short
+    python -m benchmarks.mhe_iac --gray --gray-set data.problem.residual.seed=1   # the gray-box config only
 
 Further arguments are ``torch-ude`` overrides of both configs.
 """
@@ -336,6 +337,21 @@ def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, ev
             "starts": starts, "stop": pem.loop.stop_reason, "curve": curve, "history": history}
 
 
+def gray_overrides(settings: list[str]) -> list[str]:
+    """``["KEY=VALUE", ...]`` of ``--gray-set`` as torch-ude arguments ``["--KEY", "VALUE", ...]``.
+
+    Raises:
+        ValueError: for a setting without ``=`` or with an empty key.
+    """
+    out = []
+    for s in settings:
+        key, sep, value = s.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--gray-set takes KEY=VALUE (e.g. data.problem.residual.seed=1); got {s!r}.")
+        out += [f"--{key.strip().lstrip('-')}", value]
+    return out
+
+
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:
     """``--config`` (a PEM-MHE config on a part of an IAC log) and ``--validation-part`` (a, b), shared by
     the IAC benchmarks."""
@@ -352,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gray", action="store_true", help="also the gray-box PEM-MHE row (--gray-config)")
     ap.add_argument("--gray-config", default=GRAY_CONFIG,
                     help="the gray-box PEM-MHE config (the --config problem with a neural residual)")
+    ap.add_argument("--gray-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a torch-ude override of --gray-config only, e.g. data.problem.residual.seed=1 (repeatable)")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
     ap.add_argument("--rollout-s", type=float, default=1.0, help="length of the open-loop predictions (s)")
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
@@ -387,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     gray_exp = None
     if args.gray:
-        gray_exp = load_experiment(args.gray_config, overrides)
+        gray_exp = load_experiment(args.gray_config, overrides + gray_overrides(args.gray_set))
         if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
             raise ValueError(f"--gray-config {args.gray_config} must add a neural residual (data.problem.residual) "
                              "to a problem on an mhe.logs.IACRecording.")
@@ -443,6 +461,7 @@ def main(argv: list[str] | None = None) -> None:
         evaluate(GRAY, gray["values"], gray["arrival"], warm, scored, gray["residual"])
 
     table = {"config": args.config, "gray_config": args.gray_config if args.gray else None, "overrides": overrides,
+             "gray_set": args.gray_set,
              "validation_part": list(args.validation_part),
              "one_step_error": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
                                "(Eq. 9), x^_N from each window's MHE at the row's parameters",

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, inside, logged_state_start, main, on_windows_of,
-                                 residual_scales, score, values_of, with_residual)
+from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, inside, logged_state_start, main,
+                                 on_windows_of, residual_scales, score, values_of, with_residual)
 from mhe import Bound
 from mhe.training import load_experiment
 from tests.mhe.data import data_file
@@ -109,6 +109,14 @@ def test_a_tiny_run_with_gray_adds_the_gray_box_row_with_a_trained_network(tmp_p
     assert gray["residual"]["last_layer_weight_norm"] > 1e-3  # Adam moved the zero-initialised last layer
     assert gray["values"] != gray["start"]  # and the physics
     assert (out / "gray" / "field.pt").is_file()
+
+
+def test_gray_settings_become_overrides_of_the_gray_config_only():
+    assert gray_overrides(["data.problem.residual.seed=1", "--model.outer.lr=0.003", "a.b=[0, 1]"]) == [
+        "--data.problem.residual.seed", "1", "--model.outer.lr", "0.003", "--a.b", "[0, 1]"]
+    for bad in ("data.problem.residual.seed", "=1"):
+        with pytest.raises(ValueError, match="--gray-set takes KEY=VALUE"):
+            gray_overrides([bad])
 
 
 def test_gray_config_without_a_residual_is_an_error(monkeypatch):
