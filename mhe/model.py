@@ -173,7 +173,7 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"dt must be positive (seconds); got {dt}.")
         part = physics if physics is not None else residual
         self.n_x = part.n_x if n_x is None else int(n_x)
-        self.n_u = (residual if residual is not None else part).n_u if n_u is None else int(n_u)
+        self.n_u = (residual if residual is not None else physics).n_u if n_u is None else int(n_u)
         if residual is not None and (residual.n_x, residual.n_u) != (self.n_x, self.n_u):
             raise ValueError(f"The residual's (n_x, n_u) {(residual.n_x, residual.n_u)} differ from the model's "
                              f"{(self.n_x, self.n_u)}.")
