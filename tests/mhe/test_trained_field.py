@@ -83,7 +83,7 @@ def test_an_identification_problem_starts_its_residual_from_a_run(tmp_path):
     assert torch.allclose(problem.model().field(x, u, w), field(x), rtol=0, atol=1e-13)
     with pytest.raises(ValueError, match="16 hidden units.*needs 2, 0 and 8"):
         problem.replace(residual=ResidualSettings(8, start=str(tmp_path))).model()
-    with pytest.raises(ValueError, match="leave in_scale, out_scale and seed unset"):
+    with pytest.raises(ValueError, match="leave in_scale, out_scale, seed and input_lags unset"):
         ResidualSettings(16, in_scale=(1.0, 1.0, 1.0), start=str(tmp_path))
 
 
