@@ -15,7 +15,8 @@ the config's start values (the paper: all methods from one start, Chrosniak et a
 * PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
 * PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
   (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
-  the physics-only result recorded in it, Adam), scored with its trained network on the physics-only
+  the physics-only result recorded in it, Adam; variants in ``configs/mhe_iac_gray_variants/`` hold only
+  their differences and follow it: ``--gray-config configs/mhe_iac_gray.yaml VARIANT``), scored with its trained network on the physics-only
   config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
 
 Metrics at each row's parameters, from each window's MHE (`mhe.solver.lowest_cost_solve`:
@@ -366,8 +367,9 @@ def main(argv: list[str] | None = None) -> None:
                                  "overrides of both configs, e.g. --trainer.max_steps 20.")
     add_split_arguments(ap)
     ap.add_argument("--gray", action="store_true", help="also the gray-box PEM-MHE row (--gray-config)")
-    ap.add_argument("--gray-config", default=GRAY_CONFIG,
-                    help="the gray-box PEM-MHE config (the --config problem with a neural residual)")
+    ap.add_argument("--gray-config", nargs="+", default=[GRAY_CONFIG], metavar="CONFIG",
+                    help="the gray-box PEM-MHE config (the --config problem with a neural residual), optionally "
+                         "followed by variants layered on it (configs/mhe_iac_gray_variants/*.yaml)")
     ap.add_argument("--gray-set", action="append", default=[], metavar="KEY=VALUE",
                     help="a torch-ude override of --gray-config only, e.g. data.problem.residual.seed=1 (repeatable)")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
@@ -383,8 +385,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--held-out-every", type=int, default=1, help="iterations between held-out scorings")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_iac"))
     args, overrides = ap.parse_known_args(argv)
+    gray_args = overrides + gray_overrides(args.gray_set)
     if args.held_out is not None:
-        sel = held_out_curve(load_experiment(args.gray_config, overrides), args.held_out, args.held_out_block,
+        sel = held_out_curve(load_experiment(args.gray_config, gray_args), args.held_out, args.held_out_block,
                              args.starts, args.held_out_every, args.log_every)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "held_out.json").write_text(json.dumps({"config": args.gray_config, "overrides": overrides, **sel},
@@ -405,10 +408,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     gray_exp = None
     if args.gray:
-        gray_exp = load_experiment(args.gray_config, overrides + gray_overrides(args.gray_set))
+        gray_exp = load_experiment(args.gray_config, gray_args)
         if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
-            raise ValueError(f"--gray-config {args.gray_config} must add a neural residual (data.problem.residual) "
-                             "to a problem on an mhe.logs.IACRecording.")
+            raise ValueError(f"--gray-config {' '.join(args.gray_config)} must add a neural residual "
+                             "(data.problem.residual) to a problem on an mhe.logs.IACRecording.")
     val_source = part_of(src, tuple(args.validation_part))
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)

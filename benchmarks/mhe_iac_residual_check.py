@@ -11,9 +11,8 @@ rest: per driven state channel, ``R^2 = 1 - mean((N - target)^2) / var(target)``
 The validation part is never read. For the gray-box configs the start values are the physics-only
 PEM-MHE result, so the targets are what that fit leaves::
 
-    python -m benchmarks.mhe_iac_residual_check --config configs/mhe_iac_gray_small.yaml
-    python -m benchmarks.mhe_iac_residual_check --config configs/mhe_iac_gray_small.yaml \\
-        --data.problem.residual.input_lags 2
+    python -m benchmarks.mhe_iac_residual_check     # configs/mhe_iac_gray.yaml + its variant small.yaml
+    python -m benchmarks.mhe_iac_residual_check --data.problem.residual.input_lags 2
 
 Further arguments are ``torch-ude`` overrides of the config. Prints one line per seed and writes the
 numbers to ``--out`` (JSON).
@@ -91,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the check for each seed, print it and write ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="Further arguments are torch-ude overrides of the config.")
-    ap.add_argument("--config", default="configs/mhe_iac_gray_small.yaml", help="a gray-box PEM-MHE config")
+    ap.add_argument("--config", nargs="+",
+                    default=["configs/mhe_iac_gray.yaml", "configs/mhe_iac_gray_variants/small.yaml"],
+                    help="a gray-box PEM-MHE config, optionally followed by variants layered on it")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--fraction", type=float, default=0.7, help="share of the training part's rows that fit")
     ap.add_argument("--steps", type=int, default=1500, help="full-batch Adam steps")

@@ -38,14 +38,22 @@ class PEMExperiment:
     max_steps: int
 
 
-def load_experiment(config: str | Path, overrides: Sequence[str] = ()) -> PEMExperiment:
+def load_experiment(config: str | Path | Sequence[str | Path], overrides: Sequence[str] = ()) -> PEMExperiment:
     """Parse a PEM-MHE config and overrides (e.g. ``["--trainer.max_steps", "5"]``) as ``torch-ude fit`` does.
+
+    Args:
+        config: a config, or several layered in order as ``torch-ude fit --config A --config B`` layers
+            them (a later file overrides what it sets, e.g. a variant of a full config that holds only
+            its differences).
+        overrides: command-line style overrides, applied after the configs.
 
     Raises:
         ValueError: if the config does not describe a `PEMModule` on an `IdentificationData`.
     """
-    cli = main(["--config", str(config), *overrides], run=False)
+    configs = [config] if isinstance(config, (str, Path)) else list(config)
+    cli = main([arg for c in configs for arg in ("--config", str(c))] + list(overrides), run=False)
     if not isinstance(cli.model, PEMModule) or not isinstance(cli.datamodule, IdentificationData):
-        raise ValueError(f"{config} must configure mhe.training.PEMModule on mhe.training.IdentificationData; got "
+        raise ValueError(f"{' + '.join(str(c) for c in configs)} must configure mhe.training.PEMModule on "
+                         f"mhe.training.IdentificationData; got "
                          f"{type(cli.model).__name__} on {type(cli.datamodule).__name__}.")
     return PEMExperiment(cli.datamodule.problem, cli.model.outer, cli.model.solver_settings, cli.trainer.max_steps)

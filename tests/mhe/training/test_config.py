@@ -56,6 +56,19 @@ def test_a_config_run_in_process_is_the_cli_run(tmp_path):
     assert cli["status"] == "finished" and cli["trainer"] == "pem_mhe" and "library_version" in cli
 
 
+@pytest.mark.parametrize("variant", sorted(Path("configs/mhe_iac_gray_variants").glob("*.yaml")), ids=lambda p: p.stem)
+def test_gray_variants_change_only_what_they_hold_of_the_config_they_follow(variant, tmp_path):
+    base = Path("configs/mhe_iac_gray.yaml")
+    short = ["--trainer.logger", "false", "--trainer.default_root_dir", str(tmp_path)]
+    full, layered = load_experiment(base, short), load_experiment([base, variant], short)
+    assert layered.solver.build_dir != full.solver.build_dir  # a compiled network of another shape elsewhere
+    assert layered.outer == full.outer and layered.max_steps == full.max_steps
+    a, b = full.problem.describe(), layered.problem.describe()
+    changed = {k for k in a if a[k] != b[k]}
+    assert changed and changed <= {"residual", "stride"}
+    assert layered.problem.physics.params().keys() == full.problem.physics.params().keys()
+
+
 @pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)
 def test_configs_parse(path, tmp_path):
     short = SHORT[2:] if "mhe.logs." in path.read_text() else SHORT  # a log file has no 'steps'
