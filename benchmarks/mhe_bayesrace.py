@@ -30,6 +30,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -103,7 +104,8 @@ def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
     (e.g. the mean relative parameter error where the truth is known).
 
     Returns:
-        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost), the
+        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost and, with a
+        two-stage start, its `mhe.noise_fit.NoiseFitReport`), the
         trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
         ``residual`` weights (None without a residual), the ``history`` of the iterations and the
         loop's ``result`` (`mhe.report.PEMResult`).
@@ -131,8 +133,11 @@ def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
         arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
         net = est.model.residual
         residual = None if net is None else {k: v.detach().clone() for k, v in net.state_dict().items()}
+        noise_fit = pem.loop.noise_fit_report
     row = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
            "failed_window_solves": result.counters.failed, "arrival": arrival}
+    if noise_fit is not None:
+        row["noise_fit"] = asdict(noise_fit)
     return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history,
             "result": result}
 

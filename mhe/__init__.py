@@ -17,6 +17,7 @@ from .identification import (
 from .joint import JointMHE as JointMHE, JointSettings as JointSettings
 from .kkt import hypergradient_adjoint as hypergradient_adjoint, hypergradient_explicit as hypergradient_explicit
 from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
+from .noise_fit import NoiseFitSettings as NoiseFitSettings
 from .outer import OuterSettings as OuterSettings, PEMLoop as PEMLoop
 from .report import PEMResult as PEMResult, PEMStep as PEMStep
 from .pem import PEMIdentifier as PEMIdentifier
@@ -29,7 +30,7 @@ __all__ = [
     "IdentificationProblem", "RecordingSource", "Recording", "ArrivalCost", "ResidualSettings", "MHESettings",
     "PhysicsField", "NeuralResidual", "StateSpaceModel", "SingleTrackVehicle", "Bound", "BoundedParameters",
     "Windows", "make_windows", "simulate",
-    "OuterSettings", "GaussNewtonStopping", "SolverSettings", "PEMIdentifier", "PEMLoop", "PEMStep", "PEMResult",
+    "OuterSettings", "GaussNewtonStopping", "NoiseFitSettings", "SolverSettings", "PEMIdentifier", "PEMLoop", "PEMStep", "PEMResult",
     "MovingHorizonEstimator", "WindowSolver", "hypergradient_adjoint", "hypergradient_explicit", "residual_jacobian",
     "JointMHE", "JointSettings",
 ]

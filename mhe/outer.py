@@ -48,6 +48,7 @@ from .estimator import MovingHorizonEstimator
 from .gauss_newton import GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step
 from .gauss_newton import residual_jacobian
 from .kkt import Hypergradient, hypergradient_adjoint, hypergradient_explicit, prediction_loss
+from .noise_fit import NoiseFitReport, NoiseFitSettings, fit_to_process_noise
 from .report import PEMCounters, PEMResult, PEMStep
 from .solver import Start, WindowSolutions, WindowSolver, cold_solve, lower_cost
 from .windows import Windows
@@ -86,6 +87,9 @@ class OuterSettings:
             solve every window from ``max(verify_starts, 1)`` cold starts, and each window keeps
             the solution of lower MHE cost (0: never).
         stopping: Gauss-Newton's stopping tests.
+        noise_fit: the two-stage start of a gray-box model (`mhe.noise_fit`): before the first
+            iteration, solve the windows from ``max(verify_starts, 1)`` cold starts and fit the
+            residual to their process noise (off unless ``noise_fit.steps > 0``; any optimizer).
     """
 
     optimizer: str = "adam"
@@ -98,6 +102,7 @@ class OuterSettings:
     verify_starts: int = 1
     cold_every: int = 0
     stopping: GaussNewtonStopping = field(default_factory=GaussNewtonStopping)
+    noise_fit: NoiseFitSettings = field(default_factory=NoiseFitSettings)
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -148,7 +153,8 @@ class PEMLoop:
         collective: sums and gathers over processes (`LOCAL` in one process).
 
     Raises:
-        ValueError: for Adam with ``max_steps < 1`` (its schedule needs a length).
+        ValueError: for Adam with ``max_steps < 1`` (its schedule needs a length), or a two-stage
+            start (``settings.noise_fit.steps > 0``) for a model without a neural residual.
     """
 
     def __init__(self, estimator: MovingHorizonEstimator, solver: WindowSolver, settings: OuterSettings,
@@ -156,6 +162,9 @@ class PEMLoop:
         if settings.optimizer == "adam" and max_steps < 1:
             raise ValueError(f"Adam's cosine schedule runs over max_steps iterations, so max_steps must be >= 1 "
                              f"(trainer.max_steps under the CLI); got {max_steps}.")
+        if settings.noise_fit.steps > 0 and estimator.model.residual is None:
+            raise ValueError(f"outer.noise_fit fits the neural residual, and this model has none; set "
+                             f"noise_fit.steps: 0 (got {settings.noise_fit.steps}) or add a residual.")
         self.estimator, self.solver, self.settings, self.collective = estimator, solver, settings, collective
         self.optimizer: torch.optim.Optimizer | None = None
         self.schedule: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -173,6 +182,7 @@ class PEMLoop:
         self.stop_reason = ""
         self.starts: dict[int, Start | None] = {}
         self._solved: tuple[Tensor, list[int], WindowSolutions] | None = None
+        self.noise_fit_report: NoiseFitReport | None = None
 
     # ----- one iteration ---------------------------------------------------------------------
     def step(self, index: Sequence[int], windows: Windows, rows: int | None = None) -> PEMStep:
@@ -185,6 +195,9 @@ class PEMLoop:
             rows: rows this process contributes to each gather, the same on every process
                 (at least ``len(index)``; padded rows count as failed windows). Default ``len(index)``.
 
+        The first iteration of a fresh run (not of a resumed one) begins with the two-stage
+        start when ``settings.noise_fit.steps > 0`` (its report in `noise_fit_report`).
+
         Returns:
             The `PEMStep` (also appended to `history`).
 
@@ -196,6 +209,8 @@ class PEMLoop:
         if len(index) != len(windows) or rows < len(index):
             raise ValueError(f"index needs one entry per window and rows >= len(index); got {len(index)} indices, "
                              f"{len(windows)} windows and rows={rows}.")
+        if self.settings.noise_fit.steps > 0 and self.counters.steps == 0 and self.noise_fit_report is None:
+            self.noise_fit_report = self._noise_fit(index, windows, rows)
         run = {"adam": self._adam, "lbfgs": self._lbfgs, "gauss_newton": self._gauss_newton}[self.settings.optimizer]
         rec = run(index, windows, rows)
         c = self.counters
@@ -203,6 +218,21 @@ class PEMLoop:
         c.failed, c.failed_trials = c.failed + rec.n_failed, c.failed_trials + rec.trial_failed
         self.history.append(rec)
         return rec
+
+    def _noise_fit(self, index: list[int], windows: Windows, rows: int) -> NoiseFitReport:
+        """The two-stage start on the solved windows of all processes (each fits the same rows alike)."""
+        cold, _ = cold_solve(self.solver, windows, max(self.settings.verify_starts, 1))
+        self.starts.update(zip(index, cold.starts))
+        gather = self.collective.gather
+
+        def padded(value: Tensor) -> Tensor:
+            out = value.new_zeros(rows, *value.shape[1:])
+            out[:len(index)] = value
+            return gather(out)
+
+        ok = padded(cold.ok.to(torch.float64)) > 0.5
+        x, w, u, y, start = (padded(v)[ok] for v in (cold.point.x, cold.point.w, windows.u, windows.y, windows.start))
+        return fit_to_process_noise(self.estimator, x, w, Windows(u, y, start), self.settings.noise_fit)
 
     def _solve(self, index: list[int], windows: Windows) -> WindowSolutions:
         sol = self.solver.solve(windows, [self.starts.get(i) for i in index])

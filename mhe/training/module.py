@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -182,6 +183,9 @@ class PEMModule(L.LightningModule):
             stats["train/stopped"] = float(bool(self.loop.stop_reason))
         elif self.outer.optimizer == "adam":
             stats["train/lr"] = float(self.loop.optimizer.param_groups[0]["lr"])
+        report = self.loop.noise_fit_report
+        if report is not None and c.steps == 1:
+            stats.update({f"noise_fit/{k}": float(v) for k, v in asdict(report).items()})
         stats.update({f"param/{k}": v for k, v in self.estimator.parameter_values().items()})
         errors = self.problem.relative_errors(self.estimator)
         if errors:
