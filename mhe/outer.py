@@ -5,8 +5,9 @@
 the optimizer of `OuterSettings`:
 
 * ``"adam"``, the paper's choice: the exact hypergradient (adjoint-VJP, Prop. 1, or explicit,
-  Eq. 11), summed over windows and processes, applied by ``torch.optim.Adam`` on the
-  unconstrained ``alpha`` with a cosine schedule from ``lr`` to ``lr_min`` over ``max_steps``;
+  Eq. 11), summed over windows and processes, applied by ``torch.optim.AdamW`` on the
+  unconstrained ``alpha`` with a cosine schedule from ``lr`` to ``lr_min`` over ``max_steps``
+  (its decoupled ``weight_decay`` only on a neural residual's weights, 0 by default: plain Adam);
   a non-finite gradient is not applied but logged and counted. With ``cold_every`` the windows
   are also solved from ``verify_starts`` cold starts every ``cold_every`` iterations and each
   keeps the solution of lower MHE cost (`mhe.solver.lower_cost`) for the gradient and as its
@@ -86,6 +87,9 @@ class OuterSettings:
         cold_every: Adam: iterations ``cold_every``, ``2 cold_every``, ... (counted from 1) also
             solve every window from ``max(verify_starts, 1)`` cold starts, and each window keeps
             the solution of lower MHE cost (0: never).
+        weight_decay: Adam: decoupled (AdamW) weight decay of the neural residual's weights, which pulls
+            them towards zero (the physics, for the last layer); the physical parameters and the arrival
+            cost are never decayed (0: plain Adam).
         stopping: Gauss-Newton's stopping tests.
         noise_fit: the two-stage start of a gray-box model (`mhe.noise_fit`): before the first
             iteration, solve the windows from ``max(verify_starts, 1)`` cold starts and fit the
@@ -101,6 +105,7 @@ class OuterSettings:
     cold_check: bool = True
     verify_starts: int = 1
     cold_every: int = 0
+    weight_decay: float = 0.0
     stopping: GaussNewtonStopping = field(default_factory=GaussNewtonStopping)
     noise_fit: NoiseFitSettings = field(default_factory=NoiseFitSettings)
 
@@ -115,6 +120,9 @@ class OuterSettings:
         if self.max_trials < 1 or self.verify_starts < 0 or self.cold_every < 0:
             raise ValueError(f"max_trials must be >= 1 and verify_starts >= 0 and cold_every >= 0; got "
                              f"{self.max_trials}, {self.verify_starts} and {self.cold_every}.")
+        if self.weight_decay < 0 or (self.weight_decay and self.optimizer != "adam"):
+            raise ValueError(f"weight_decay must be >= 0 and is an option of Adam; got weight_decay="
+                             f"{self.weight_decay} with optimizer={self.optimizer!r}.")
         if self.cold_every and self.optimizer != "adam":
             raise ValueError(f"cold_every is an option of Adam (Gauss-Newton checks its trials with cold_check); "
                              f"got cold_every={self.cold_every} with optimizer={self.optimizer!r}.")
@@ -154,7 +162,7 @@ class PEMLoop:
 
     Raises:
         ValueError: for Adam with ``max_steps < 1`` (its schedule needs a length), or a two-stage
-            start (``settings.noise_fit.steps > 0``) for a model without a neural residual.
+            start (``settings.noise_fit.steps > 0``) or weight decay for a model without a neural residual.
     """
 
     def __init__(self, estimator: MovingHorizonEstimator, solver: WindowSolver, settings: OuterSettings,
@@ -162,14 +170,20 @@ class PEMLoop:
         if settings.optimizer == "adam" and max_steps < 1:
             raise ValueError(f"Adam's cosine schedule runs over max_steps iterations, so max_steps must be >= 1 "
                              f"(trainer.max_steps under the CLI); got {max_steps}.")
-        if settings.noise_fit.steps > 0 and estimator.model.residual is None:
-            raise ValueError(f"outer.noise_fit fits the neural residual, and this model has none; set "
-                             f"noise_fit.steps: 0 (got {settings.noise_fit.steps}) or add a residual.")
+        net = estimator.model.residual
+        if net is None and (settings.noise_fit.steps > 0 or settings.weight_decay > 0):
+            raise ValueError(f"outer.noise_fit and outer.weight_decay act on the neural residual, and this model has "
+                             f"none; set noise_fit.steps: 0 (got {settings.noise_fit.steps}) and weight_decay: 0 (got "
+                             f"{settings.weight_decay}) or add a residual.")
         self.estimator, self.solver, self.settings, self.collective = estimator, solver, settings, collective
         self.optimizer: torch.optim.Optimizer | None = None
         self.schedule: torch.optim.lr_scheduler.LRScheduler | None = None
         if settings.optimizer == "adam":
-            self.optimizer = torch.optim.Adam(estimator.parameters(), lr=settings.lr)
+            decayed = set() if net is None else {id(p) for p in net.parameters()}
+            groups = [{"params": [p for p in estimator.parameters() if id(p) not in decayed], "weight_decay": 0.0},
+                      {"params": [p for p in estimator.parameters() if id(p) in decayed],
+                       "weight_decay": settings.weight_decay}]
+            self.optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=settings.lr)
             self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, max_steps,
                                                                        eta_min=settings.lr_min)
         elif settings.optimizer == "lbfgs":

@@ -107,7 +107,7 @@ def test_bad_settings_and_inputs_are_rejected():
 def test_the_loop_refuses_a_two_stage_start_without_a_residual(tmp_path):
     from mhe import WindowSolver
     est = estimator("physics", 6)
-    with pytest.raises(ValueError, match="noise_fit fits the neural residual"):
+    with pytest.raises(ValueError, match="act on the neural residual"):
         PEMLoop(est, WindowSolver(est, tmp_path), OuterSettings(noise_fit=NoiseFitSettings(steps=10)), 5)
 
 

@@ -206,3 +206,32 @@ def test_settings_are_validated_and_the_summary_is_one_line():
     assert "\n" not in line and "3.80 %" in line and "J = 6.8800e-04" in line and "stop: ftol" in line
     assert "71 steps" in line and "+1 in trials" in line and line.endswith("outputs in runs/x")
     assert "no true parameters" in dataclasses.replace(result, rel_errors={}).summary()
+
+
+def test_adam_weight_decay_shrinks_only_the_residual_weights(gray_solver, tmp_path):
+    """AdamW's decoupled decay: with a zero gradient the residual's weights shrink by lr * weight_decay, the
+    physical parameters and the arrival cost stay; a model without a residual rejects it."""
+    est, solver, _ = gray_solver
+    saved = {k: v.clone() for k, v in est.state_dict().items()}
+    try:
+        loop = _loop(est, solver, lr=0.1, lr_min=0.1, weight_decay=0.5)
+        net = {id(p) for p in est.model.residual.parameters()}
+        before = [p.detach().clone() for p in est.parameters()]
+        for p in est.parameters():
+            p.grad = torch.zeros_like(p)
+        loop.optimizer.step()
+        for p, b in zip(est.parameters(), before):
+            expected = b * (1 - 0.1 * 0.5) if id(p) in net else b
+            assert torch.allclose(p.detach(), expected, rtol=1e-14, atol=0.0)
+        assert any(float(b.abs().max()) > 0 for p, b in zip(est.parameters(), before) if id(p) in net)
+    finally:
+        est.load_state_dict(saved)
+        for p in est.parameters():
+            p.grad = None
+    physics = estimator("physics", 6)
+    with pytest.raises(ValueError, match="act on the neural residual"):
+        _loop(physics, WindowSolver(physics, tmp_path), weight_decay=0.1)
+    with pytest.raises(ValueError, match="weight_decay must be >= 0 and is an option of Adam"):
+        OuterSettings(optimizer="gauss_newton", weight_decay=0.1)
+    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+        OuterSettings(weight_decay=-1.0)
