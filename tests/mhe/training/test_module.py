@@ -10,7 +10,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.nn.utils import parameters_to_vector
 
-from mhe import OuterSettings, PEMIdentifier, SolverSettings
+from mhe import NoiseFitSettings, OuterSettings, PEMIdentifier, ResidualSettings, SolverSettings
 from mhe.training import IdentificationData, PEMModule
 from tests.mhe.helpers import racing_problem
 
@@ -29,13 +29,13 @@ class _Iterates(L.Callback):
             torch.save(torch.stack(self.alphas), Path(trainer.default_root_dir) / "iterates.pt")
 
 
-def _fit(tmp_path, name, outer, **trainer):
+def _fit(tmp_path, name, outer, problem=None, **trainer):
     root = tmp_path / name
-    t = L.Trainer(max_steps=3, max_epochs=-1, accelerator="cpu", default_root_dir=str(root), enable_checkpointing=False,
+    t = L.Trainer(max_steps=trainer.pop("max_steps", 3), max_epochs=-1, accelerator="cpu", default_root_dir=str(root), enable_checkpointing=False,
                   logger=TensorBoardLogger(str(root), name="tb"), log_every_n_steps=1, enable_progress_bar=False,
                   enable_model_summary=False, callbacks=[_Iterates()], **trainer)
     module = PEMModule(outer, SolverSettings(build_dir=str(root / "build")))
-    t.fit(module, datamodule=IdentificationData(racing_problem()))  # 5 windows: the DDP sampler pads
+    t.fit(module, datamodule=IdentificationData(problem or racing_problem()))  # 5 windows: the DDP sampler pads
     return root, json.loads((root / "metrics.json").read_text())
 
 
@@ -56,6 +56,18 @@ def test_one_process_run_logs_to_tensorboard_and_writes_run_files(tmp_path):
     sidecar = json.loads((root / "field.json").read_text())
     assert sidecar["format"] == "torch-ude-mhe-model" and sidecar["extra"]["config"]["outer"]["lr"] == 0.02
     assert sidecar["extra"]["config"]["problem"]["mhe"]["horizon"] == 6
+
+
+def test_a_gray_box_run_logs_its_two_stage_start_once(tmp_path):
+    problem = racing_problem(residual=ResidualSettings(4, (2.0, 0.3, 3.0, 0.3, 1.0), (1.0, 1.0, 20.0)))
+    outer = OuterSettings(lr=0.01, lr_min=0.001, noise_fit=NoiseFitSettings(steps=30, lr=0.01, held_out=0.0))
+    root, metrics = _fit(tmp_path, "gray", outer, problem, devices=1, max_steps=2)
+    assert metrics["steps"] == 2
+    acc = EventAccumulator(str(next(root.glob("tb/version_0/events.*"))))
+    acc.Reload()
+    before, after = (acc.Scalars(f"noise_fit/{k}") for k in ("fit_before", "fit_after"))
+    assert len(before) == len(after) == 1 and after[0].value < before[0].value
+    assert acc.Scalars("noise_fit/windows")[0].value == 5 and acc.Scalars("noise_fit/best_step")[0].value == 30
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "lbfgs", "gauss_newton"])
