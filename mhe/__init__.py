@@ -30,7 +30,8 @@ __all__ = [
     "IdentificationProblem", "RecordingSource", "Recording", "ArrivalCost", "ResidualSettings", "MHESettings",
     "PhysicsField", "NeuralResidual", "StateSpaceModel", "SingleTrackVehicle", "Bound", "BoundedParameters",
     "Windows", "make_windows", "simulate",
-    "OuterSettings", "GaussNewtonStopping", "NoiseFitSettings", "SolverSettings", "PEMIdentifier", "PEMLoop", "PEMStep", "PEMResult",
+    "OuterSettings", "GaussNewtonStopping", "NoiseFitSettings", "SolverSettings", "PEMIdentifier", "PEMLoop",
+    "PEMStep", "PEMResult",
     "MovingHorizonEstimator", "WindowSolver", "hypergradient_adjoint", "hypergradient_explicit", "residual_jacobian",
     "JointMHE", "JointSettings",
 ]

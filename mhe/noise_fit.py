@@ -123,16 +123,19 @@ def fit_to_process_noise(estimator: MovingHorizonEstimator, x: Tensor, w: Tensor
     order = torch.argsort(windows.start, stable=True)
     fit_rows, held_rows = order[: m - n_held], order[m - n_held:]
     x, u = x[:, :n].detach(), windows.u
+
+    def field(rows: Tensor) -> Tensor:
+        """The residual at the stages of the windows ``rows``, (len(rows), N, n_x)."""
+        k = len(rows)
+        return residual(x[rows].reshape(k * n, -1), u[rows].reshape(k * n, -1)).reshape(k, n, -1)
+
     with torch.no_grad():
-        target = w.detach() + residual(x.reshape(m * n, -1), u.reshape(m * n, -1)).reshape(m, n, -1)
-    weights = estimator.q_inv
+        target = w.detach() + field(torch.arange(m))
 
     def cost(rows: Tensor) -> Tensor:
-        k = len(rows)
-        if k == 0:
+        if len(rows) == 0:
             return torch.tensor(float("nan"), dtype=torch.float64)
-        pred = residual(x[rows].reshape(k * n, -1), u[rows].reshape(k * n, -1)).reshape(k, n, -1)
-        return ((target[rows] - pred) ** 2 * weights).sum() / k
+        return ((target[rows] - field(rows)) ** 2 * estimator.q_inv).sum() / len(rows)
 
     params = list(residual.parameters())
     with torch.no_grad():

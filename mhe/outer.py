@@ -237,16 +237,17 @@ class PEMLoop:
         """The two-stage start on the solved windows of all processes (each fits the same rows alike)."""
         cold, _ = cold_solve(self.solver, windows, max(self.settings.verify_starts, 1))
         self.starts.update(zip(index, cold.starts))
-        gather = self.collective.gather
-
-        def padded(value: Tensor) -> Tensor:
-            out = value.new_zeros(rows, *value.shape[1:])
-            out[:len(index)] = value
-            return gather(out)
-
-        ok = padded(cold.ok.to(torch.float64)) > 0.5
-        x, w, u, y, start = (padded(v)[ok] for v in (cold.point.x, cold.point.w, windows.u, windows.y, windows.start))
+        ok = self._gather_rows(cold.ok.to(torch.float64), rows) > 0.5
+        x, w, u, y, start = (self._gather_rows(v, rows)[ok]
+                             for v in (cold.point.x, cold.point.w, windows.u, windows.y, windows.start))
         return fit_to_process_noise(self.estimator, x, w, Windows(u, y, start), self.settings.noise_fit)
+
+    def _gather_rows(self, value: Tensor, rows: int, fill: float = 0.0) -> Tensor:
+        """This process's rows ``value`` (one per window, (M, ...)) padded with ``fill`` to ``rows`` and gathered
+        over processes, (world rows, ...)."""
+        out = value.new_full((rows, *value.shape[1:]), fill)
+        out[:len(value)] = value
+        return self.collective.gather(out)
 
     def _solve(self, index: list[int], windows: Windows) -> WindowSolutions:
         sol = self.solver.solve(windows, [self.starts.get(i) for i in index])
@@ -327,7 +328,7 @@ class PEMLoop:
                        _kkt_max(sol), len(trials))
 
     def _gauss_newton(self, index: list[int], windows: Windows, rows: int) -> PEMStep:
-        est, gather, st = self.estimator, self.collective.gather, self.settings
+        est, st = self.estimator, self.settings
         alpha = self._alpha()
         solves: list[WindowSolutions] = []
         if self._solved is not None and self._solved[1] == index and torch.equal(self._solved[0], alpha):
@@ -349,9 +350,8 @@ class PEMLoop:
             taken: list[Tensor] = []
 
             def loss_of(s: WindowSolutions) -> Tensor:
-                after = alpha.new_full((rows,), math.nan)
-                after[:len(index)] = torch.where(s.ok, prediction_loss(est, s.point.stages(), windows)[0], math.nan)
-                return gather(after)
+                loss = torch.where(s.ok, prediction_loss(est, s.point.stages(), windows)[0], math.nan)
+                return self._gather_rows(loss, rows, math.nan)
 
             def evaluate(delta: Tensor) -> Tensor:
                 self._set_alpha(alpha + delta)
@@ -388,17 +388,16 @@ class PEMLoop:
 
     def _residual_jacobian(self, sol: WindowSolutions, windows: Windows, rows: int) -> tuple[ResidualJacobian, Tensor]:
         """The residual Jacobian of all processes' windows (zero rows where failed or padded) and their mask."""
-        est, gather = self.estimator, self.collective.gather
+        est = self.estimator
         n_alpha = sum(p.numel() for p in est.parameters())
-        res = torch.zeros(rows, est.model.n_y, dtype=torch.float64)
-        jac = torch.zeros(rows, est.model.n_y, n_alpha, dtype=torch.float64)
-        ok = torch.zeros(rows, dtype=torch.float64)
-        ok[:len(windows)] = sol.ok.to(torch.float64)
+        res = torch.zeros(len(windows), est.model.n_y, dtype=torch.float64)
+        jac = torch.zeros(len(windows), est.model.n_y, n_alpha, dtype=torch.float64)
         if bool(sol.ok.any()):
             local = residual_jacobian(est, sol.point[sol.ok].stages(), windows[sol.ok])
             at = torch.nonzero(sol.ok).flatten()
             res[at], jac[at] = local.residual, local.jacobian
-        return ResidualJacobian(gather(res), gather(jac)), gather(ok) > 0.5
+        ok = self._gather_rows(sol.ok.to(torch.float64), rows) > 0.5
+        return ResidualJacobian(self._gather_rows(res, rows), self._gather_rows(jac, rows)), ok
 
     def _final_check(self, index: list[int], windows: Windows, rows: int, current: WindowSolutions,
                      solves: list[WindowSolutions]) -> int:
@@ -417,9 +416,8 @@ class PEMLoop:
         log.info("Final check: %d windows reached a lower MHE cost from cold starts; Gauss-Newton goes on.", switched)
         self.starts.update(zip(index, best.starts))
         self._solved = (self._alpha(), index, best)
-        after = torch.zeros(rows, dtype=torch.float64)
-        after[:len(index)] = torch.where(best.ok, prediction_loss(est, best.point.stages(), windows)[0], 0.0)
-        self.losses[-1] = float(self.collective.gather(after).sum())
+        loss = torch.where(best.ok, prediction_loss(est, best.point.stages(), windows)[0], 0.0)
+        self.losses[-1] = float(self._gather_rows(loss, rows).sum())
         self.stop_reason = ""
         return switched
 

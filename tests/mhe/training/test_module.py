@@ -29,11 +29,11 @@ class _Iterates(L.Callback):
             torch.save(torch.stack(self.alphas), Path(trainer.default_root_dir) / "iterates.pt")
 
 
-def _fit(tmp_path, name, outer, problem=None, **trainer):
+def _fit(tmp_path, name, outer, problem=None, max_steps=3, **trainer):
     root = tmp_path / name
-    t = L.Trainer(max_steps=trainer.pop("max_steps", 3), max_epochs=-1, accelerator="cpu", default_root_dir=str(root), enable_checkpointing=False,
-                  logger=TensorBoardLogger(str(root), name="tb"), log_every_n_steps=1, enable_progress_bar=False,
-                  enable_model_summary=False, callbacks=[_Iterates()], **trainer)
+    t = L.Trainer(max_steps=max_steps, max_epochs=-1, accelerator="cpu", default_root_dir=str(root),
+                  enable_checkpointing=False, logger=TensorBoardLogger(str(root), name="tb"), log_every_n_steps=1,
+                  enable_progress_bar=False, enable_model_summary=False, callbacks=[_Iterates()], **trainer)
     module = PEMModule(outer, SolverSettings(build_dir=str(root / "build")))
     t.fit(module, datamodule=IdentificationData(problem or racing_problem()))  # 5 windows: the DDP sampler pads
     return root, json.loads((root / "metrics.json").read_text())
