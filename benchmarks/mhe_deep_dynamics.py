@@ -54,11 +54,10 @@ from torch import Tensor
 
 from benchmarks.mhe_bayesrace import with_values
 from benchmarks.mhe_iac import (PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, start_ekf,
-                                 values_of)
+                                 validation_source, values_of)
 from mhe import IdentificationProblem
 from mhe.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
                                usable_samples)
-from mhe.logs import IACRecording
 from mhe.training import load_experiment
 
 __all__ = ["ROW", "one_step", "multi_step", "coefficient_summary", "main"]
@@ -153,11 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    src = problem.source
-    if not isinstance(src, IACRecording):
-        raise ValueError(f"{args.config} must read an mhe.logs.IACRecording; it reads {type(src).__name__}.")
-    val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
-                              args.validation_part)
+    val_source = validation_source(args, problem)
     start = values_of(problem)
     parts = {"train": problem, "validation": with_values(problem, val_source, start, None)}
     steps = round(args.rollout_s / problem.recording.dt)
@@ -228,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
         rows_out[name] = out
 
     args.out.mkdir(parents=True, exist_ok=True)
-    table = {"config": args.config, "overrides": overrides, "validation_part": list(args.validation_part),
+    table = {"config": args.config, "overrides": overrides, "validation_part": list(val_source.part),
              "settings": asdict(settings), "threads": args.threads, "coefficients": list(model.names),
              "state_estimate": "the EKF's filtered x^_{k|k} with the config's start model on each part",
              "one_step_error": "mean over samples k with a full history and the outputs (vx in m/s, omega in rad/s) "

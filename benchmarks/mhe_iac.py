@@ -73,7 +73,6 @@ from torch_ude.savgol import SavitzkyGolay
 CONFIG = "configs/mhe_iac_physics_gn.yaml"
 GRAY_CONFIG = "configs/mhe_iac_gray.yaml"
 GRAY = "PEM-MHE (gray-box)"
-VALIDATION_PART = (0.7, 1.0)
 GUESS: dict[str, float] = {"Bf": 10.0, "Cf": 1.3, "Df": 4500.0, "Ef": -0.5, "Shf": 0.0, "Svf": 0.0,
                            "Br": 10.0, "Cr": 1.3, "Dr": 3250.0, "Er": -0.5, "Shr": 0.0, "Svr": 0.0,
                            "Cm1": 5000.0, "Cm2": 0.5, "Cr0": 0.75, "Cr2": 0.5}
@@ -104,7 +103,10 @@ def values_of(problem: IdentificationProblem) -> dict[str, float]:
 
 
 def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, float]) -> np.ndarray:
-    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, shape (T - 1, n_x)."""
+    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, shape (T - 1, n_x).
+
+    Row ``k`` spans a gap where ``recording.follows()[k]`` is False; callers drop those rows.
+    """
     rec = problem.recording
     model = with_values(problem, problem.source, dict(values), None).model()
     with torch.no_grad():
@@ -114,8 +116,8 @@ def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, floa
 
 def output_noise_std(problem: IdentificationProblem) -> list[float]:
     """Savitzky-Golay (M = 5, P = 4) estimate of the noise standard deviation of each output (Eq. 23, TinyUDE)."""
-    sg = SavitzkyGolay(5, 4)
-    e = sg.centre_residual(sg.windows(problem.recording.outputs, 1))
+    sg, y = SavitzkyGolay(5, 4), problem.recording.outputs
+    e = torch.cat([sg.centre_residual(sg.windows(y[a:b], 1)) for a, b in problem.recording.stretches()])
     return sg.noise_variance(e).sqrt().tolist()
 
 
@@ -132,7 +134,7 @@ def logged_state_start(problem: IdentificationProblem) -> dict:
     rec = problem.recording
     fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), problem.mhe.process_std, None, rec.breaks)
     values = inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
-    q = (one_step_residuals(problem, values).std(axis=0) / rec.dt).tolist()
+    q = (one_step_residuals(problem, values)[rec.follows().numpy()].std(axis=0) / rec.dt).tolist()
     return {"values": values, "fitted": fit.values, "at_bounds": list(fit.at_bounds), "fit_s": fit.wall_s,
             "process_std": q, "measurement_std": output_noise_std(problem)}
 
@@ -218,6 +220,8 @@ def score(problem: IdentificationProblem, build: Path, starts: int, rollout_step
     windows, y = problem.windows, problem.recording.outputs
     first = windows.start + windows.horizon - 1  # the sample of x^_{N-1}
     keep = best.ok & (first + rollout_steps < len(y))
+    for b in problem.recording.breaks:  # no rollout runs over a gap in the log
+        keep &= (b <= first) | (b > first + rollout_steps)
     first = first[keep]
     pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps, residual)
     out["multi_step"] = open_loop_error(pred, y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]])
@@ -257,7 +261,7 @@ def residual_scales(problem: IdentificationProblem, values: Mapping[str, float])
     """
     rec = problem.recording
     z = torch.cat([rec.states, rec.inputs], dim=-1)
-    res = one_step_residuals(problem, values) / rec.dt
+    res = one_step_residuals(problem, values)[rec.follows().numpy()] / rec.dt
     return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
 
 
@@ -273,12 +277,6 @@ def on_windows_of(problem: IdentificationProblem, reference: IdentificationProbl
     same = problem.replace(stride=reference.stride, windows=reference.limit)
     by_sample = {int(s): w for s, w in zip(problem.windows.start, warm)}
     return same, [by_sample.get(int(s)) for s in same.windows.start]
-
-
-def part_of(source: IACRecording, part: tuple[float, float]) -> IACRecording:
-    """``source`` with another ``part`` of the gated stretch (the same file and parsing)."""
-    return IACRecording(source.path, source.min_speed, source.align, source.dt, source.dt_rtol, source.min_samples,
-                        part)
 
 
 def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, every: int, log_every: int) -> dict:
@@ -354,11 +352,28 @@ def gray_overrides(settings: list[str]) -> list[str]:
 
 
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:
-    """``--config`` (a PEM-MHE config on a part of an IAC log) and ``--validation-part`` (a, b), shared by
-    the IAC benchmarks."""
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a part of an IAC log")
-    ap.add_argument("--validation-part", type=float, nargs=2, default=VALIDATION_PART,
-                    help="the fractions (a, b) of the gated stretch to validate on")
+    """``--config`` (a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it) and
+    ``--validation-part`` (a, b, ...), shared by the IAC benchmarks; `validation_source` reads them."""
+    ap.add_argument("--config", nargs="+", default=[CONFIG], metavar="CONFIG",
+                    help="a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it "
+                         "(e.g. configs/mhe_iac_split_blocked/physics.yaml)")
+    ap.add_argument("--validation-part", type=float, nargs="+", default=None, metavar="FRACTION",
+                    help="the fractions (a, b) of the gated stretch to validate on, or several pairs (a1, b1, a2, b2, "
+                         "...); default: the rest of the stretch, what the config's part leaves out")
+
+
+def validation_source(args: argparse.Namespace, problem: IdentificationProblem) -> IACRecording:
+    """The validation recording of `add_split_arguments`: ``--validation-part`` of ``problem``'s IAC log, or the
+    rest of its gated stretch (the blocks the training part leaves out).
+
+    Raises:
+        ValueError: if ``problem`` does not read an `mhe.logs.IACRecording`.
+    """
+    src = problem.source
+    if not isinstance(src, IACRecording):
+        raise ValueError(f"{' + '.join(args.config)} must read an mhe.logs.IACRecording; it reads "
+                         f"{type(src).__name__}.")
+    return src.rest() if args.validation_part is None else src.with_part(args.validation_part)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -396,9 +411,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    src = problem.source
-    if not isinstance(src, IACRecording):
-        raise ValueError(f"{args.config} must read an mhe.logs.IACRecording; it reads {type(src).__name__}.")
+    val_source = validation_source(args, problem)
     if args.start:
         made = logged_state_start(problem)
         print(json.dumps(made, indent=1))
@@ -412,7 +425,6 @@ def main(argv: list[str] | None = None) -> None:
         if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
             raise ValueError(f"--gray-config {' '.join(args.gray_config)} must add a neural residual "
                              "(data.problem.residual) to a problem on an mhe.logs.IACRecording.")
-    val_source = part_of(src, tuple(args.validation_part))
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
     start = values_of(problem)
@@ -465,7 +477,7 @@ def main(argv: list[str] | None = None) -> None:
 
     table = {"config": args.config, "gray_config": args.gray_config if args.gray else None, "overrides": overrides,
              "gray_set": args.gray_set,
-             "validation_part": list(args.validation_part),
+             "validation_part": list(val_source.part),
              "one_step_error": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
                                "(Eq. 9), x^_N from each window's MHE at the row's parameters",
              "multi_step_error": f"mean over windows, {steps} steps and outputs of the squared error of the open-loop "

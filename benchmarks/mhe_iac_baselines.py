@@ -42,7 +42,8 @@ import numpy as np
 import torch
 
 from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import PAPER, add_split_arguments, inside, open_loop_error, plot, score, values_of
+from benchmarks.mhe_iac import (PAPER, add_split_arguments, inside, open_loop_error, plot, score, validation_source,
+                                 values_of)
 from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.logs import IACRecording
@@ -151,16 +152,12 @@ def main(argv: list[str] | None = None) -> dict:
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir) / "baselines"
-    src = problem.source
-    if not isinstance(src, IACRecording):
-        raise ValueError(f"{args.config} must read an mhe.logs.IACRecording; it reads {type(src).__name__}.")
-    val_source = IACRecording(src.path, src.min_speed, src.align, src.dt, src.dt_rtol, src.min_samples,
-                              args.validation_part)
+    val_source = validation_source(args, problem)
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "baselines.json"
     table = json.loads(path.read_text()) if path.is_file() else {"rows": {}}
-    table.update({"config": args.config, "overrides": overrides, "validation_part": list(args.validation_part),
+    table.update({"config": args.config, "overrides": overrides, "validation_part": list(val_source.part),
                   "one_step_error": ONE_STEP, "paper": {k: PAPER[k] for k in METHODS},
                   "multi_step_error": f"mean over rollouts, {steps} steps and outputs of the squared error of the "
                                       "open-loop prediction with the logged inputs"})

@@ -217,10 +217,13 @@ class IACRecording(RecordingSource):
 
     Keeps the first contiguous stretch with ``|vx| >= min_speed``; the pedal input is
     ``throttle / 100``, or ``-brake / IAC_BRAKE_KPA`` where the brake pressure is positive; inputs
-    ``(delta, pedal)``; states ``(vx, vy, omega)`` as logged. ``part`` keeps a chronological part
+    ``(delta, pedal)``; states ``(vx, vy, omega)`` as logged. ``part`` keeps chronological parts
     of that stretch (a train/validation split): rows ``floor(a L)`` to ``floor(b L) - 1`` of its
     ``L`` aligned rows for ``part = (a, b)``, so ``(0, 0.7)`` and ``(0.7, 1)`` split it without
-    overlap or gap.
+    overlap or gap. Several blocks are pairs in a row, ``(a1, b1, a2, b2, ...)`` with
+    ``a1 < b1 <= a2 < b2 ...``: their rows are kept in time order, and the rows left out between
+    two blocks make a gap (a ``break`` of the recording, which no window spans), so
+    ``(0, 0.2, 0.3, 0.5)`` and ``(0.2, 0.3, 0.5, 1)`` are a blocked split of the stretch.
 
     Args:
         path: the CSV file.
@@ -230,10 +233,12 @@ class IACRecording(RecordingSource):
         dt: the sample time in seconds (25 Hz).
         dt_rtol: relative tolerance of a step around ``dt``.
         min_samples: fewest usable rows.
-        part: the fractions ``(a, b)``, ``0 <= a < b <= 1``, of the gated stretch to keep, in time order.
+        part: the fractions ``(a, b)``, ``0 <= a < b <= 1``, of the gated stretch to keep, or several
+            such pairs in time order, ``(a1, b1, a2, b2, ...)`` with ``b1 <= a2``.
 
     Raises:
-        ValueError: for an unknown ``align`` or a ``part`` that is not two fractions ``0 <= a < b <= 1``.
+        ValueError: for an unknown ``align`` or a ``part`` that is not pairs of fractions
+            ``0 <= a1 < b1 <= a2 < b2 ... <= 1``.
     """
 
     COLUMNS = {"time": "time(s)", "vx": "vx(m/s)", "vy": "vy(m/s)", "omega": "omega(rad/s)", "delta": "delta(rad)",
@@ -247,11 +252,31 @@ class IACRecording(RecordingSource):
                              f"got {align!r}.")
         self.path, self.min_speed, self.align, self.dt = str(path), float(min_speed), align, float(dt)
         part = tuple(float(v) for v in part)
-        if len(part) != 2 or not 0.0 <= part[0] < part[1] <= 1.0:
-            raise ValueError(f"part must be two fractions (a, b) of the gated stretch with 0 <= a < b <= 1, e.g. "
-                             f"(0, 0.7) for training and (0.7, 1) for validation; got {part}.")
+        pairs = list(zip(part[0::2], part[1::2]))
+        if (not part or len(part) % 2 or not 0.0 <= part[0] or not part[-1] <= 1.0
+                or any(not a < b for a, b in pairs) or any(b > a for (_, b), (a, _) in zip(pairs, pairs[1:]))):
+            raise ValueError(f"part must be fractions (a, b) of the gated stretch with 0 <= a < b <= 1, e.g. "
+                             f"(0, 0.7) for training and (0.7, 1) for validation, or several such pairs in time "
+                             f"order (a1, b1, a2, b2, ...) with b1 <= a2; got {part}.")
         self.dt_rtol, self.min_samples, self.part = dt_rtol, min_samples, part
         self.load_report: dict[str, int | float] | None = None
+
+    def with_part(self, part: Sequence[float]) -> IACRecording:
+        """This log, parsed the same way, with another ``part`` (see the class docstring)."""
+        return IACRecording(self.path, self.min_speed, self.align, self.dt, self.dt_rtol, self.min_samples, part)
+
+    def rest(self) -> IACRecording:
+        """This log with the rest of the gated stretch: the blocks ``part`` leaves out (e.g. a split's validation).
+
+        Raises:
+            ValueError: if ``part`` keeps the whole stretch.
+        """
+        edges = (0.0, *self.part, 1.0)
+        rest = [v for a, b in zip(edges[0::2], edges[1::2]) if a < b for v in (a, b)]
+        if not rest:
+            raise ValueError(f"part {self.part} keeps the whole stretch; there is no rest to validate on. Give the "
+                             "validation part explicitly.")
+        return self.with_part(rest)
 
     def record(self) -> Recording:
         """Read, gate, map the pedals, align the inputs, keep ``part`` and validate (see the class docstring)."""
@@ -269,11 +294,11 @@ class IACRecording(RecordingSource):
         u = np.column_stack([col["delta"], pedal])
         shift = 1 if self.align == "next" else 0
         length = stop - shift - start
-        first, last = start + int(self.part[0] * length), start + int(self.part[1] * length)
-        rows = slice(first, last)
-        inputs = u[first + shift:last + shift]
+        blocks = [(start + int(a * length), start + int(b * length)) for a, b in zip(self.part[0::2], self.part[1::2])]
+        rows = np.concatenate([np.arange(first, last) for first, last in blocks])
         x = np.column_stack([col["vx"], col["vy"], col["omega"]])
-        rec, report = recording_from_columns(col["time"][rows], inputs, x[rows][:, [0, 2]], x[rows], self.dt,
+        rec, report = recording_from_columns(col["time"][rows], u[rows + shift], x[rows][:, [0, 2]], x[rows], self.dt,
                                              self.dt_rtol, self.min_samples, self.path)
-        self.load_report = {**report, "first_row": first, "last_row": last - 1}
+        self.load_report = {**report, "first_row": blocks[0][0], "last_row": blocks[-1][1] - 1,
+                            "blocks": [[first, last - 1] for first, last in blocks]}
         return rec

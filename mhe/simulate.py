@@ -40,6 +40,18 @@ class Recording:
     dt: float
     breaks: tuple[int, ...] = ()
 
+    def follows(self) -> Tensor:
+        """Which transitions ``t -> t + 1`` are one sample apart (no break between), shape (T - 1,), bool."""
+        keep = torch.ones(max(len(self.outputs) - 1, 0), dtype=torch.bool)
+        for b in self.breaks:
+            keep[int(b) - 1] = False
+        return keep
+
+    def stretches(self) -> list[tuple[int, int]]:
+        """The contiguous stretches between breaks as row ranges ``[first, stop)``, in time order."""
+        edges = [0, *(int(b) for b in self.breaks), len(self.outputs)]
+        return list(zip(edges[:-1], edges[1:]))
+
 
 def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps: int,
              process_std: Sequence[float], measurement_std: Sequence[float], seed: int = 0) -> Recording:

@@ -1,4 +1,5 @@
 """Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the rollout indexing, the config's start."""
+import argparse
 import json
 from pathlib import Path
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 
 from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, inside, logged_state_start, main,
-                                 on_windows_of, residual_scales, score, values_of, with_residual)
+                                 on_windows_of, output_noise_std, residual_scales, score, validation_source, values_of,
+                                 with_residual)
 from mhe import Bound
 from mhe.training import load_experiment
 from tests.mhe.data import data_file
@@ -52,6 +54,34 @@ def test_the_first_rollout_step_is_the_one_step_prediction(tmp_path, monkeypatch
     assert one["multi_step"]["mse"] == pytest.approx(one["mse"], rel=1e-6)
     first = problem.windows.start + problem.windows.horizon  # the sample of y~_N
     assert torch.equal(curve["first"], first)
+
+
+def test_a_blocked_split_validates_on_the_rest_and_no_rollout_residual_or_noise_window_spans_its_gap(
+        tmp_path, monkeypatch):
+    data_file(DATA)
+    monkeypatch.chdir(ROOT)
+    blocked = ["--data.problem.recording.init_args.part", "[0.0, 0.03, 0.04, 0.07]"]
+    args = argparse.Namespace(config=[CONFIG], validation_part=None)
+    problem = load_experiment(CONFIG, [*TINY, *blocked, "--data.problem.windows", "15"]).problem
+    assert validation_source(args, problem).part == (0.03, 0.04, 0.07, 1.0)
+    args.validation_part = [0.5, 0.6]
+    assert validation_source(args, problem).part == (0.5, 0.6)
+    gap = problem.recording.breaks[0]
+    assert problem.recording.breaks == (301,) and problem.windows.start[-1] == 280  # 280 + 9 + 25 > 301
+    one, curve = score(problem, tmp_path / "score", 1, rollout_steps=25)
+    assert one["failed"] == 0 and one["multi_step"]["rollouts"] == 14 and int(curve["first"].max()) < gap - 25
+    # the scales and the noise estimate pool the two blocks as if each were read alone
+    parts = [load_experiment(CONFIG, [*TINY, "--data.problem.recording.init_args.part", p]).problem
+             for p in ("[0.0, 0.03]", "[0.04, 0.07]")]
+    values = values_of(problem)
+    alone = [residual_scales(p, values)["out_scale"] for p in parts]
+    n = [len(p.recording.outputs) - 1 for p in parts]
+    pooled = [((n[0] * a ** 2 + n[1] * b ** 2) / sum(n)) ** 0.5 for a, b in zip(*alone)]
+    assert residual_scales(problem, values)["out_scale"] == pytest.approx(pooled, rel=1e-12)
+    noise = [output_noise_std(p) for p in parts]
+    w = [len(p.recording.outputs) - 10 for p in parts]  # windows of 2 M + 1 = 11 taps per block
+    pooled = [((w[0] * a ** 2 + w[1] * b ** 2) / sum(w)) ** 0.5 for a, b in zip(*noise)]
+    assert output_noise_std(problem) == pytest.approx(pooled, rel=1e-12)
 
 
 def test_a_gray_box_trained_at_another_stride_is_scored_on_the_reference_windows_with_their_warm_starts(

@@ -135,7 +135,32 @@ def test_iac_parts_split_the_stretch_in_time_without_overlap_or_gap():
     assert torch.equal(same.record().inputs[1:], rv.inputs)  # same cut; "same" keeps one row more at the end
 
 
-@pytest.mark.parametrize("part", [(0.7, 0.7), (0.8, 0.2), (-0.1, 0.5), (0.5, 1.2), (0.5,), (0.1, 0.2, 0.3)])
+def test_iac_blocks_split_the_stretch_and_leave_gaps_no_window_spans():
+    path = str(data_file("iac/LVMS_23_01_04_B.csv"))
+    whole = IACRecording(path).record()
+    train, val = IACRecording(path, part=(0.0, 0.2, 0.3, 0.5)), IACRecording(path, part=(0.2, 0.3, 0.5, 1.0))
+    rt, rv = train.record(), val.record()
+    assert len(rt.outputs) + len(rv.outputs) == len(whole.outputs) == 10046
+    cut = [0, int(0.2 * 10046), int(0.3 * 10046), int(0.5 * 10046), 10046]
+    assert train.load_report["blocks"] == [[667 + cut[0], 667 + cut[1] - 1], [667 + cut[2], 667 + cut[3] - 1]]
+    assert rt.breaks == (cut[1],) and rv.breaks == (cut[2] - cut[1],)
+    for name in ("inputs", "outputs", "states"):
+        w = getattr(whole, name)
+        assert torch.equal(getattr(rt, name), torch.cat([w[:cut[1]], w[cut[2]:cut[3]]]))
+        assert torch.equal(getattr(rv, name), torch.cat([w[cut[1]:cut[2]], w[cut[3]:]]))
+    assert rt.follows().sum() == len(rt.outputs) - 2 and not rt.follows()[cut[1] - 1]
+    assert rt.stretches() == [(0, cut[1]), (cut[1], len(rt.outputs))]
+    assert train.rest().part == val.part and val.rest().part == train.part
+    assert IACRecording(path, part=(0.0, 0.7)).rest().part == (0.7, 1.0)
+    assert IACRecording(path, part=(0.1, 0.7)).rest().part == (0.0, 0.1, 0.7, 1.0)
+    with pytest.raises(ValueError, match="keeps the whole stretch"):
+        IACRecording(path).rest()
+    adjacent = IACRecording(path, part=(0.0, 0.2, 0.2, 0.5)).record()  # blocks that touch make no gap
+    assert adjacent.breaks == () and torch.equal(adjacent.outputs, whole.outputs[:cut[3]])
+
+
+@pytest.mark.parametrize("part", [(0.7, 0.7), (0.8, 0.2), (-0.1, 0.5), (0.5, 1.2), (0.5,), (0.1, 0.2, 0.3), (),
+                                  (0.0, 0.3, 0.2, 0.5), (0.0, 0.2, 0.5, 0.4)])
 def test_iac_part_outside_zero_to_one_is_an_error(part):
-    with pytest.raises(ValueError, match=r"part must be two fractions \(a, b\) of the gated stretch with 0 <= a < b"):
+    with pytest.raises(ValueError, match=r"part must be fractions \(a, b\) of the gated stretch with 0 <= a < b"):
         IACRecording("unused.csv", part=part)
