@@ -72,6 +72,25 @@ def test_gray_variants_change_only_what_they_hold_of_the_config_they_follow(vari
     assert layered.problem.physics.params().keys() == full.problem.physics.params().keys()
 
 
+@pytest.mark.parametrize("base, variants, changes", [
+    ("configs/mhe_iac_physics_gn.yaml", ["physics.yaml"], {"recording", "physics", "mhe"}),
+    ("configs/mhe_iac_gray.yaml", ["physics.yaml", "gray.yaml"], {"recording", "physics", "mhe", "arrival",
+                                                                   "residual"})], ids=["physics", "gray"])
+def test_the_blocked_split_changes_the_part_the_start_and_the_weights_only(base, variants, changes, tmp_path):
+    short = ["--trainer.logger", "false", "--trainer.default_root_dir", str(tmp_path)]
+    full = load_experiment(base, short)
+    layered = load_experiment([base, *(f"configs/mhe_iac_split_blocked/{v}" for v in variants)], short)
+    a, b = full.problem.describe(), layered.problem.describe()
+    assert {k for k in a if a[k] != b[k]} == changes
+    assert layered.solver.build_dir != full.solver.build_dir and layered.outer == full.outer
+    assert layered.max_steps == full.max_steps and layered.problem.stride == full.problem.stride
+    part = layered.problem.source.part
+    assert part == (0.0, 0.2, 0.3, 0.5, 0.6, 0.8, 0.9, 1.0) and layered.problem.source.rest().part == (
+        0.2, 0.3, 0.5, 0.6, 0.8, 0.9)
+    bounds = full.problem.physics.params.bounds
+    assert layered.problem.physics.params.bounds == bounds
+
+
 @pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)
 def test_configs_parse(path, tmp_path):
     short = SHORT[2:] if "mhe.logs." in path.read_text() else SHORT  # a log file has no 'steps'
