@@ -196,6 +196,7 @@ def test_racing_tables_without_results_names_the_commands_and_shows_the_paper(tm
     assert r["missing"] == RACING_JSONS and r["plots"] == []
     assert len(r["table1"]) == 5 and all(m.endswith(", paper") for m in r["table1"])
     assert r["table2_validation"]["PEM-MHE (gray-box), paper"] == 2.84e-4 and len(r["table2"]) == 6
+    assert r["table2_blocked_validation"] == {}
 
 
 def _write(root: Path, name: str, payload: dict) -> None:
@@ -226,6 +227,8 @@ def test_racing_tables_reads_every_row_of_the_benchmark_jsons(tmp_path, monkeypa
     _write(tmp_path, "mhe_iac/deep_dynamics.json", {"rows": {"EKF->PEM (adaptive)": one(2e-4, 1.9e-3, **ms)}})
     _write(tmp_path, "mhe_iac/another.json", {"rows": {"new row": one(1e-4, 1e-3)}})  # a row added later
     _write(tmp_path, "mhe_iac/metrics.json", {"steps": 3})  # a run file, not a table
+    _write(tmp_path, "mhe_iac_blocked/table2.json", {"rows": {"PEM-MHE (gray-box)": one(5e-4, 6e-4, **ms)}})
+    _write(tmp_path, "mhe_iac_blocked_seed1/table2.json", {"rows": {"PEM-MHE (gray-box)": one(5e-4, 7e-4)}})
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -241,3 +244,5 @@ def test_racing_tables_reads_every_row_of_the_benchmark_jsons(tmp_path, monkeypa
                                "Joint-MHE, ours [baselines.json]", "SUBNET, ours [baselines.json]",
                                "EKF->PEM (adaptive), ours [deep_dynamics.json]", "new row, ours [another.json]"]
     assert r["table2_validation"]["PEM-MHE (gray-box), ours [table2.json]"] == 1.2e-3
+    assert r["table2_blocked_validation"] == {"PEM-MHE (gray-box), ours [mhe_iac_blocked/table2.json]": 6e-4,
+                                              "PEM-MHE (gray-box), ours [mhe_iac_blocked_seed1/table2.json]": 7e-4}
