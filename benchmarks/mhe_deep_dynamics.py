@@ -1,8 +1,8 @@
 """Table 2 of the PEM-MHE paper on the real IAC racecar, the EKF->PEM (adaptive) row: the Deep Dynamics model.
 
 Data, model, bounds, split and EKF are those of ``benchmarks.mhe_iac`` (``configs/mhe_iac_physics_gn.yaml``:
-the first 70 % of the gated stretch of IAC log B trains, the last 30 % (``--validation-part``)
-validates; y = (vx, omega), vy unmeasured; Euler at 0.04 s). The row (Chrosniak et al., 2024;
+the first 70 % of the gated stretch of IAC log B trains, the rest, the last 30 % (``--validation-part``
+another part), validates; y = (vx, omega), vy unmeasured; Euler at 0.04 s). The row (Chrosniak et al., 2024;
 `mhe.deep_dynamics`):
 
 1. `mhe.ekf.ExtendedKalmanFilter` with the config's start model over the training part (noise

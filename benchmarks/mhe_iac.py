@@ -3,8 +3,10 @@
 The experiment is the config's (``configs/mhe_iac_physics_gn.yaml``: the first 70 % of the gated
 stretch of Deep Dynamics' IAC log B trains, y = (vx, omega), vy unmeasured, 16 parameters within
 Deep Dynamics' IAC ranges, Euler at 0.04 s), parsed as ``torch-ude fit`` parses it
-(`mhe.training.load_experiment`); the last 30 % (``--validation-part``) validates. Rows, all from
-the config's start values (the paper: all methods from one start, Chrosniak et al.'s estimate):
+(`mhe.training.load_experiment`); the rest of the stretch, the last 30 %, validates (``--validation-part``
+another part; ``--config CONFIG VARIANT`` layers a variant such as the blocked split of
+``configs/mhe_iac_split_blocked/``, whose validation is again the rest). Rows, all from the config's start
+values (the paper: all methods from one start, Chrosniak et al.'s estimate):
 
 * start: the config's values, untrained (the one-step fit on the logged vx, vy, omega of the
   training part from `GUESS`, which ``--start`` recomputes and prints with the MHE weights);

@@ -1,7 +1,7 @@
 """Table 2's Joint-MHE and SUBNET rows on the real IAC racecar, beside ``benchmarks.mhe_iac``'s rows.
 
 Data, split and metrics are those of ``benchmarks.mhe_iac`` (``configs/mhe_iac_physics_gn.yaml``: the
-first 70 % of the gated stretch of IAC log B trains, ``--validation-part`` (the last 30 %) validates,
+first 70 % of the gated stretch of IAC log B trains, the rest (the last 30 %; ``--validation-part``) validates,
 y = (vx, omega), vy unmeasured):
 
 * ``joint_mhe`` (Kühl et al., 2011; `mhe.joint.JointMHE`): the config's 16 parameters as constant
