@@ -259,7 +259,7 @@ class IACRecording(RecordingSource):
                              f"(0, 0.7) for training and (0.7, 1) for validation, or several such pairs in time "
                              f"order (a1, b1, a2, b2, ...) with b1 <= a2; got {part}.")
         self.dt_rtol, self.min_samples, self.part = dt_rtol, min_samples, part
-        self.load_report: dict[str, int | float] | None = None
+        self.load_report: dict[str, int | float | list[list[int]]] | None = None
 
     def with_part(self, part: Sequence[float]) -> IACRecording:
         """This log, parsed the same way, with another ``part`` (see the class docstring)."""
