@@ -105,21 +105,20 @@ def subnet_rollouts(model: torch.nn.Module, data, first: torch.Tensor, steps: in
     """SUBNET's open-loop predictions of samples ``f .. f + steps - 1`` for each ``f`` in ``first`` (where possible).
 
     The encoder reads u and y up to ``f - 1``; a start needs ``max(na, nb)`` samples before it and
-    ``steps`` samples from it on.
+    ``steps`` samples from it on, all in one stretch of the recording.
 
     Args:
         model: a ``deepSI.SUBNET``.
-        data: ``Input_output_data``.
+        data: ``Input_output_data``, or a list of stretches (`benchmarks.mhe_subnet.recording_data`).
         first: the first predicted sample of each rollout, shape (M,).
         steps: samples per rollout.
 
     Returns:
         The starts kept (M',), the predictions and the measured outputs, each (M', steps, n_y).
     """
-    pred, meas = predictions(model, data, steps)
-    k = max(model.na, model.nb)
-    first = first[(first >= k) & (first - k < len(pred))]
-    rows = (first - k).numpy()
+    pred, meas, starts = predictions(model, data, steps)
+    first = first[torch.isin(first, starts)]
+    rows = torch.searchsorted(starts, first).numpy()
     return first, pred[rows], meas[rows]
 
 

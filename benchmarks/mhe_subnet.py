@@ -41,8 +41,8 @@ import torch
 from mhe.logs import BayesRaceRecording
 from mhe.simulate import Recording
 
-__all__ = ["PAPER", "SubnetSettings", "recording_data", "io_data", "train", "predictions", "prediction_errors",
-           "simulation_error", "main"]
+__all__ = ["PAPER", "SubnetSettings", "recording_data", "io_data", "train", "simulation_records", "predictions",
+           "prediction_errors", "simulation_error", "main"]
 
 TRAIN = "../shared/data/bayesrace/DYN-PP-ETHZ.npz"
 VALIDATION = "../shared/data/bayesrace/DYN-PP-ETHZMobil.npz"
@@ -88,16 +88,19 @@ class SubnetSettings:
 def recording_data(rec: Recording, name: str):
     """A recording as deepSI's ``Input_output_data``: u = its inputs (T, n_u), y = its outputs (T, n_y), float32.
 
-    Raises:
-        ValueError: for a recording with gaps (``breaks``): deepSI's sub-sections would span them.
+    A recording with gaps (``breaks``) becomes a list, one ``Input_output_data`` per contiguous stretch
+    (`mhe.simulate.Recording.stretches`), which deepSI takes wherever it takes one record; no sub-section
+    spans a gap. Concatenated in order, the stretches are the recording's rows.
     """
     from deepSI import Input_output_data
 
-    if rec.breaks:
-        raise ValueError(f"{name} has {len(rec.breaks)} gaps (rows dropped at {list(rec.breaks[:5])}); SUBNET needs "
-                         "one uninterrupted record. Use a part of the log without dropped rows.")
-    return Input_output_data(u=rec.inputs.numpy().astype(np.float32), y=rec.outputs.numpy().astype(np.float32),
-                             sampling_time=rec.dt, name=name)
+    def part(a: int, b: int, label: str):
+        return Input_output_data(u=rec.inputs[a:b].numpy().astype(np.float32),
+                                 y=rec.outputs[a:b].numpy().astype(np.float32), sampling_time=rec.dt, name=label)
+
+    if not rec.breaks:
+        return part(0, len(rec.outputs), name)
+    return [part(a, b, f"{name}, rows {a}-{b - 1}") for a, b in rec.stretches()]
 
 
 def io_data(path: str | Path):
@@ -110,18 +113,20 @@ def io_data(path: str | Path):
 
 
 def _check_length(data, settings: SubnetSettings, steps: int, label: str) -> int:
-    windows = len(data) - max(settings.na, settings.nb) - steps + 1
-    if windows < 1:
-        raise ValueError(f"{label} has {len(data)} samples, fewer than max(na, nb) + {steps} = "
-                         f"{max(settings.na, settings.nb) + steps}; lower na, nb, T or horizon.")
-    return windows
+    need = max(settings.na, settings.nb) + steps
+    stretches = data if isinstance(data, list) else [data]
+    short = [len(d) for d in stretches if len(d) < need]
+    if short:
+        raise ValueError(f"{label} has stretches of {short} samples, fewer than max(na, nb) + {steps} = {need}; "
+                         "lower na, nb, T or horizon, or choose longer blocks.")
+    return sum(len(d) - need + 1 for d in stretches)
 
 
 def train(data, settings: SubnetSettings) -> tuple[torch.nn.Module, dict]:
     """Build deepSI's SUBNET on ``data`` and train it with ``deepSI.fit`` (validation = ``data`` itself).
 
     Args:
-        data: training ``Input_output_data`` (see `io_data`).
+        data: training ``Input_output_data`` (see `io_data`), or a list of stretches (`recording_data`).
         settings: structure and training.
 
     Returns:
@@ -148,8 +153,8 @@ def train(data, settings: SubnetSettings) -> tuple[torch.nn.Module, dict]:
     with torch.no_grad():
         before = float(compute_NMSE(model, *batch))
     start = time.perf_counter()
-    fitted = dsi.fit(model, data, data, n_its=settings.iterations, T=settings.T, batch_size=settings.batch_size,
-                     val_freq=settings.val_freq)
+    fitted = dsi.fit(model, data, simulation_records(data), n_its=settings.iterations, T=settings.T,
+                     batch_size=settings.batch_size, val_freq=settings.val_freq)
     seconds = time.perf_counter() - start
     with torch.no_grad():
         after = float(compute_NMSE(model, *batch))
@@ -160,25 +165,40 @@ def train(data, settings: SubnetSettings) -> tuple[torch.nn.Module, dict]:
     return model, info
 
 
-def predictions(model: torch.nn.Module, data, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """SUBNET's predictions of ``steps`` samples from every encoded state, and the measured outputs.
+def simulation_records(data):
+    """The records deepSI's ``fit`` simulates to keep its best iterate: ``data`` itself, or for a list of
+    stretches each cut to the shortest one's length (``fit`` simulates a list only of equal lengths)."""
+    if not isinstance(data, list):
+        return data
+    from deepSI import Input_output_data
 
-    Row ``i`` starts at sample ``t = i + max(na, nb)``: ``x^_t = psi(u_{t-nb..t-1}, y_{t-na..t-1})``, predictions
-    ``h(x^_t), h(f(x^_t, u_t)), ...`` of samples ``t..t+steps-1`` (outputs up to ``t - 1`` only).
+    n = min(len(d) for d in data)
+    return [Input_output_data(u=d.u[:n], y=d.y[:n], sampling_time=d.sampling_time, name=d.name) for d in data]
+
+
+def predictions(model: torch.nn.Module, data, steps: int) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+    """SUBNET's predictions of ``steps`` samples from every encoded state, the measured outputs and their samples.
+
+    A row starting at sample ``t`` (``t >= max(na, nb)``) has ``x^_t = psi(u_{t-nb..t-1}, y_{t-na..t-1})`` and
+    predicts ``h(x^_t), h(f(x^_t, u_t)), ...`` of samples ``t..t+steps-1`` (outputs up to ``t - 1`` only).
+    For one record row ``i`` starts at ``t = i + max(na, nb)``; for a list of stretches (`recording_data`) ``t``
+    counts the rows of the stretches in order and no row spans two stretches.
 
     Args:
         model: a trained ``deepSI.SUBNET``.
-        data: ``Input_output_data``.
+        data: ``Input_output_data``, or a list of them.
         steps: samples predicted from each encoded state (>= 1).
 
     Returns:
-        Predicted and measured outputs, each (T - max(na, nb) - steps + 1, steps, n_y).
+        Predicted and measured outputs, each (R, steps, n_y), and each row's first sample ``t``, (R,);
+        R = T - max(na, nb) - steps + 1 for one record of T samples.
     """
     from deepSI.models import past_future_arrays
 
     with torch.no_grad():
-        upast, ypast, ufuture, yfuture = past_future_arrays(data, model.na, model.nb, T=steps)[0]
-        return model(upast, ypast, ufuture).numpy(), yfuture.numpy()
+        (upast, ypast, ufuture, yfuture), ids = past_future_arrays(data, model.na, model.nb, T=steps)
+        pred = model(upast[ids], ypast[ids], ufuture[ids]).numpy()
+    return pred, yfuture[ids].numpy(), torch.as_tensor(ids) + max(model.na, model.nb)
 
 
 def prediction_errors(model: torch.nn.Module, data, horizon: int) -> dict:
@@ -186,7 +206,7 @@ def prediction_errors(model: torch.nn.Module, data, horizon: int) -> dict:
 
     Args:
         model: a trained ``deepSI.SUBNET``.
-        data: ``Input_output_data``.
+        data: ``Input_output_data``, or a list of stretches (no sub-section spans two).
         horizon: steps of the n-step error.
 
     Returns:
@@ -196,8 +216,8 @@ def prediction_errors(model: torch.nn.Module, data, horizon: int) -> dict:
     def score(err: np.ndarray) -> dict:
         return {"mse": float((err ** 2).mean()), "rmse": np.sqrt((err ** 2).mean(0)).tolist(), "samples": len(err)}
 
-    one = np.subtract(*predictions(model, data, 1))[:, 0]
-    err = np.subtract(*predictions(model, data, horizon))
+    one = np.subtract(*predictions(model, data, 1)[:2])[:, 0]
+    err = np.subtract(*predictions(model, data, horizon)[:2])
     return {"one_step": score(one), "one_f_step": score(err[:, 1]), "n_step": {**score(err[:, -1]),
             "steps_of_f": horizon - 1}, "curve": (err ** 2).mean(axis=(0, 2)).tolist()}
 
