@@ -1,4 +1,5 @@
-"""Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the rollout indexing, the config's start."""
+"""Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the rollout indexing, the config's start,
+the blocked split."""
 import argparse
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from tests.mhe.data import data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "iac/LVMS_23_01_04_B.csv"
+BLOCKED = "configs/mhe_iac_split_blocked/physics.yaml"
 TINY = ["--data.problem.recording.init_args.part", "[0.0, 0.05]", "--data.problem.windows", "5",
         "--data.problem.arrival.mean", "[7.0, 0.0, 0.0]", "--trainer.logger", "false"]
 
@@ -107,9 +109,6 @@ def test_a_config_on_another_recording_is_an_error(monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(ValueError, match=r"must read an mhe.logs.IACRecording; it reads BayesRaceRecording"):
         main(["--config", "configs/mhe_bayesrace_physics_gn.yaml", "--trainer.logger", "false"])
-
-
-BLOCKED = "configs/mhe_iac_split_blocked/physics.yaml"
 
 
 @pytest.mark.slow
