@@ -105,15 +105,14 @@ def values_of(problem: IdentificationProblem) -> dict[str, float]:
 
 
 def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, float]) -> np.ndarray:
-    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, shape (T - 1, n_x).
-
-    Row ``k`` spans a gap where ``recording.follows()[k]`` is False; callers drop those rows.
-    """
+    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, for the transitions
+    ``k -> k + 1`` that span no gap (``recording.follows()``, in order), shape (that many, n_x)."""
     rec = problem.recording
+    keep = rec.follows()
     model = with_values(problem, problem.source, dict(values), None).model()
     with torch.no_grad():
-        x = rec.states[:-1]
-        return (rec.states[1:] - model.step(x, rec.inputs[:-1], torch.zeros_like(x))).numpy()
+        x = rec.states[:-1][keep]
+        return (rec.states[1:][keep] - model.step(x, rec.inputs[:-1][keep], torch.zeros_like(x))).numpy()
 
 
 def output_noise_std(problem: IdentificationProblem) -> list[float]:
@@ -136,7 +135,7 @@ def logged_state_start(problem: IdentificationProblem) -> dict:
     rec = problem.recording
     fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), problem.mhe.process_std, None, rec.breaks)
     values = inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
-    q = (one_step_residuals(problem, values)[rec.follows().numpy()].std(axis=0) / rec.dt).tolist()
+    q = (one_step_residuals(problem, values).std(axis=0) / rec.dt).tolist()
     return {"values": values, "fitted": fit.values, "at_bounds": list(fit.at_bounds), "fit_s": fit.wall_s,
             "process_std": q, "measurement_std": output_noise_std(problem)}
 
@@ -263,7 +262,7 @@ def residual_scales(problem: IdentificationProblem, values: Mapping[str, float])
     """
     rec = problem.recording
     z = torch.cat([rec.states, rec.inputs], dim=-1)
-    res = one_step_residuals(problem, values)[rec.follows().numpy()] / rec.dt
+    res = one_step_residuals(problem, values) / rec.dt
     return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
 
 

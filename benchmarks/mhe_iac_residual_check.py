@@ -60,9 +60,9 @@ def held_out_fit(problem: IdentificationProblem, seed: int, fraction: float = 0.
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction (the rows that fit) must lie in (0, 1); got {fraction}.")
     t0 = time.perf_counter()
-    target = torch.as_tensor(one_step_residuals(problem, values_of(problem)) / rec.dt)
-    keep = rec.follows()  # no residual across a gap in the log
-    x, u, target = rec.states[:-1][keep], rec.inputs[:-1][keep], target[keep]
+    target = torch.as_tensor(one_step_residuals(problem, values_of(problem)) / rec.dt)  # none across a gap
+    keep = rec.follows()
+    x, u = rec.states[:-1][keep], rec.inputs[:-1][keep]
     net = dataclasses.replace(problem.residual, seed=seed).build(problem.n_x, problem.physics.n_u)
     channels = list(net.outputs)
     scale = net.out_scale[channels]

@@ -123,7 +123,8 @@ def _check_length(data, settings: SubnetSettings, steps: int, label: str) -> int
 
 
 def train(data, settings: SubnetSettings) -> tuple[torch.nn.Module, dict]:
-    """Build deepSI's SUBNET on ``data`` and train it with ``deepSI.fit`` (validation = ``data`` itself).
+    """Build deepSI's SUBNET on ``data`` and train it with ``deepSI.fit`` (validation = ``data`` itself,
+    `simulation_records`).
 
     Args:
         data: training ``Input_output_data`` (see `io_data`), or a list of stretches (`recording_data`).
