@@ -26,6 +26,18 @@ states alone and the inputs enter the residual linearly: ``N(x, u) = s_out * (ML
 + L z)``. The residual's input gain ``dN/du`` is then a constant matrix, as in a plant whose
 actuator force enters its equations of motion linearly (a mechanical system driven by a
 torque or force), so the network cannot learn a gain that changes sign over the states.
+
+Periodic states (``periodic``: angles in rad, as the plant declares them) enter the network as
+``(sin q, cos q)`` instead of ``q / s_in`` (`torch_ude.input_map`): the residual is then
+2 pi-periodic in them. Every formula below runs through the map's tangent and pull-back, so
+the jets, VJPs and parameter gradients stay exact.
+
+With a trust envelope (`set_envelope`, `torch_ude.envelope`) the residual is faded outside the
+region training saw: ``N = w(z) s_out MLP(z)``. Its derivatives: the tangent gains
+``(grad w . zdot) MLP(z)``, the input cotangent ``grad w (MLP(z) . obar)``, and the parameter
+gradient takes the output cotangent ``w obar + (grad w . zdot) tbar`` and the tangent cotangent
+``w tbar`` (``w`` does not depend on the weights). Without an envelope (the default, and during
+training: every training jet lies inside the envelope training records) ``w = 1``.
 """
 from __future__ import annotations
 
@@ -35,6 +47,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .envelope import fade, outside
+from .input_map import InputMap
 from .mlp import Activations, Tangents, TanhMLP
 from .systems.base import VectorField, check_states
 from .systems.controlled import ControlledField
@@ -83,14 +97,18 @@ class HybridField(nn.Module):
             off (the default), the parameters and state dict are those of the plain network.
         input_affine: the tanh layers read the states only, the inputs enter through the
             linear term alone (module doc); needs inputs and ``linear``.
+        periodic: indices of the states that are angles (rad), read as ``(sin, cos)``
+            (module doc); empty (the default) reads every state scaled.
 
     Raises:
-        ValueError: for ``input_affine`` without inputs or without ``linear``.
+        ValueError: for ``input_affine`` without inputs or without ``linear``, or a periodic
+            index out of range.
     """
 
     def __init__(self, known: VectorField | ControlledField, hidden: Sequence[int] = (16, 16),
                  dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
-                 last_layer_gain: float = 0.1, linear: bool = False, input_affine: bool = False) -> None:
+                 last_layer_gain: float = 0.1, linear: bool = False, input_affine: bool = False,
+                 periodic: Sequence[int] = ()) -> None:
         super().__init__()
         n = int(known.n_states)
         n_u = int(known.n_inputs) if isinstance(known, ControlledField) else 0
@@ -100,8 +118,10 @@ class HybridField(nn.Module):
         self.known = known
         self.n_states = n
         self.n_inputs = n_u
-        self.mlp = TanhMLP((n + n_u, *hidden, n), dtype=dtype, generator=generator, last_layer_gain=last_layer_gain,
-                           linear=linear, reads=n if input_affine else None)
+        self.input_map = InputMap(n, n_u, periodic)
+        self.mlp = TanhMLP((self.input_map.width, *hidden, n), dtype=dtype, generator=generator,
+                           last_layer_gain=last_layer_gain, linear=linear,
+                           reads=self.input_map.state_width if input_affine else None)
         self.register_buffer("in_scale", torch.ones(n, dtype=dtype))
         self.register_buffer("out_scale", torch.ones(n, dtype=dtype))
         if n_u:  # only with inputs: an autonomous field's state dict is unchanged
@@ -110,7 +130,7 @@ class HybridField(nn.Module):
     @classmethod
     def from_seed(cls, known: VectorField | ControlledField, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1,
-                  linear: bool = False, input_affine: bool = False) -> HybridField:
+                  linear: bool = False, input_affine: bool = False, periodic: Sequence[int] = ()) -> HybridField:
         """A field whose initial weights depend only on ``seed``.
 
         Every trainer of the project builds its field this way, so jet matching and the
@@ -119,7 +139,7 @@ class HybridField(nn.Module):
         """
         gen = torch.Generator().manual_seed(int(seed))
         return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain, linear=linear,
-                   input_affine=input_affine)
+                   input_affine=input_affine, periodic=periodic)
 
     @property
     def linear(self) -> bool:
@@ -217,10 +237,9 @@ class HybridField(nn.Module):
         return self.forward(x, u)
 
     def net_input(self, x: Tensor, u: Tensor | None = None) -> Tensor:
-        """The MLP's input: ``x / s_in``, or ``[x / s_in, u / s_u]`` with inputs, (N, n + n_u)."""
-        if u is None:
-            return x / self.in_scale
-        return torch.cat((x / self.in_scale, u / self.input_scale), dim=1)
+        """The MLP's input ``z = phi(x, u)`` (`torch_ude.input_map`): ``x / s_in`` (``[x / s_in,
+        u / s_u]`` with inputs) when no state is periodic, (N, n) [, (N, n_u)] -> (N, width)."""
+        return self.input_map(x, u, self.in_scale, self.input_scale if self.n_inputs else None)
 
     def evaluate_unchecked(self, x: Tensor, u: Tensor | None = None) -> Tensor:
         """``F(x)`` (``F(x, u)``) without input validation, (N, n) [, (N, n_u)] -> (N, n), for
@@ -229,15 +248,28 @@ class HybridField(nn.Module):
         The caller guarantees a finite (N, n) tensor in `dtype` (or complex128 for
         complex-step checks); anything else gives wrong values or a low-level error.
         """
-        if u is None:
-            return self.known(x) + self.out_scale * self.mlp(x / self.in_scale)
-        return self.known(x, u) + self.out_scale * self.mlp(self.net_input(x, u))
+        known = self.known(x) if u is None else self.known(x, u)
+        return known + self.residual_of(self.mlp.activations(self.net_input(x, u)))
 
     def residual(self, x: Tensor, u: Tensor | None = None) -> Tensor:
         """The neural residual ``N_theta(x)`` (``N_theta(x, u)``), (N, n) -> (N, n), validated."""
         self.check_input(x)
         self.check_inputs(x, u)
-        return self.out_scale * self.mlp(self.net_input(x, u))
+        return self.residual_of(self.mlp.activations(self.net_input(x, u)))
+
+    def residual_of(self, acts: Activations) -> Tensor:
+        """``N = w(z) s_out MLP(z)`` from the MLP's activations at ``z`` (``acts.inputs``), (B, n)."""
+        if self._envelope is None:
+            return self.out_scale * acts.output
+        return self.out_scale * (self.fade(acts.inputs)[0] * acts.output)
+
+    def _residual_tangent(self, acts: Activations, tangents: Tangents) -> Tensor:
+        """``J_N zdot``, the residual's tangent along ``tangents.inputs``, (B, n)."""
+        if self._envelope is None:
+            return self.out_scale * tangents.output
+        w, dw = self.fade(acts.inputs)
+        rate = (dw * tangents.inputs).sum(dim=1, keepdim=True)
+        return self.out_scale * (w * tangents.output + rate * acts.output)
 
     def jet(self, x: Tensor, lie: bool = True, u: Tensor | None = None, udot: Tensor | None = None) -> FieldJet:
         """``F`` and (optionally) ``G = J_F F`` at ``x`` (B, n), keeping the caches.
@@ -246,34 +278,23 @@ class HybridField(nn.Module):
         along ``v = F(x)``. With inputs ``u`` (B, n_u) and their rates ``udot`` (B, n_u,
         needed with ``lie``), ``G = J_x F F + J_u F udot`` (module doc); no validation.
         """
-        if u is not None:
-            return self._jet_inputs(x, u, udot, lie)
-        acts = self.mlp.activations(x / self.in_scale)
-        value = self.known(x) + self.out_scale * acts.output
-        tangents, g, jk = None, None, None
-        if lie:
-            jk = self.known.jacobian(x)
-            tangents = self.mlp.jvp(acts, value / self.in_scale)
-            g = torch.einsum("bij,bj->bi", jk, value) + self.out_scale * tangents.output
-        return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)
-
-    def _jet_inputs(self, x: Tensor, u: Tensor, udot: Tensor | None, lie: bool) -> FieldJet:
-        """`jet` with recorded inputs: one MLP tangent along ``[F / s_in, udot / s_u]``."""
         acts = self.mlp.activations(self.net_input(x, u))
-        value = self.known(x, u) + self.out_scale * acts.output
+        value = (self.known(x) if u is None else self.known(x, u)) + self.residual_of(acts)
         tangents, g, jk = None, None, None
         if lie:
-            jk = self.known.jacobian(x, u)
-            tangents = self.mlp.jvp(acts, self.net_input(value, udot))
-            g = (torch.einsum("bij,bj->bi", jk, value) + torch.einsum("bik,bk->bi", self.known.input_jacobian(x, u), udot)
-                 + self.out_scale * tangents.output)
+            jk = self.known.jacobian(x) if u is None else self.known.jacobian(x, u)
+            tangents = self.mlp.jvp(acts, self._tangent(acts.inputs, value, udot))
+            g = torch.einsum("bij,bj->bi", jk, value)
+            if u is not None:
+                g = g + torch.einsum("bik,bk->bi", self.known.input_jacobian(x, u), udot)
+            g = g + self._residual_tangent(acts, tangents)
         return FieldJet(x=x, value=value, lie=g, known_jacobian=jk, acts=acts, tangents=tangents)
 
     # ----- state derivatives ------------------------------------------------------------------
-    def _state_tangent(self, v: Tensor, inputs: Tensor | None) -> Tensor:
-        """The MLP input tangent of a state tangent ``v`` (B, n): ``v / s_in``, with inputs
-        ``[v / s_in, 0]`` (the inputs are data, held fixed)."""
-        return v / self.in_scale if inputs is None else self.net_input(v, torch.zeros_like(inputs))
+    def _tangent(self, z: Tensor, v: Tensor, udot: Tensor | None = None) -> Tensor:
+        """The MLP input tangent at ``z`` of a state tangent ``v`` (B, n) and input rates ``udot``
+        (None: the inputs held fixed, they are data)."""
+        return self.input_map.tangent(z, v, udot, self.in_scale, self.input_scale if self.n_inputs else None)
 
     def jvp(self, x: Tensor, v: Tensor, inputs: Tensor | None = None) -> Tensor:
         """``J_F(x) v`` for (B, n) states and tangents -> (B, n); with inputs the state
@@ -285,7 +306,7 @@ class HybridField(nn.Module):
         self.check_inputs(x, inputs, "inputs")
         acts = self.mlp.activations(self.net_input(x, inputs))
         known = self.known.jvp(x, v) if inputs is None else torch.einsum("bij,bj->bi", self.known.jacobian(x, inputs), v)
-        return known + self.out_scale * self.mlp.jvp(acts, self._state_tangent(v, inputs)).output
+        return known + self._residual_tangent(acts, self.mlp.jvp(acts, self._tangent(acts.inputs, v)))
 
     def vjp(self, x: Tensor, u: Tensor, inputs: Tensor | None = None) -> Tensor:
         """``J_F(x)^T u`` for (B, n) states and cotangents ``u`` -> (B, n); with inputs the
@@ -301,10 +322,15 @@ class HybridField(nn.Module):
 
     def vjp_residual(self, acts: Activations, u: Tensor) -> Tensor:
         """``J_N^T u`` at the point of ``acts``, (B, n) -> (B, n); with inputs the state block
-        ``J_{N,x}^T u`` (the inputs are data, no cotangent flows to them)."""
-        if self.n_inputs:
-            return self.mlp.vjp_input(acts, self.out_scale * u)[:, : self.n_states] / self.in_scale
-        return self.mlp.vjp_input(acts, self.out_scale * u) / self.in_scale
+        ``J_{N,x}^T u`` (the inputs are data, no cotangent flows to them). With an envelope
+        ``acts.output`` must hold the MLP's output."""
+        obar = self.out_scale * u
+        if self._envelope is None:
+            zbar = self.mlp.vjp_input(acts, obar)
+        else:
+            w, dw = self.fade(acts.inputs)
+            zbar = self.mlp.vjp_input(acts, w * obar) + dw * (acts.output * obar).sum(dim=1, keepdim=True)
+        return self.input_map.pullback(acts.inputs, zbar, self.in_scale)
 
     def jacobian(self, x: Tensor, inputs: Tensor | None = None) -> Tensor:
         """The state Jacobian ``J_F(x)``, (B, n) -> (B, n, n), from n JVPs; with inputs
@@ -319,7 +345,7 @@ class HybridField(nn.Module):
         eye = torch.eye(self.n_states, dtype=x.dtype)
         for j in range(self.n_states):
             e = eye[j].expand_as(x)
-            cols.append(self.out_scale * self.mlp.jvp(acts, self._state_tangent(e, inputs)).output)
+            cols.append(self._residual_tangent(acts, self.mlp.jvp(acts, self._tangent(acts.inputs, e))))
         known = self.known.jacobian(x) if inputs is None else self.known.jacobian(x, inputs)
         return known + torch.stack(cols, dim=2)
 
@@ -342,7 +368,7 @@ class HybridField(nn.Module):
         Args:
             acts: MLP activations at the states.
             ubar: cotangent of ``N_theta(x)``, shape (B, n).
-            tangents: MLP tangents along ``v / s_in`` (from `jet`), needed with ``wbar``.
+            tangents: MLP tangents along the input tangent of ``v`` (from `jet`), needed with ``wbar``.
             wbar: cotangent of ``J_N(x) v`` with ``v`` held fixed, shape (B, n), or None.
             out: tensors to write the gradients into, matching `parameters_list` (e.g. the
                 parameters' ``.grad``), or None for new tensors (`TanhMLP.backward`).
@@ -350,8 +376,80 @@ class HybridField(nn.Module):
         Returns:
             Gradients matching `parameters_list`, summed over the batch (``out`` when given).
         """
+        obar = self.out_scale * ubar
         tbar = None if wbar is None else self.out_scale * wbar
-        return self.mlp.backward(acts, self.out_scale * ubar, tangents, tbar, out=out)
+        if self._envelope is not None:
+            w, dw = self.fade(acts.inputs)
+            obar = w * obar
+            if tbar is not None:
+                obar = obar + (dw * tangents.inputs).sum(dim=1, keepdim=True) * tbar
+                tbar = w * tbar
+        return self.mlp.backward(acts, obar, tangents, tbar, out=out)
+
+    # ----- trust envelope -------------------------------------------------------------------------
+    @property
+    def envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        """``(low, high, margin)`` of the trust envelope in ``z`` (each (width,)), or None."""
+        return self._envelope
+
+    @property
+    def _envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        """The envelope's buffers, looked up by name (``.to()`` replaces buffer tensors)."""
+        buffers = self._buffers
+        if "envelope_low" not in buffers:
+            return None
+        return buffers["envelope_low"], buffers["envelope_high"], buffers["envelope_margin"]
+
+    def set_envelope(self, low: Tensor, high: Tensor, margin: Tensor) -> None:
+        """Fade the residual outside the box ``[low, high]`` of the network's inputs (module doc,
+        `torch_ude.envelope`); the three travel in the state dict and the exported files.
+
+        Args:
+            low, high: the box in ``z``, (width,) each, finite, ``low <= high``.
+            margin: the fade band per column, (width,), positive.
+
+        Raises:
+            ValueError: for a wrong shape, non-finite values, ``low > high`` or a margin <= 0.
+        """
+        width = self.input_map.width
+        named = {"low": low, "high": high, "margin": margin}
+        values = {}
+        for name, t in named.items():
+            t = torch.as_tensor(t, dtype=self.dtype)
+            if t.shape != (width,) or not bool(torch.isfinite(t).all()):
+                raise ValueError(f"the envelope's {name} must be {width} finite numbers (one per network input "
+                                 f"column); got {t.tolist()}.")
+            values[name] = t
+        if bool((values["low"] > values["high"]).any()) or bool((values["margin"] <= 0).any()):
+            raise ValueError(f"the envelope needs low <= high and a positive margin per column; got low "
+                             f"{values['low'].tolist()}, high {values['high'].tolist()}, margin "
+                             f"{values['margin'].tolist()}.")
+        for name, t in values.items():
+            self.register_buffer(f"envelope_{name}", t.clone())
+
+    def fade(self, z: Tensor) -> tuple[Tensor, Tensor]:
+        """The envelope's fade ``w(z)`` (B, 1) and its gradient (B, width) (`torch_ude.envelope.fade`);
+        ``w = 1`` without an envelope."""
+        if self._envelope is None:
+            return torch.ones_like(z[:, :1]), torch.zeros_like(z)
+        return fade(z, *self._envelope)
+
+    def outside(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """Which states (N, n) [with inputs (N, n_u)] lie outside the envelope, (N,) bool; all
+        False without an envelope."""
+        if self._envelope is None:
+            return torch.zeros(x.shape[0], dtype=torch.bool)
+        low, high, _ = self._envelope
+        return outside(self.net_input(x, u), low, high)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        """Load a state dict; one that holds an envelope gives this field one (`set_envelope`)."""
+        names = [f"{prefix}envelope_{k}" for k in ("low", "high", "margin")]
+        if self._envelope is None and all(k in state_dict for k in names):
+            self.set_envelope(*(state_dict[k] for k in names))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def write_grad(self, grads: Sequence[Tensor]) -> None:
         """Store hand-written gradients in ``.grad`` so any ``torch.optim`` optimizer can step."""

@@ -92,6 +92,30 @@ def random_input_field(model: str, seed: int, linear: bool | str = False) -> Hyb
     return field
 
 
+def variant_field(known: str, seed: int, periodic: tuple[int, ...] = (), linear: bool | str = False) -> HybridField:
+    """A random float64 field (as `random_field` / `random_input_field`) on ``known`` (``"single"``,
+    ``"double"``: the Case C models; ``"torque"``, ``"coupled"``: models with inputs), reading the
+    ``periodic`` states as (sin, cos)."""
+    gen = torch.Generator().manual_seed(seed)
+    model = PLANTS[known]().known_field("C") if known in PLANTS else INPUT_MODELS[known]()
+    field = HybridField(model, generator=gen, last_layer_gain=1.0, linear=bool(linear),
+                        input_affine=linear == "affine", periodic=periodic)
+    n, m = field.n_states, field.n_inputs
+    field.set_scales(0.5 + torch.rand(n, generator=gen), 0.5 + torch.rand(n, generator=gen),
+                     (0.5 + torch.rand(m, generator=gen)) if m else None)
+    _randomize(field, gen)
+    return field
+
+
+def set_test_envelope(field: HybridField, x: torch.Tensor, u: torch.Tensor | None = None) -> None:
+    """A trust envelope on ``field`` around the first third of the rows of ``x`` [and ``u``], with a
+    fade band a fifth of the whole batch's spread: the other rows then lie inside, in the band and
+    beyond it."""
+    z = field.net_input(x, u)
+    core = z[: max(1, z.shape[0] // 3)]
+    field.set_envelope(core.amin(0), core.amax(0), 0.2 * (z.amax(0) - z.amin(0)) + 1e-3)
+
+
 def forced_pendulum_log(duration: float = 12.0, fs: float = 500.0, noise: float = 1e-3, jitter: float = 0.0,
                         damping: float = 0.05, seed: int = 0) -> dict[str, np.ndarray]:
     """A simulated log of the DFKI-like pendulum driven by a known torque, with viscous friction

@@ -1,4 +1,7 @@
 """HybridField: sizes, state derivatives against torch.func, input validation."""
+import copy
+import math
+
 import pytest
 import torch
 from torch.func import jacrev, jvp, vjp
@@ -6,7 +9,8 @@ from torch.func import jacrev, jvp, vjp
 from torch_ude import HybridField, SinglePendulum
 from torch_ude.mlp import TanhMLP
 from torch_ude.systems.controlled import TorquePendulumModel
-from tests.torch_ude.helpers import PLANTS, random_batch, random_field, random_input_field
+from tests.torch_ude.helpers import (PLANTS, random_batch, random_field, random_input_field, set_test_envelope,
+                                     variant_field)
 
 
 @pytest.mark.parametrize("plant,expected", [("single", 354), ("double", 420)])
@@ -257,3 +261,90 @@ def test_input_affine_needs_inputs_and_the_linear_term():
         TanhMLP((3, 16, 2), reads=2)
     with pytest.raises(ValueError, match="reads must lie between 1 and the input width 3; got 4"):
         TanhMLP((3, 16, 2), linear=True, reads=4)
+
+
+# ----- periodic states and the trust envelope ------------------------------------------------
+VARIANTS = [
+    ("single", (0,), False, False), ("single", (0,), True, False), ("single", (), True, True),
+    ("double", (0, 1), True, True), ("torque", (0,), True, False), ("torque", (0,), True, "affine"),
+    ("coupled", (1,), True, True), ("coupled", (), True, "affine"),
+]
+
+
+def _variant_data(field, batch, seed):
+    gen = torch.Generator().manual_seed(40 + seed)
+    x, v, w = (2.0 * torch.randn(batch, field.n_states, generator=gen) for _ in range(3))
+    u = udot = None
+    if field.n_inputs:
+        u, udot = (torch.randn(batch, field.n_inputs, generator=gen) for _ in range(2))
+    return x, v, w, u, udot
+
+
+@pytest.mark.parametrize("known,periodic,envelope,linear", VARIANTS)
+def test_state_derivatives_with_periodic_states_and_an_envelope_match_torch_func(known, periodic, envelope, linear):
+    field = variant_field(known, 7, periodic, linear)
+    x, v, w, u, udot = _variant_data(field, 24, 7)
+    if envelope:
+        set_test_envelope(field, x, u)  # the random states lie inside, in the band and beyond
+        fades = field.fade(field.net_input(x, u))[0]
+        assert bool((fades == 1).any()) and bool((fades == 0).any()) and bool(((fades > 0) & (fades < 1)).any())
+    f = (lambda xx: field.evaluate(xx)) if u is None else (lambda xx: field.evaluate(xx, u))
+    jac = torch.stack([jacrev(lambda xx, i=i: (field.evaluate(xx) if u is None else field.evaluate(xx, u[i:i + 1])))(
+        x[i:i + 1])[0, :, 0, :] for i in range(x.shape[0])])
+    assert torch.allclose(field.jacobian(x, u), jac, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(field.jvp(x, v, u), jvp(f, (x,), (v,))[1], rtol=1e-12, atol=1e-12)
+    assert torch.allclose(field.vjp(x, w, u), vjp(f, x)[1](w)[0], rtol=1e-12, atol=1e-12)
+    value = field.evaluate(x, u)
+    if u is None:
+        g_ref = jvp(field.evaluate, (x,), (value,))[1]
+    else:
+        g_ref = jvp(field.evaluate, (x, u), (value, udot))[1]
+    assert torch.allclose(field.lie_derivative(x, u, udot), g_ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("known,periodic", [("single", (0,)), ("double", (0, 1)), ("torque", (0,))])
+def test_a_periodic_state_turned_by_whole_turns_gives_the_same_field(known, periodic):
+    field = variant_field(known, 3, periodic)
+    x, _, _, u, _ = _variant_data(field, 9, 3)
+    turns = torch.zeros(field.n_states)
+    turns[list(periodic)] = 2 * math.pi * torch.tensor([3.0, -5.0][: len(periodic)])
+    assert torch.allclose(field.residual(x + turns, u), field.residual(x, u), atol=1e-12)
+    assert field.mlp.sizes[0] == field.n_states + len(periodic) + field.n_inputs
+
+
+def test_the_envelope_fades_the_residual_to_the_physics():
+    field = variant_field("torque", 5, (0,))
+    x, _, _, u, _ = _variant_data(field, 200, 5)
+    before = field.residual(x, u)
+    z = field.net_input(x, u)
+    field.set_envelope(z.amin(0), z.amax(0), torch.full((z.shape[1],), 0.1))
+    assert torch.equal(field.residual(x, u), before) and not bool(field.outside(x, u).any())
+    far = x + torch.tensor([0.0, 1000.0])
+    assert torch.equal(field.evaluate(far, u), field.known(far, u))
+    assert bool(field.outside(far, u).all())
+
+
+def test_the_envelope_travels_in_the_state_dict_and_through_dtype_changes():
+    field = variant_field("single", 2, (0,))
+    x = torch.randn(5, 2)
+    set_test_envelope(field, torch.randn(30, 2))
+    fresh = HybridField(field.known, periodic=(0,))
+    assert fresh.envelope is None
+    fresh.load_state_dict(field.state_dict())
+    assert torch.equal(fresh.evaluate(x), field.evaluate(x))
+    single = copy.deepcopy(field).to(torch.float32)
+    assert single.envelope[0].dtype == torch.float32
+    assert torch.allclose(single.evaluate(x.float()).double(), field.evaluate(x), atol=1e-5)
+
+
+def test_set_envelope_rejects_bad_boxes():
+    field = variant_field("single", 0, (0,))
+    ok = torch.zeros(3)
+    with pytest.raises(ValueError, match="3 finite numbers"):
+        field.set_envelope(torch.zeros(2), ok, ok + 1)
+    with pytest.raises(ValueError, match="low <= high and a positive margin"):
+        field.set_envelope(ok + 1, ok, ok + 1)
+    with pytest.raises(ValueError, match="low <= high and a positive margin"):
+        field.set_envelope(ok, ok, ok)
+    with pytest.raises(ValueError, match="periodic index 2 is out of range"):
+        HybridField(SinglePendulum().known_field("A"), periodic=(2,))

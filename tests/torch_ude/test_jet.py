@@ -14,7 +14,7 @@ import torch
 from torch.func import functional_call, grad, jvp
 
 from torch_ude import JetLoss
-from tests.torch_ude.helpers import random_batch, random_field, random_input_field
+from tests.torch_ude.helpers import random_batch, random_field, random_input_field, set_test_envelope, variant_field
 
 CONDITIONS = [
     (plant, case, lam2, batch, seed)
@@ -243,3 +243,61 @@ def test_input_loss_checks_its_inputs():
         loss.value_and_grad(field, x, xd, xdd, u=u, udot=bad)
     with pytest.raises(ValueError, match="has no inputs"):
         loss.value_and_grad(random_field("single", "A", 0), x, xd, xdd, u=u, udot=udot)
+
+
+# ----- periodic states and the trust envelope --------------------------------------------------
+VARIANT_CONDITIONS = [(known, periodic, envelope, linear, lam2)
+                      for known, periodic, envelope, linear in (
+                          ("single", (0,), False, False), ("single", (0,), True, True), ("double", (0, 1), True, False),
+                          ("torque", (0,), True, "affine"), ("coupled", (1,), True, True), ("coupled", (0, 1), False, False))
+                      for lam2 in (0.0, 0.1)]
+
+
+def _variant_batch(field, batch, seed):
+    gen = torch.Generator().manual_seed(900 + seed)
+    n, m = field.n_states, field.n_inputs
+    x, xd, xdd = (2.0 * torch.randn(batch, n, generator=gen) for _ in range(3))
+    u, udot = (torch.randn(batch, m, generator=gen) for _ in range(2)) if m else (None, None)
+    return x, xd, xdd, u, udot
+
+
+def _reference_loss(field, loss, x, xd, xdd, u, udot):
+    """The loss as a function of the field's weights by torch.func through the field's own forward
+    (the input map, the fade): G by forward mode along (F, udot)."""
+    names = [name for name, _ in field.named_parameters()]
+
+    def value(params):
+        p = dict(zip(names, params))
+        if u is None:
+            def f(xx):
+                return functional_call(field, p, (xx,))
+            val = f(x)
+            _, g = jvp(f, (x,), (val,))
+        else:
+            def f(xx, uu):
+                return functional_call(field, p, (xx, uu))
+            val = f(x, u)
+            _, g = jvp(f, (x, u), (val, udot))
+        r1, r2 = (xd - val) / loss.s1, (xdd - g) / loss.s2
+        return (loss.lambda1 * (r1 * r1).sum() + loss.lambda2 * (r2 * r2).sum()) / x.shape[0]
+
+    params = [p.detach() for _, p in field.named_parameters()]
+    order = {id(p): i for i, (_, p) in enumerate(field.named_parameters())}
+    return value, params, [order[id(p)] for p in field.parameters_list()]
+
+
+@pytest.mark.parametrize("known,periodic,envelope,linear,lam2", VARIANT_CONDITIONS)
+def test_gradient_with_periodic_states_and_an_envelope_matches_torch_func_and_complex_step(known, periodic, envelope,
+                                                                                            linear, lam2):
+    field = variant_field(known, 11, periodic, linear)
+    x, xd, xdd, u, udot = _variant_batch(field, 30, 11)
+    if envelope:
+        set_test_envelope(field, x, u)
+    loss = _loss_for(field, lam2, 11)
+    res = loss.value_and_grad(field, x, xd, xdd, u=u, udot=udot)
+    value, params, order = _reference_loss(field, loss, x, xd, xdd, u, udot)
+    ref = grad(value)(params)
+    assert _rel(res.grads, [ref[i] for i in order]) <= 1e-10
+    assert torch.allclose(res.loss, value(params), rtol=1e-12, atol=0)
+    data = (x, xd, xdd) if u is None else (x, xd, xdd, u, udot)
+    assert _rel(res.grads, _complex_step_grads(field, loss, *data)) <= 1e-11
