@@ -19,12 +19,36 @@ from torch_ude.field import HybridField
 from .build import build
 from .generate import DeviceSpec, headers_for
 
-__all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "COUNTERS", "STATUS"]
+__all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "calibration_error", "COUNTERS", "STATUS",
+           "CALIBRATION_FAILURES"]
 
 COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
             "boundary", "misfit", "accepted", "calibration_failures", "skipped_updates")
 STATUS = {0: "ok", 1: "skipped", -1: "null pointer", -2: "uninitialized", -3: "wrong channel count",
-          -4: "calibration failed", -5: "not ready", -6: "argument out of range"}
+          -4: "calibration failed: no valid window", -5: "not ready", -6: "argument out of range",
+          -7: "calibration failed: no complete window at the tap spacing m",
+          -8: "calibration failed: a zero or non-finite scale", -9: "the instance's bytes are inconsistent"}
+#: The C trainer's calibration failures (``TU_ERR_CAL_*`` in tu_status.h); each stops the trainer.
+CALIBRATION_FAILURES = (-4, -7, -8)
+
+
+def calibration_error(status: int, taps: int, m: int) -> ValueError:
+    """The error the Python trainer raises for the same calibration failure
+    (`torch_ude.calibration.calibrate`), for a C status of `CALIBRATION_FAILURES`.
+
+    Args:
+        status: the C status.
+        taps: the Savitzky-Golay taps 2M + 1.
+        m: the tap spacing the failed scale estimate used (the report's ``calibration.m``).
+    """
+    if status == -4:
+        return ValueError(f"the calibration record holds no {taps} consecutive valid samples.")
+    if status == -7:
+        return ValueError(f"the calibration record holds no complete SG window at tap spacing m = {m} "
+                          f"({(taps - 1) * m + 1} samples); lengthen the calibration phase.")
+    if status == -8:
+        return ValueError("calibration produced a zero or non-finite scale; the record shows no motion.")
+    raise ValueError(f"C status {status} is not a calibration failure.")
 
 
 def report_type(n: int) -> type[ctypes.Structure]:
@@ -32,7 +56,7 @@ def report_type(n: int) -> type[ctypes.Structure]:
     f32n = ctypes.c_float * n
 
     class Counters(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_uint32) for name in COUNTERS]
+        _fields_ = [(name, ctypes.c_uint64) for name in COUNTERS]
 
     class Calibration(ctypes.Structure):
         _fields_ = [("x_rms", f32n), ("s1", f32n), ("s2", f32n), ("sigma", f32n), ("sigma_rel", ctypes.c_float),
@@ -41,7 +65,7 @@ def report_type(n: int) -> type[ctypes.Structure]:
 
     class Report(ctypes.Structure):
         _fields_ = [("counters", Counters), ("calibration", Calibration), ("calibrated", ctypes.c_int32),
-                    ("updates", ctypes.c_int32), ("fill", ctypes.c_int32), ("seen", ctypes.c_uint32),
+                    ("fill", ctypes.c_int32), ("updates", ctypes.c_int64), ("seen", ctypes.c_uint64),
                     ("loss", ctypes.c_float), ("loss_r1", ctypes.c_float), ("loss_r2", ctypes.c_float),
                     ("grad_norm", ctypes.c_float), ("lr", ctypes.c_float), ("in_scale", f32n), ("out_scale", f32n)]
 
@@ -53,10 +77,11 @@ def report_dict(rep: ctypes.Structure) -> dict:
     cal = rep.calibration
     return {
         "counters": {name: int(getattr(rep.counters, name)) for name in COUNTERS},
-        "calibrated": bool(rep.calibrated), "updates": int(rep.updates), "fill": int(rep.fill),
+        "calibrated": rep.calibrated == 1, "calibration_status": int(min(rep.calibrated, 0)),
+        "updates": int(rep.updates), "fill": int(rep.fill),
         "seen": int(rep.seen), "loss": rep.loss, "loss_r1": rep.loss_r1, "loss_r2": rep.loss_r2,
         "grad_norm": rep.grad_norm, "lr": rep.lr, "in_scale": list(rep.in_scale), "out_scale": list(rep.out_scale),
-        "calibration": None if not rep.calibrated else {
+        "calibration": None if rep.calibrated != 1 else {
             "x_rms": list(cal.x_rms), "s1": list(cal.s1), "s2": list(cal.s2), "sigma": list(cal.sigma),
             "sigma_rel": cal.sigma_rel, "omega_c": cal.omega_c, "m": int(cal.m), "dt_eff": cal.dt_eff,
             "snr2": cal.snr2, "lambda2": cal.lambda2, "weight_decay": cal.weight_decay},
@@ -102,6 +127,7 @@ class CTrainer:
         f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
         lib.tu_trainer_size.restype = lib.tu_report_size.restype = ctypes.c_size_t
         lib.tu_trainer_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        lib.tu_trainer_restore.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         # push_chunk runs once per chunk: plain addresses (checked in push_chunk) keep its call cheap
         lib.tu_trainer_push_chunk.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
@@ -128,8 +154,10 @@ class CTrainer:
     def push_chunk(self, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray | None = None) -> int:
         """Ingest samples (k, n) with their ticks (k,) and segment ids (k,); returns the updates due.
 
-        A failed calibration is counted (``calibration_failures``) and restarts; it is not an
-        error here.
+        Raises:
+            ValueError: for arrays of the wrong shape, and when the calibration fails: the C
+                trainer then stops, and the message is the Python trainer's for the same cause
+                (`calibration_error`).
         """
         y = np.ascontiguousarray(y, dtype=np.float32)
         k = y.shape[0]
@@ -141,8 +169,9 @@ class CTrainer:
         self._count.value = 0
         status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks.ctypes.data, segment.ctypes.data,
                                                  y.ctypes.data, self.n, self._count_at)
-        if status not in (0, -4):
-            self._check(status, "push_chunk")
+        if status in CALIBRATION_FAILURES:
+            raise calibration_error(status, 2 * self.spec.stream.half_width + 1, self._report_raw().calibration.m)
+        self._check(status, "push_chunk")
         return self._count.value
 
     def steps(self, count: int) -> int:
@@ -150,20 +179,31 @@ class CTrainer:
         non-finite loss or gradient, are counted in ``report()["counters"]["skipped_updates"]``)."""
         self._count.value = 0
         status = self._lib.tu_trainer_steps(self._memory, int(count), self._count_at)
-        if status not in (0, 1, -5):
+        if status not in (0, 1, -5, *CALIBRATION_FAILURES):
             self._check(status, "steps")
         return self._count.value
 
     @property
     def ready(self) -> bool:
-        """True once the reservoir is full."""
-        return bool(self._lib.tu_trainer_ready(self._memory))
+        """True once the reservoir is full (False before, and after a failed calibration).
 
-    def report(self) -> dict:
-        """Counters, calibration, update count, reservoir fill, the last update's loss terms, scales."""
+        Raises:
+            RuntimeError: for an instance the C library refuses (uninitialized, corrupt).
+        """
+        status = self._lib.tu_trainer_ready(self._memory)
+        if status < 0 and status not in CALIBRATION_FAILURES:
+            self._check(status, "ready")
+        return status > 0
+
+    def _report_raw(self) -> ctypes.Structure:
         rep = self._report_type()
         self._check(self._lib.tu_trainer_report(self._memory, ctypes.byref(rep)), "report")
-        return report_dict(rep)
+        return rep
+
+    def report(self) -> dict:
+        """Counters, calibration (``calibration_status``: 0, or the C status of the failure that
+        stopped it), update count, reservoir fill, the last update's loss terms, scales."""
+        return report_dict(self._report_raw())
 
     def weights(self, ema: bool = True) -> np.ndarray:
         """The weights in `HybridField.parameters_list` order, flat float32: the EMA (or raw) ones."""
@@ -176,7 +216,17 @@ class CTrainer:
         return self._memory.raw
 
     def load_state_bytes(self, state: bytes) -> None:
-        """Restore an instance saved by `state_bytes` from a trainer of the same build."""
+        """Restore an instance saved by `state_bytes` from a trainer of the same build
+        (``tu_trainer_restore``: every index, size and weight is checked).
+
+        Raises:
+            ValueError: for bytes of another size, or bytes the C library finds inconsistent
+                (a damaged checkpoint); the instance is then uninitialized.
+        """
         if len(state) != self.static_bytes:
             raise ValueError(f"the saved C trainer has {len(state)} bytes; this build's has {self.static_bytes}.")
-        ctypes.memmove(self._memory, state, self.static_bytes)
+        status = self._lib.tu_trainer_restore(self._memory, bytes(state), self.static_bytes)
+        if status == -9:
+            raise ValueError("the saved C trainer's bytes are inconsistent (an index, a count or a weight out of "
+                             "range: a damaged checkpoint); resume from another checkpoint or start afresh.")
+        self._check(status, "restore")

@@ -57,10 +57,12 @@ class FirmwareRun:
 def run_firmware(elf: Path, args: list[str], cwd: str | Path, timeout_s: int = 300, icount: bool = False
                  ) -> FirmwareRun:
     """Run the firmware under QEMU with semihosting; ``args`` follow ``app.elf`` (paths relative
-    to ``cwd``); ``icount`` counts one instruction per ns of virtual time."""
+    to ``cwd``); ``icount`` counts one instruction per ns of virtual time (and tells the
+    firmware so with ``--icount``: only then does it print instruction counts)."""
     import time
 
     _need(QEMU)
+    args = ["--icount", *args] if icount else list(args)
     semi = ",".join(["enable=on", "target=native", "arg=app.elf", *(f"arg={a.replace(',', ',,')}" for a in args)])
     cmd = ["timeout", str(timeout_s), QEMU, "-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
            "-serial", "none", "-semihosting-config", semi, "-kernel", str(elf)]

@@ -40,8 +40,11 @@ typedef struct {
 } tu_calibration;
 
 /** Calibrate on the full record (TU_CAL_LEN samples). The outlier bits of record->flags and
- * record->scratch are overwritten. Returns TU_ERR_CALIBRATION when no valid window exists
- * or a scale is zero or not finite (out is then unspecified). */
+ * record->scratch are overwritten. Returns, as torch_ude.calibration.calibrate raises:
+ * TU_ERR_CAL_NO_WINDOW when the record holds no TU_TAPS consecutive valid samples (the noise
+ * estimate), TU_ERR_CAL_NO_SPAN when it holds no complete window at the tap spacing m (out->m
+ * is that m), TU_ERR_CAL_ZERO_SCALE when a scale is zero or not finite; out is otherwise
+ * unspecified then. */
 tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibration *out);
 
 #endif /* TU_CALIBRATION_H */

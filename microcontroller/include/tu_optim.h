@@ -5,12 +5,14 @@
 #ifndef TU_OPTIM_H
 #define TU_OPTIM_H
 
+#include <stdint.h>
+
 /** Adam state of n parameters (the moment arrays are owned by the caller). */
 typedef struct {
     float *exp_avg;     /**< first moments, n floats */
     float *exp_avg_sq;  /**< second moments, n floats */
     int n;              /**< number of parameters */
-    int step;           /**< steps taken (the bias corrections use step + 1 next) */
+    int64_t step;       /**< steps taken (the bias corrections use step + 1 next); 64-bit: never wraps */
 } tu_adam;
 
 /** Clip grad (the concatenation of the tensors of the given sizes) to norm max_norm:
@@ -21,8 +23,10 @@ float tu_clip_grad_norm(float *grad, const int *tensor_sizes, int n_tensors, flo
 /** One AdamW step (beta1 0.9, beta2 0.999, eps 1e-8): p *= 1 - lr wd, then Adam. */
 void tu_adamw_step(tu_adam *adam, float *params, const float *grad, float lr, float weight_decay);
 
-/** Cosine annealing: lr_min + (lr0 - lr_min) (1 + cos(pi t / total)) / 2 for step t in [0, total]. */
-float tu_cosine_lr(int step, int total, float lr0, float lr_min);
+/** Cosine annealing: lr_min + (lr0 - lr_min) (1 + cos(pi t / total)) / 2 for step t in [0, total],
+ * and lr_min from t = total on (a device keeps training past the schedule at its last rate;
+ * torch's CosineAnnealingLR would climb back, the Python trainer stops at total). */
+float tu_cosine_lr(int64_t step, int64_t total, float lr0, float lr_min);
 
 /** ema <- ema + weight (params - ema) with weight = 1 - decay, or a copy of params on the
  * first update. */

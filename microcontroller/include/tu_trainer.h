@@ -23,7 +23,13 @@
  * Updates (tu_trainer_step): a minibatch of TU_BATCH jets drawn uniformly from the reservoir,
  * the exact jet gradient (Eq. 14-16), gradient-norm clipping, AdamW with the cosine schedule
  * over TU_MAX_STEPS and the noise-adaptive weight decay, and the EMA of the weights. An update
- * whose loss or gradient is not finite is skipped (the weights never become non-finite). */
+ * whose loss or gradient is not finite is skipped (the weights never become non-finite). After
+ * TU_MAX_STEPS updates the rate stays at its last value (TU_LR_MIN): a device may keep training
+ * on the live stream past the schedule, which the Python trainer does not (it stops there).
+ *
+ * For a device that runs for months: every count and tick is 64-bit (no wrap), the due count of
+ * push_chunk is bounded, a failed calibration stops the trainer with its cause, and a restored
+ * checkpoint is checked before use. */
 #ifndef TU_TRAINER_H
 #define TU_TRAINER_H
 
@@ -41,56 +47,64 @@
 #define TU_RING_LEN ((TU_TAPS - 1) * TU_M_MAX + 1)  /* the newest sample and the span before it */
 #define TU_STREAM_RESERVOIR 1u  /* PCG32 stream of the reservoir's replacement draws */
 #define TU_STREAM_BATCH 2u      /* PCG32 stream of the minibatch indices */
+/* the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick */
+#define TU_DUE_SPAN ((int64_t)TU_FS > (int64_t)TU_TRAIN_EVERY ? (int64_t)TU_FS : (int64_t)TU_TRAIN_EVERY)
 
-/** Event counts, as in torch_ude.stream (plus the C-only calibration restarts). */
+/** Event counts, as in torch_ude.stream (plus the C-only calibration failures). 64-bit: at
+ * 1 kHz a 32-bit count would wrap after 49.7 days; these never do. */
 typedef struct {
-    uint32_t samples;              /**< samples that arrived (in order) */
-    uint32_t nonfinite_samples;    /**< of which some channel was NaN/Inf */
-    uint32_t out_of_order;         /**< dropped: tick not increasing */
-    uint32_t gaps;                 /**< ticks that skipped ahead */
-    uint32_t long_gaps;            /**< of which too long to bridge */
-    uint32_t bridged;              /**< samples filled by interpolation */
-    uint32_t windows;              /**< windows formed after calibration */
-    uint32_t nonfinite;            /**< rejected: a non-finite tap */
-    uint32_t boundary;             /**< rejected: across a segment boundary */
-    uint32_t misfit;               /**< rejected by the misfit gate */
-    uint32_t accepted;             /**< offered to the reservoir */
-    uint32_t calibration_failures; /**< calibrations that failed and restarted */
-    uint32_t skipped_updates;      /**< updates skipped for a non-finite loss or gradient */
+    uint64_t samples;              /**< samples that arrived (in order) */
+    uint64_t nonfinite_samples;    /**< of which some channel was NaN/Inf */
+    uint64_t out_of_order;         /**< dropped: tick not increasing */
+    uint64_t gaps;                 /**< ticks that skipped ahead */
+    uint64_t long_gaps;            /**< of which too long to bridge */
+    uint64_t bridged;              /**< samples filled by interpolation */
+    uint64_t windows;              /**< windows formed after calibration */
+    uint64_t nonfinite;            /**< rejected: a non-finite tap */
+    uint64_t boundary;             /**< rejected: across a segment boundary */
+    uint64_t misfit;               /**< rejected by the misfit gate */
+    uint64_t accepted;             /**< offered to the reservoir */
+    uint64_t calibration_failures; /**< calibrations that failed (0 or 1: a failure stops the trainer) */
+    uint64_t skipped_updates;      /**< updates skipped for a non-finite loss or gradient */
 } tu_counters;
 
 /** A snapshot for logs and the Python binding. */
 typedef struct {
     tu_counters counters;
-    tu_calibration calibration;  /**< valid when calibrated */
-    int32_t calibrated;          /**< 1 once calibration succeeded */
-    int32_t updates;             /**< updates made */
+    tu_calibration calibration;  /**< valid when calibrated is 1 */
+    int32_t calibrated;          /**< 1 once calibration succeeded, 0 before, or the TU_ERR_CAL_* status of
+                                      the failed calibration that stopped the trainer */
     int32_t fill;                /**< reservoir slots in use */
-    uint32_t seen;               /**< jets offered to the reservoir */
+    int64_t updates;             /**< updates made */
+    uint64_t seen;               /**< jets offered to the reservoir */
     float loss, loss_r1, loss_r2;  /**< of the last update (loss_r2 NaN when not evaluated) */
     float grad_norm, lr;           /**< of the last update, before clipping / the rate used */
     float in_scale[TU_N], out_scale[TU_N];
 } tu_report;
 
 /** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). It holds no pointers,
- * so its bytes are a complete checkpoint (tu_model_tables() are read where needed). */
+ * so its bytes are a complete checkpoint (tu_model_tables() are read where needed): save them,
+ * and bring them back with tu_trainer_restore, which checks every index and size in them.
+ * The 8-byte members come first, so the struct has no padding inside. */
 typedef struct {
     uint32_t magic;
-    tu_prng reservoir_rng;  /**< reservoir replacement slots (seed, stream TU_STREAM_RESERVOIR) */
-    tu_prng batch_rng;      /**< minibatch indices (seed, stream TU_STREAM_BATCH) */
+    int32_t calibrated;      /**< 0 calibrating, 1 calibrated, or the TU_ERR_CAL_* status that stopped it */
+    tu_prng reservoir_rng;   /**< reservoir replacement slots (seed, stream TU_STREAM_RESERVOIR) */
+    tu_prng batch_rng;       /**< minibatch indices (seed, stream TU_STREAM_BATCH) */
+    int64_t last_tick;       /**< the newest arrived sample is the newest record or ring entry */
+    uint64_t seen;           /**< jets offered to the reservoir */
+    int64_t adam_step;       /**< updates made (the schedule's step) */
+    tu_counters counters;
     /* stream */
     int32_t have_last;
     int32_t last_segment;
-    int64_t last_tick;       /* the newest arrived sample is the newest record or ring entry */
-    uint32_t key;            /**< segment key: count of segment breaks */
-    int32_t calibrated;
-    int32_t cal_fill;
+    uint32_t key;            /**< segment key: count of segment breaks (only its low 14 bits are used) */
+    int32_t cal_fill;        /**< samples in the calibration record (< TU_CAL_LEN while calibrating) */
     tu_calibration cal;
     float ring[TU_RING_LEN][TU_N];
     int32_t ring_head;       /**< slot of the next sample */
-    uint32_t run;            /**< samples since the last segment break, the newest included */
+    uint32_t run;            /**< samples since the last segment break, the newest included (capped) */
     tu_gate gate;
-    uint32_t seen;           /**< jets offered to the reservoir */
     union {
         float reservoir[TU_CAPACITY][TU_JET_ROWS][TU_N]; /**< (x_hat, xdot_hat[, xddot_hat]) per slot */
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
@@ -103,10 +117,14 @@ typedef struct {
     float ema[TU_NUM_PARAMS];
     float in_scale[TU_N];
     float out_scale[TU_N];
-    int32_t adam_step;       /**< updates made (the schedule's step) */
     float last_loss, last_loss_r1, last_loss_r2, last_grad_norm;
-    tu_counters counters;
 } tu_trainer;
+
+#if defined(TU_RAM_BUDGET) && TU_RAM_BUDGET > 0
+/* the generator refused a configuration whose instance exceeds the target's RAM budget; this
+ * repeats the check for the compiler (a negative array size: C99 has no _Static_assert) */
+typedef char tu_trainer_fits_the_ram_budget[sizeof(tu_trainer) <= (size_t)TU_RAM_BUDGET ? 1 : -1];
+#endif
 
 /** Bytes of one instance (for callers that allocate it themselves, e.g. Python). */
 size_t tu_trainer_size(void);
@@ -118,27 +136,43 @@ size_t tu_report_size(void);
  * PRNGs seeded from `seed`. */
 tu_status tu_trainer_init(tu_trainer *self, uint64_t seed);
 
+/** Restore an instance from `size` bytes saved from one of the same build (a checkpoint):
+ * TU_ERR_ARGUMENT unless size == tu_trainer_size(); TU_ERR_CORRUPT (and self left
+ * uninitialized) when the bytes are not a trainer of this build or hold an index, a count, a
+ * status or a tap spacing out of range, or a weight, moment or scale that is not finite (or a
+ * negative second moment). `bytes` may be unaligned; it must not overlap self. */
+tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size);
+
 /** Ingest one sample: its tick (sample index at TU_FS), segment id (0 if the sensor has none;
  * a change starts a new segment) and n_channels == TU_N values. Returns TU_OK (also for a
- * dropped or rejected sample, which is counted) or an error (TU_ERR_CALIBRATION when the
- * calibration it completed failed; it then restarts). */
+ * dropped or rejected sample, which is counted) or an error. The push that completes the
+ * calibration record returns TU_ERR_CAL_* if the calibration fails; the trainer then stops
+ * (see tu_status.h): later pushes return the same status and ingest nothing. */
 tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y, int n_channels);
 
 /** Ingest `count` samples (y row-major, count x n_channels) and report in *due how many updates
  * the training rate asks for now: the number of multiples of TU_TRAIN_EVERY ticks crossed
- * since the chunk began, once the reservoir is full (0 before). Returns the first error. */
+ * since the chunk began, once the reservoir is full (0 before), as torch_ude.update.due_updates
+ * counts them, except that a gap between two samples counts at most TU_DUE_SPAN ticks (one
+ * second of stream, at least one training tick): a sensor that was silent, or a tick that
+ * jumped ahead, asks for at most one second's updates, never billions. Returns the first
+ * error. */
 tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *ticks, const int32_t *segments,
                                 const float *y, int n_channels, int *due);
 
-/** 1 once the reservoir is full (the live stream trains from then on). */
+/** 1 once the reservoir is full (the live stream trains from then on), 0 before, or a
+ * negative status: TU_ERR_NULL, TU_ERR_UNINITIALIZED, TU_ERR_CORRUPT, or the TU_ERR_CAL_*
+ * status of a failed calibration. Test it with `> 0`. */
 int tu_trainer_ready(const tu_trainer *self);
 
 /** One update (see the file comment). TU_ERR_NOT_READY before calibration or with fewer than
- * TU_BATCH jets; TU_SKIPPED for a non-finite loss or gradient. */
+ * TU_BATCH jets; the TU_ERR_CAL_* status after a failed calibration; TU_SKIPPED for a
+ * non-finite loss or gradient. */
 tu_status tu_trainer_step(tu_trainer *self);
 
-/** Run `count` updates; stops at the first error. *done (may be NULL) receives the number of
- * updates applied (skipped ones are counted in counters.skipped_updates, not here). */
+/** Run `count` >= 0 updates; stops at the first error (TU_ERR_ARGUMENT for count < 0, and the
+ * instance's errors even for count 0). *done (may be NULL) receives the number of updates
+ * applied (skipped ones are counted in counters.skipped_updates, not here). */
 tu_status tu_trainer_steps(tu_trainer *self, int count, int *done);
 
 /** Copy TU_NUM_PARAMS weights into out: which = 0 the raw weights, 1 the EMA (the raw weights

@@ -124,7 +124,7 @@ static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float s
         }
     }
     if (count == 0) {
-        return TU_ERR_CALIBRATION;
+        return TU_ERR_CAL_NO_WINDOW;
     }
     for (c = 0; c < TU_N; ++c) {
         sigma[c] = sqrtf(sum[c] / (float)count / model->sg_noise_gain);
@@ -155,7 +155,7 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
         ++count;
     }
     if (count == 0) {
-        return TU_ERR_CALIBRATION;
+        return TU_ERR_CAL_NO_SPAN;
     }
     for (d = 0; d < 3; ++d) {
         for (c = 0; c < TU_N; ++c) {
@@ -164,7 +164,7 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
             const float signal = p - noise_sd * noise_sd;
             outs[d][c] = sqrtf(signal > 0.01f * p ? signal : 0.01f * p);
             if (!(outs[d][c] > 0.0f) || !tu_finite(outs[d][c])) {
-                return TU_ERR_CALIBRATION;
+                return TU_ERR_CAL_ZERO_SCALE;
             }
         }
     }
@@ -186,6 +186,7 @@ tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibrat
     for (round = 0; round < (adaptive ? TU_MAX_ROUNDS : 1); ++round) {
         float rel = 0.0f, omega = 0.0f, steps;
         int new_m;
+        out->m = m;  /* named by a failure */
         st = tu_scales(record, model, m, out->sigma, out->x_rms, out->s1, out->s2);
         if (st != TU_OK) {
             return st;

@@ -58,10 +58,13 @@ void tu_adamw_step(tu_adam *adam, float *params, const float *grad, float lr, fl
     }
 }
 
-float tu_cosine_lr(int step, int total, float lr0, float lr_min)
+float tu_cosine_lr(int64_t step, int64_t total, float lr0, float lr_min)
 {
     if (total < 1) {
         return lr0;
+    }
+    if (step >= total) {
+        return lr_min;
     }
     return lr_min + (lr0 - lr_min) * 0.5f * (1.0f + cosf(TU_PI * (float)step / (float)total));
 }

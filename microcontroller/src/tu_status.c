@@ -1,6 +1,11 @@
 /* Human-readable status strings. */
 #include "tu_status.h"
 
+int tu_status_is_calibration(tu_status status)
+{
+    return status == TU_ERR_CAL_NO_WINDOW || status == TU_ERR_CAL_NO_SPAN || status == TU_ERR_CAL_ZERO_SCALE;
+}
+
 const char *tu_status_string(tu_status status)
 {
     switch (status) {
@@ -14,12 +19,21 @@ const char *tu_status_string(tu_status status)
         return "the trainer was not initialized: call tu_trainer_init first";
     case TU_ERR_CHANNELS:
         return "the sample does not have TU_N channels";
-    case TU_ERR_CALIBRATION:
-        return "calibration failed (no complete valid window or a zero scale); it restarts on the next samples";
+    case TU_ERR_CAL_NO_WINDOW:
+        return "calibration failed: the record holds no TU_TAPS consecutive valid samples; the trainer stopped "
+               "(check the sensor, then tu_trainer_init)";
     case TU_ERR_NOT_READY:
         return "not ready to update: calibration unfinished or fewer samples than one minibatch";
     case TU_ERR_ARGUMENT:
         return "an argument was out of range";
+    case TU_ERR_CAL_NO_SPAN:
+        return "calibration failed: the record holds no complete window at the tap spacing m; the trainer stopped "
+               "(lengthen the calibration phase, then tu_trainer_init)";
+    case TU_ERR_CAL_ZERO_SCALE:
+        return "calibration failed: a zero or non-finite scale, the record shows no motion; the trainer stopped "
+               "(excite the plant, then tu_trainer_init)";
+    case TU_ERR_CORRUPT:
+        return "the trainer's state is inconsistent (a damaged checkpoint); call tu_trainer_init";
     }
     return "unknown status";
 }

@@ -1,5 +1,7 @@
 /* The streaming trainer of Algorithm 1: stream ingestion, calibration hand-off, windows,
  * reservoir, updates. Float32, static memory; see tu_trainer.h. */
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -12,12 +14,62 @@
 #define TU_MAGIC 0x54554445u  /* "TUDE" */
 #define TU_SPAN(m) ((TU_TAPS - 1) * (m))
 
+/* A stopped trainer's state: 0 calibrating, 1 calibrated, or the failed calibration's status. */
+static int tu_calibration_state_valid(int32_t calibrated)
+{
+    return calibrated == 0 || calibrated == 1 || tu_status_is_calibration((tu_status)calibrated);
+}
+
+/* Every index, count, state and tap spacing of an instance in range: what a damaged checkpoint
+ * could otherwise turn into an access out of bounds, a division by zero or an overflow. */
+static int tu_indices_valid(const tu_trainer *self)
+{
+    const int m = self->cal.m;
+    return tu_calibration_state_valid(self->calibrated) && (self->have_last == 0 || self->have_last == 1)
+           && self->cal_fill >= 0 && self->cal_fill <= TU_CAL_LEN && (self->calibrated != 0 || self->cal_fill < TU_CAL_LEN)
+           && self->ring_head >= 0
+           && self->ring_head < TU_RING_LEN && self->gate.head >= 0
+           && self->gate.head < TU_GATE_HISTORY && self->gate.count >= 0 && self->gate.count <= TU_GATE_HISTORY
+           && self->adam_step >= 0
+           && (self->calibrated != 1 || (m >= 1 && m <= TU_M_MAX && (TU_M_FIXED == 0 || m == TU_M_FIXED)));
+}
+
 static tu_status tu_check(const tu_trainer *self)
 {
     if (self == NULL) {
         return TU_ERR_NULL;
     }
-    return self->magic == TU_MAGIC ? TU_OK : TU_ERR_UNINITIALIZED;
+    if (self->magic != TU_MAGIC) {
+        return TU_ERR_UNINITIALIZED;
+    }
+    return tu_indices_valid(self) ? TU_OK : TU_ERR_CORRUPT;
+}
+
+/* All n values finite (and >= low: 0 for second moments, the smallest positive float for scales). */
+static int tu_all_finite(const float *v, int n, float low)
+{
+    int i;
+    for (i = 0; i < n; ++i) {
+        if (!tu_finite(v[i]) || v[i] < low) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The values a restored instance computes with: weights, moments, scales and, once calibrated,
+ * the calibration's scales, tap interval, lambda2 and weight decay. */
+static int tu_values_valid(const tu_trainer *self)
+{
+    const tu_calibration *cal = &self->cal;
+    const int calibration = self->calibrated != 1
+                            || (tu_all_finite(cal->s1, TU_N, FLT_MIN) && tu_all_finite(cal->s2, TU_N, FLT_MIN)
+                                && tu_all_finite(&cal->dt_eff, 1, FLT_MIN) && tu_all_finite(&cal->lambda2, 1, 0.0f)
+                                && tu_all_finite(&cal->weight_decay, 1, 0.0f));
+    return calibration && tu_all_finite(self->params, TU_NUM_PARAMS, -INFINITY)
+           && tu_all_finite(self->ema, TU_NUM_PARAMS, -INFINITY) && tu_all_finite(self->exp_avg, TU_NUM_PARAMS, -INFINITY)
+           && tu_all_finite(self->exp_avg_sq, TU_NUM_PARAMS, 0.0f) && tu_all_finite(self->in_scale, TU_N, FLT_MIN)
+           && tu_all_finite(self->out_scale, TU_N, FLT_MIN);
 }
 
 static int tu_stride(const tu_trainer *self)
@@ -27,7 +79,7 @@ static int tu_stride(const tu_trainer *self)
 
 static int tu_fill(const tu_trainer *self)
 {
-    return self->seen < (uint32_t)TU_CAPACITY ? (int)self->seen : TU_CAPACITY;
+    return self->seen < (uint64_t)TU_CAPACITY ? (int)self->seen : TU_CAPACITY;
 }
 
 static int64_t tu_floor_div(int64_t a, int64_t b)
@@ -39,8 +91,9 @@ static int64_t tu_floor_div(int64_t a, int64_t b)
     return q;
 }
 
-/* The learning rate of the update after `step` updates (cosine over TU_MAX_STEPS, or constant). */
-static float tu_trainer_lr(int32_t step)
+/* The learning rate of the update after `step` updates (cosine over TU_MAX_STEPS, then its last
+ * rate; or constant). */
+static float tu_trainer_lr(int64_t step)
 {
     return TU_SCHEDULE_COSINE ? tu_cosine_lr(step, TU_MAX_STEPS, TU_LR, TU_LR_MIN) : TU_LR;
 }
@@ -73,6 +126,22 @@ tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
     self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
     tu_gate_reset(&self->gate);
     self->magic = TU_MAGIC;
+    return TU_OK;
+}
+
+tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size)
+{
+    if (self == NULL || bytes == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (size != sizeof *self) {
+        return TU_ERR_ARGUMENT;
+    }
+    memcpy(self, bytes, sizeof *self);
+    if (self->magic != TU_MAGIC || !tu_indices_valid(self) || !tu_values_valid(self)) {
+        self->magic = 0u;  /* every call now returns TU_ERR_UNINITIALIZED until init */
+        return TU_ERR_CORRUPT;
+    }
     return TU_OK;
 }
 
@@ -136,20 +205,19 @@ static void tu_start_streaming(tu_trainer *self)
 static void tu_reservoir_offer(tu_trainer *self, const float *jet)
 {
     uint32_t slot;
-    if (TU_BUFFER_RESERVOIR && self->seen >= (uint32_t)TU_CAPACITY) {
-        /* Vitter's algorithm R; with a forgetting window W the bound stops growing at W */
-        const uint32_t cap = TU_FORGET_WINDOW > 0 ? (uint32_t)TU_FORGET_WINDOW - 1u : UINT32_MAX - 1u;
-        const uint32_t bound = (self->seen < cap ? self->seen : cap) + 1u;
+    if (TU_BUFFER_RESERVOIR && self->seen >= (uint64_t)TU_CAPACITY) {
+        /* Vitter's algorithm R; with a forgetting window W the bound stops growing at W, and
+         * without one at 2^32 - 1 (PCG32 draws 32 bits; a jet is then kept with p < 1e-6 anyway) */
+        const uint64_t cap = TU_FORGET_WINDOW > 0 ? (uint64_t)TU_FORGET_WINDOW - 1u : (uint64_t)UINT32_MAX - 1u;
+        const uint32_t bound = (uint32_t)(self->seen < cap ? self->seen : cap) + 1u;
         slot = tu_prng_below(&self->reservoir_rng, bound);
     } else {
-        slot = self->seen % (uint32_t)TU_CAPACITY;  /* filling, or FIFO */
+        slot = (uint32_t)(self->seen % (uint64_t)TU_CAPACITY);  /* filling, or FIFO */
     }
     if (slot < (uint32_t)TU_CAPACITY) {
         memcpy(self->mem.reservoir[slot], jet, sizeof self->mem.reservoir[0]);
     }
-    if (self->seen < UINT32_MAX) {
-        ++self->seen;
-    }
+    ++self->seen;  /* 64-bit: does not wrap */
 }
 
 /* The window of TU_TAPS taps m apart ending at the newest sample. */
@@ -196,6 +264,9 @@ static void tu_window(tu_trainer *self)
 /* One sample after bridging: calibration record, or ring and window. */
 static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], int bridged, int brk)
 {
+    if (self->calibrated < 0) {  /* a bridged sample before this one failed the calibration */
+        return (tu_status)self->calibrated;
+    }
     if (brk) {
         ++self->key;
     }
@@ -208,9 +279,10 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], in
             return TU_OK;
         }
         st = tu_calibrate(rec, tu_model_tables(), &self->cal);
-        if (st != TU_OK) {
+        if (st != TU_OK) {  /* the trainer stops, as the Python trainer does (tu_status.h) */
             ++self->counters.calibration_failures;
             self->cal_fill = 0;
+            self->calibrated = (int32_t)st;
             return st;
         }
         tu_start_streaming(self);
@@ -235,6 +307,9 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
     }
     if (n_channels != TU_N) {
         return TU_ERR_CHANNELS;
+    }
+    if (self->calibrated < 0) {
+        return (tu_status)self->calibrated;
     }
     if (self->have_last && tick <= self->last_tick) {
         ++self->counters.out_of_order;
@@ -287,15 +362,32 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
 
 int tu_trainer_ready(const tu_trainer *self)
 {
-    return tu_check(self) == TU_OK && self->calibrated && self->seen >= (uint32_t)TU_CAPACITY;
+    const tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (self->calibrated < 0) {
+        return self->calibrated;
+    }
+    return self->calibrated == 1 && self->seen >= (uint64_t)TU_CAPACITY;
+}
+
+/* Multiples of TU_TRAIN_EVERY in (lo, hi], with a gap longer than TU_DUE_SPAN cut to its last
+ * TU_DUE_SPAN ticks (negative when hi < lo: the first sample of a stream at a negative tick). */
+static int64_t tu_crossings(int64_t lo, int64_t hi)
+{
+    if (hi > lo && (uint64_t)hi - (uint64_t)lo > (uint64_t)TU_DUE_SPAN) {
+        lo = hi - TU_DUE_SPAN;
+    }
+    return tu_floor_div(hi, TU_TRAIN_EVERY) - tu_floor_div(lo, TU_TRAIN_EVERY);
 }
 
 tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *ticks, const int32_t *segments,
                                 const float *y, int n_channels, int *due)
 {
     tu_status st = tu_check(self), first = TU_OK;
-    int i, had_last;
-    int64_t before;
+    int64_t crossings = 0;
+    int i;
     if (st != TU_OK) {
         return st;
     }
@@ -309,16 +401,18 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
     if (count < 0) {
         return TU_ERR_ARGUMENT;
     }
-    had_last = self->have_last;
-    before = self->last_tick;
     for (i = 0; i < count; ++i) {
+        const int had_last = self->have_last;
+        const int64_t before = self->last_tick;
         st = tu_trainer_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_N, TU_N);
         first = first != TU_OK ? first : st;
+        if (self->have_last && (!had_last || self->last_tick != before)) {
+            /* summed per sample: the same total as due_updates(before the chunk, after it) */
+            crossings += tu_crossings(had_last ? before : -1, self->last_tick);
+        }
     }
-    if (tu_trainer_ready(self) && self->have_last) {
-        const int64_t lo = had_last ? before : -1;
-        const int64_t n = tu_floor_div(self->last_tick, TU_TRAIN_EVERY) - tu_floor_div(lo, TU_TRAIN_EVERY);
-        *due = n < 0 ? 0 : (n > 2147483647 ? 2147483647 : (int)n);
+    if (tu_trainer_ready(self) > 0) {
+        *due = crossings < 0 ? 0 : (crossings > INT_MAX ? INT_MAX : (int)crossings);
     }
     return first;
 }
@@ -335,8 +429,11 @@ tu_status tu_trainer_step(tu_trainer *self)
     if (st != TU_OK) {
         return st;
     }
+    if (self->calibrated < 0) {
+        return (tu_status)self->calibrated;
+    }
     fill = tu_fill(self);
-    if (!self->calibrated || fill < TU_BATCH) {
+    if (self->calibrated != 1 || fill < TU_BATCH) {
         return TU_ERR_NOT_READY;
     }
     lr = tu_trainer_lr(self->adam_step);
@@ -387,9 +484,18 @@ tu_status tu_trainer_step(tu_trainer *self)
 
 tu_status tu_trainer_steps(tu_trainer *self, int count, int *done)
 {
-    tu_status st = TU_OK;
+    tu_status st = tu_check(self);
     int i;
     int made = 0;
+    if (done != NULL) {
+        *done = 0;
+    }
+    if (st != TU_OK) {
+        return st;
+    }
+    if (count < 0) {
+        return TU_ERR_ARGUMENT;
+    }
     for (i = 0; i < count; ++i) {
         st = tu_trainer_step(self);
         if (st < 0) {
@@ -433,8 +539,8 @@ tu_status tu_trainer_report(const tu_trainer *self, tu_report *out)
     out->calibration = self->cal;
     out->calibrated = self->calibrated;
     out->updates = self->adam_step;
-    out->fill = self->calibrated ? tu_fill(self) : 0;
-    out->seen = self->calibrated ? self->seen : 0u;
+    out->fill = self->calibrated == 1 ? tu_fill(self) : 0;
+    out->seen = self->calibrated == 1 ? self->seen : 0u;
     out->loss = self->last_loss;
     out->loss_r1 = self->last_loss_r1;
     out->loss_r2 = self->last_loss_r2;

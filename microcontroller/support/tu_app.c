@@ -9,8 +9,8 @@
 typedef struct {
     tu_clock clock;
     uint64_t last;
-    int32_t reported;
-    int32_t every;
+    int64_t reported;
+    int64_t every;
     int64_t tick;
 } tu_progress;
 
@@ -22,10 +22,10 @@ static void tu_report_line(const tu_trainer *trainer, tu_status status, tu_progr
     if (r.updates - p->reported < p->every) {
         return;
     }
-    printf("update %d (t %.2f s): %s, loss %.5g, c_hat %.4f, %lu %s per update\n", (int)r.updates,
+    printf("update %lld (t %.2f s): %s, loss %.5g, c_hat %.4f, %llu %s per update\n", (long long)r.updates,
            (double)((float)p->tick / TU_FS), tu_status_string(status), (double)r.loss,
-           (double)tu_pendulum_damping(trainer), (unsigned long)((now - p->last) / (uint64_t)(r.updates - p->reported)),
-           p->clock.unit);
+           (double)tu_pendulum_damping(trainer),
+           (unsigned long long)((now - p->last) / (uint64_t)(r.updates - p->reported)), p->clock.unit);
     p->reported = r.updates;
     p->last = p->clock.now();
 }
@@ -53,7 +53,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
         for (i = 0; i < TU_TRAIN_EVERY; ++i, ++tick) {
             if (tick == change) {
                 sim.truth.damping = damping_after;
-                printf("tick %ld: the plant's damping becomes %.3f\n", (long)tick, (double)damping_after);
+                printf("tick %lld: the plant's damping becomes %.3f\n", (long long)tick, (double)damping_after);
             }
             ticks[i] = tick;
             segments[i] = tu_pendulum_sim_next(&sim, y[i]);
@@ -61,7 +61,10 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
         p.tick = tick;
         st = tu_trainer_push_chunk(trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_N, &due);
         if (st < 0) {
-            printf("tick %ld: %s\n", (long)tick, tu_status_string(st));
+            printf("tick %lld: %s\n", (long long)tick, tu_status_string(st));
+            if (tu_trainer_ready(trainer) < 0) {
+                return tu_pendulum_damping(trainer); /* stopped (a failed calibration): nothing will train */
+            }
         }
         while (due-- > 0) {
             st = tu_trainer_step(trainer);
@@ -69,7 +72,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
         }
     }
     tu_trainer_report(trainer, &r);
-    while (r.updates < TU_MAX_STEPS && (st = tu_trainer_step(trainer)) != TU_ERR_NOT_READY) {
+    while (r.updates < TU_MAX_STEPS && (st = tu_trainer_step(trainer)) >= 0) {
         tu_report_line(trainer, st, &p);
         tu_trainer_report(trainer, &r);
     }

@@ -13,7 +13,7 @@
 /** A monotonic counter of the platform (microseconds, timer ticks, ...), and its unit. */
 typedef struct {
     uint64_t (*now)(void); /**< the counter now */
-    const char *unit;      /**< printed after the counts, e.g. "us" */
+    const char *unit;      /**< printed after the counts: what they are, e.g. "us" */
 } tu_clock;
 
 /** Train `trainer` (initialized) on `seconds` of the simulated pendulum (noise TU_SIM_NOISE, seed

@@ -12,9 +12,9 @@ typedef struct {
     int count;
 } tu_chunk;
 
-/* Make `count` updates, reporting progress every `every` updates. */
-static void tu_updates(tu_trainer *t, int count, tu_replay_result *r, int32_t *made, tu_replay_progress progress,
-                       int32_t every, void *context)
+/* Make `count` updates, reporting progress every `every` updates; returns the first error (or TU_OK). */
+static tu_status tu_updates(tu_trainer *t, int count, tu_replay_result *r, int32_t *made,
+                            tu_replay_progress progress, int32_t every, void *context)
 {
     int i;
     for (i = 0; i < count; ++i) {
@@ -26,9 +26,10 @@ static void tu_updates(tu_trainer *t, int count, tu_replay_result *r, int32_t *m
             }
         } else if (st < 0) {
             r->last_error = st;
-            return;
+            return st;
         }
     }
+    return TU_OK;
 }
 
 static void tu_flush(tu_trainer *t, tu_chunk *c, tu_replay_result *r, tu_replay_progress progress, int32_t every,
@@ -39,7 +40,7 @@ static void tu_flush(tu_trainer *t, tu_chunk *c, tu_replay_result *r, tu_replay_
     if (st < 0) {
         r->last_error = st;
     }
-    tu_updates(t, due, r, &r->live_updates, progress, every, context);
+    (void)tu_updates(t, due, r, &r->live_updates, progress, every, context);
     c->count = 0;
 }
 
@@ -78,10 +79,14 @@ tu_file_status tu_replay(tu_trainer *trainer, const char *path, int32_t max_upda
         return result->file;
     }
     tu_trainer_report(trainer, &rep);
-    while (rep.updates < max_updates && result->last_error != TU_ERR_NOT_READY) {
-        tu_updates(trainer, max_updates - rep.updates, result, &result->replay_updates, progress, every, context);
+    while (rep.updates < max_updates) {
+        /* stop at an error: too few jets, a failed calibration (the trainer stopped), ... */
+        if (tu_updates(trainer, (int)(max_updates - rep.updates), result, &result->replay_updates, progress, every,
+                       context) != TU_OK) {
+            break;
+        }
         tu_trainer_report(trainer, &rep);
-        if (rep.counters.skipped_updates > (uint32_t)max_updates) {
+        if (rep.counters.skipped_updates > (uint64_t)max_updates) {
             break; /* every update is skipped: nothing will change */
         }
     }

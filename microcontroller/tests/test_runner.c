@@ -1,6 +1,9 @@
 /* Host tests of the C trainer against golden vectors of the float32 Python reference
- * (microcontroller/golden.py), plus a finite-difference gradient check, skipped updates and API misuse.
+ * (microcontroller/golden.py), plus a finite-difference gradient check, skipped updates, API
+ * misuse and what a device that runs for months meets (counters near their limits, a tick far
+ * ahead, the end of the schedule, a failed calibration, a damaged checkpoint).
  * Usage: run GOLDEN_FILE STREAM_FILE. Prints one line per test and "N passed, N failed". */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 
 static const char *stream_path;
 static tu_trainer trainer;
+static tu_trainer trained; /* the trainer after test_whole_run: calibrated, reservoir full */
 
 /* Compare arrays: |got - want| <= atol + rtol |want| everywhere; report the worst entry. */
 static int near(const char *what, const float *got, const float *want, int n, float rtol, float atol)
@@ -278,7 +282,7 @@ static int test_whole_run(void)
     const tu_golden_array want = tu_golden("run_counters");
     tu_replay_result result;
     tu_report rep;
-    uint32_t got[11];
+    uint64_t got[11];
     int k;
     EXPECT(tu_trainer_init(&trainer, (uint64_t)tu_golden("run_seed").q[0]) == TU_OK, "init failed");
     EXPECT(tu_replay(&trainer, stream_path, TU_MAX_STEPS, &result, NULL, 0, NULL) == TU_FILE_END, "%s: %s",
@@ -296,12 +300,14 @@ static int test_whole_run(void)
     got[9] = rep.counters.misfit;
     got[10] = rep.counters.accepted;
     for (k = 0; k < 11; ++k) {
-        EXPECT((int64_t)got[k] == want.q[k], "counter %d: got %u, want %lld", k, got[k], (long long)want.q[k]);
+        EXPECT((int64_t)got[k] == want.q[k], "counter %d: got %llu, want %lld", k, (unsigned long long)got[k],
+               (long long)want.q[k]);
     }
     EXPECT(rep.calibrated && rep.calibration.m == (int)tu_golden("run_m").q[0], "m = %d, want %lld",
            rep.calibration.m, (long long)tu_golden("run_m").q[0]);
-    EXPECT(rep.updates == (int)tu_golden("run_updates").q[0], "updates %d, want %lld", rep.updates,
+    EXPECT(rep.updates == tu_golden("run_updates").q[0], "updates %lld, want %lld", (long long)rep.updates,
            (long long)tu_golden("run_updates").q[0]);
+    memcpy(&trained, &trainer, sizeof trained);
     tu_trainer_weights(&trainer, 1, ema, TU_NUM_PARAMS);
     tu_trainer_weights(&trainer, 0, raw, TU_NUM_PARAMS);
     return near("sigma", rep.calibration.sigma, tu_golden("run_sigma").f, TU_N, 1e-4f, 0.0f)
@@ -325,9 +331,10 @@ static int test_skipped_updates(void)
     EXPECT(tu_trainer_steps(&trainer, 3, &done) == TU_SKIPPED, "steps with a NaN weight did not report a skip");
     tu_trainer_report(&trainer, &after);
     EXPECT(done == 0, "steps reported %d updates made, want 0", done);
-    EXPECT(after.updates == before.updates, "update count moved from %d to %d", before.updates, after.updates);
-    EXPECT(after.counters.skipped_updates == before.counters.skipped_updates + 3u, "skipped %u -> %u, want +3",
-           before.counters.skipped_updates, after.counters.skipped_updates);
+    EXPECT(after.updates == before.updates, "update count moved from %lld to %lld", (long long)before.updates,
+           (long long)after.updates);
+    EXPECT(after.counters.skipped_updates == before.counters.skipped_updates + 3u, "skipped %llu -> %llu, want +3",
+           (unsigned long long)before.counters.skipped_updates, (unsigned long long)after.counters.skipped_updates);
     return 1;
 }
 
@@ -342,6 +349,10 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_N) == TU_ERR_NULL, "push(NULL)");
     EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_N) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
     EXPECT(tu_trainer_step(&blank) == TU_ERR_UNINITIALIZED, "step(uninitialized)");
+    EXPECT(tu_trainer_steps(NULL, 0, &due) == TU_ERR_NULL && due == 0, "steps(NULL, 0)");
+    EXPECT(tu_trainer_steps(&blank, 0, NULL) == TU_ERR_UNINITIALIZED, "steps(uninitialized, 0)");
+    EXPECT(tu_trainer_ready(NULL) == TU_ERR_NULL, "ready(NULL) = %d", tu_trainer_ready(NULL));
+    EXPECT(tu_trainer_ready(&blank) == TU_ERR_UNINITIALIZED, "ready(uninitialized) = %d", tu_trainer_ready(&blank));
     EXPECT(tu_trainer_report(&blank, &rep) == TU_ERR_UNINITIALIZED, "report(uninitialized)");
     EXPECT(tu_trainer_init(&trainer, 1u) == TU_OK, "init");
     EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_N + 1) == TU_ERR_CHANNELS, "push with TU_N + 1 channels");
@@ -349,6 +360,8 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_N, &due) == TU_ERR_NULL, "push_chunk(ticks NULL)");
     EXPECT(tu_trainer_push_chunk(&trainer, -1, NULL, NULL, NULL, TU_N, &due) == TU_ERR_ARGUMENT, "negative count");
     EXPECT(tu_trainer_step(&trainer) == TU_ERR_NOT_READY, "step before calibration");
+    EXPECT(tu_trainer_ready(&trainer) == 0, "ready before calibration = %d", tu_trainer_ready(&trainer));
+    EXPECT(tu_trainer_steps(&trainer, -5, NULL) == TU_ERR_ARGUMENT, "steps(t, -5)");
     EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_N) == TU_OK, "push");
     EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_N) == TU_OK, "push of a repeated tick");
     EXPECT(tu_trainer_push(&trainer, 5, 0, good, TU_N) == TU_OK, "push of an earlier tick");
@@ -357,11 +370,171 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_weights(&trainer, 1, w, TU_NUM_PARAMS - 1) == TU_ERR_ARGUMENT, "weights(short)");
     EXPECT(tu_trainer_report(&trainer, &rep) == TU_OK, "report");
     EXPECT(rep.counters.samples == 2 && rep.counters.out_of_order == 2 && rep.counters.nonfinite_samples == 1,
-           "counters: %u samples, %u out of order, %u non-finite", rep.counters.samples, rep.counters.out_of_order,
-           rep.counters.nonfinite_samples);
-    for (s = -7; s <= 1; ++s) {
+           "counters: %llu samples, %llu out of order, %llu non-finite", (unsigned long long)rep.counters.samples,
+           (unsigned long long)rep.counters.out_of_order, (unsigned long long)rep.counters.nonfinite_samples);
+    for (s = -9; s <= 1; ++s) {
         EXPECT(tu_status_string((tu_status)s) != NULL && strlen(tu_status_string((tu_status)s)) > 0, "string %d", s);
     }
+    return 1;
+}
+
+/* The state a device reaches after months at 1 kHz: every counter just below 2^32 and the update
+ * count just below 2^31. Pushing and updating must count on, not wrap or overflow, and keep the
+ * weights finite at the schedule's last rate. */
+static int test_counters_near_their_limits(void)
+{
+    static const float zero[TU_N] = {0.0f};
+    const uint64_t near = 0xFFFFFFFEu;
+    tu_report rep;
+    int64_t tick;
+    int k, done = 0;
+    memcpy(&trainer, &trained, sizeof trainer);
+    trainer.counters.samples = trainer.counters.windows = trainer.counters.out_of_order = near;
+    trainer.seen = near;
+    trainer.adam_step = INT32_MAX - 1;
+    tick = trainer.last_tick;
+    for (k = 1; k <= 2 * TU_M_MAX + 20; ++k) { /* at least two windows at any stride */
+        EXPECT(tu_trainer_push(&trainer, tick + k, trainer.last_segment, zero, TU_N) == TU_OK, "push %d", k);
+    }
+    EXPECT(tu_trainer_push(&trainer, tick, trainer.last_segment, zero, TU_N) == TU_OK, "push out of order");
+    EXPECT(tu_trainer_steps(&trainer, 3, &done) >= 0 && done == 3, "3 updates near 2^31: %d made", done);
+    tu_trainer_report(&trainer, &rep);
+    EXPECT(rep.counters.samples == near + 2u * TU_M_MAX + 20u, "samples %llu, want %llu",
+           (unsigned long long)rep.counters.samples, (unsigned long long)(near + 2u * TU_M_MAX + 20u));
+    EXPECT(rep.counters.out_of_order == near + 1u, "out_of_order %llu", (unsigned long long)rep.counters.out_of_order);
+    EXPECT(rep.counters.windows > near, "windows %llu wrapped", (unsigned long long)rep.counters.windows);
+    EXPECT(rep.seen >= near, "seen %llu wrapped", (unsigned long long)rep.seen);
+    EXPECT(rep.updates == (int64_t)INT32_MAX + 2, "updates %lld, want 2^31 + 1", (long long)rep.updates);
+    EXPECT(!TU_SCHEDULE_COSINE || rep.lr == TU_LR_MIN, "lr %g after the schedule, want %g", (double)rep.lr,
+           (double)TU_LR_MIN);
+    return 1;
+}
+
+/* Past TU_MAX_STEPS the cosine schedule stays at its last rate; it never climbs back to TU_LR. */
+static int test_schedule_after_its_end(void)
+{
+    const int64_t at[4] = {TU_MAX_STEPS, TU_MAX_STEPS + 1, 2 * (int64_t)TU_MAX_STEPS, 16000};
+    tu_report rep;
+    int k;
+    for (k = 0; k < 4; ++k) {
+        memcpy(&trainer, &trained, sizeof trainer);
+        trainer.adam_step = at[k];
+        EXPECT(tu_trainer_step(&trainer) == TU_OK, "update %lld", (long long)at[k]);
+        tu_trainer_report(&trainer, &rep);
+        EXPECT(rep.lr == (TU_SCHEDULE_COSINE ? TU_LR_MIN : TU_LR), "lr %g at update %lld", (double)rep.lr,
+               (long long)at[k]);
+    }
+    return 1;
+}
+
+/* One sample far ahead (a sensor silent for a long time, a tick that jumped): at most one
+ * second of stream's updates are due, not 2^31 - 1. */
+static int test_due_updates_after_a_long_gap(void)
+{
+    static const float zero[TU_N] = {0.0f};
+    const int64_t jumps[3] = {1000000000000LL, 3 * (int64_t)TU_DUE_SPAN, INT64_MAX / 2};
+    const int bound = (int)(TU_DUE_SPAN / TU_TRAIN_EVERY) + 1;
+    int k, due = -1;
+    for (k = 0; k < 3; ++k) {
+        int64_t tick;
+        memcpy(&trainer, &trained, sizeof trainer);
+        tick = trainer.last_tick + jumps[k];
+        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_N, &due) == TU_OK, "push_chunk");
+        EXPECT(due >= 1 && due <= bound, "%d updates due after a gap of %lld ticks, want 1..%d", due,
+               (long long)jumps[k], bound);
+    }
+    /* a gap the Python trainer bridges or counts in full: the same count as due_updates */
+    memcpy(&trainer, &trained, sizeof trainer);
+    {
+        const int64_t tick = trainer.last_tick + 3 * TU_TRAIN_EVERY;
+        const int64_t want = tick / TU_TRAIN_EVERY - trainer.last_tick / TU_TRAIN_EVERY;
+        EXPECT(3 * TU_TRAIN_EVERY > TU_DUE_SPAN
+                   || (tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_N, &due) == TU_OK && due == want),
+               "%d updates due after %d ticks, want %lld", due, 3 * TU_TRAIN_EVERY, (long long)want);
+    }
+    return 1;
+}
+
+/* Fill a fresh trainer's calibration record with `value` (NaN: no valid window; a constant: no
+ * motion) and check that it stops with `want` as the Python trainer does, and stays stopped. */
+static int calibration_stops(float value, tu_status want, const char *what)
+{
+    float y[TU_N];
+    tu_status st = TU_OK;
+    tu_report rep;
+    int k, c;
+    for (c = 0; c < TU_N; ++c) {
+        y[c] = value;
+    }
+    tu_trainer_init(&trainer, 1u);
+    for (k = 0; k < TU_CAL_LEN && st == TU_OK; ++k) {
+        st = tu_trainer_push(&trainer, k, 0, y, TU_N);
+    }
+    EXPECT(st == want && k == TU_CAL_LEN, "%s: push %d returned %d (%s), want %d", what, k, (int)st,
+           tu_status_string(st), (int)want);
+    EXPECT(tu_trainer_push(&trainer, TU_CAL_LEN, 0, y, TU_N) == want, "%s: the next push did not stop", what);
+    EXPECT(tu_trainer_step(&trainer) == want && tu_trainer_ready(&trainer) == (int)want, "%s: step/ready", what);
+    tu_trainer_report(&trainer, &rep);
+    EXPECT(rep.calibrated == (int32_t)want && rep.counters.calibration_failures == 1u
+               && rep.counters.samples == (uint64_t)TU_CAL_LEN,
+           "%s: report calibrated %d, %llu failures, %llu samples", what, (int)rep.calibrated,
+           (unsigned long long)rep.counters.calibration_failures, (unsigned long long)rep.counters.samples);
+    EXPECT(tu_status_is_calibration(want) && strstr(tu_status_string(want), "stopped") != NULL, "%s: string", what);
+    return 1;
+}
+
+static int test_a_failed_calibration_stops_with_its_cause(void)
+{
+    return calibration_stops(NAN, TU_ERR_CAL_NO_WINDOW, "all NaN")
+           && calibration_stops(0.25f, TU_ERR_CAL_ZERO_SCALE, "constant");
+}
+
+/* A damaged checkpoint: an index out of range is refused by every call (no access out of
+ * bounds), and tu_trainer_restore checks the whole instance before use. */
+static int test_damaged_checkpoints_are_refused(void)
+{
+    static tu_trainer copy;
+    static unsigned char bytes[sizeof(tu_trainer) + 1];
+    static const float zero[TU_N] = {0.0f};
+    float w[TU_NUM_PARAMS];
+    int due = 0;
+    /* an index out of range in a live instance (bytes written over it) */
+    tu_trainer_init(&trainer, 1u);
+    tu_trainer_push(&trainer, 0, 0, zero, TU_N);
+    trainer.cal_fill = TU_CAL_LEN + 1000;
+    EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "push with cal_fill out of range");
+    memcpy(&trainer, &trained, sizeof trainer);
+    trainer.ring_head = -7;
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT,
+           "push with ring_head out of range");
+    EXPECT(tu_trainer_push_chunk(&trainer, 0, NULL, NULL, NULL, TU_N, &due) == TU_ERR_CORRUPT, "push_chunk");
+    EXPECT(tu_trainer_step(&trainer) == TU_ERR_CORRUPT && tu_trainer_ready(&trainer) == TU_ERR_CORRUPT, "step/ready");
+    memcpy(&trainer, &trained, sizeof trainer);
+    trainer.cal.m = 0;
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "m = 0");
+    memcpy(&trainer, &trained, sizeof trainer);
+    trainer.gate.count = TU_GATE_HISTORY + 1;
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "gate count");
+    /* restore: the good bytes give the same trainer back; damaged ones are refused */
+    memcpy(bytes, &trained, sizeof trained);
+    EXPECT(tu_trainer_restore(&copy, bytes, sizeof trained) == TU_OK && memcmp(&copy, &trained, sizeof copy) == 0,
+           "restore of good bytes");
+    EXPECT(tu_trainer_restore(&copy, bytes, sizeof trained - 1) == TU_ERR_ARGUMENT, "restore of short bytes");
+    EXPECT(tu_trainer_restore(NULL, bytes, sizeof trained) == TU_ERR_NULL, "restore into NULL");
+    memcpy(bytes + 1, &trained, sizeof trained); /* unaligned */
+    EXPECT(tu_trainer_restore(&copy, bytes + 1, sizeof trained) == TU_OK, "restore from unaligned bytes");
+    copy.params[3] = NAN;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN weight");
+    EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_PARAMS) == TU_ERR_UNINITIALIZED, "a refused restore leaves it unset");
+    memcpy(&copy, &trained, sizeof copy);
+    copy.exp_avg_sq[0] = -1.0f;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a negative moment");
+    memcpy(&copy, &trained, sizeof copy);
+    copy.calibrated = 7;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a bad state");
     return 1;
 }
 
@@ -398,6 +571,11 @@ int main(int argc, char **argv)
     run("whole_run", test_whole_run);
     run("skipped_updates", test_skipped_updates);
     run("api_misuse", test_api_misuse);
+    run("counters_near_their_limits", test_counters_near_their_limits);
+    run("schedule_after_its_end", test_schedule_after_its_end);
+    run("due_updates_after_a_long_gap", test_due_updates_after_a_long_gap);
+    run("failed_calibration_stops", test_a_failed_calibration_stops_with_its_cause);
+    run("damaged_checkpoints", test_damaged_checkpoints_are_refused);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -91,6 +91,20 @@ def test_garbage_values_are_counted_not_fatal(firmware, tmp_path):
     assert np.isfinite(ema).all() and np.isfinite(raw).all()
 
 
+def test_instruction_counts_are_printed_only_under_icount(firmware):
+    # without -icount the CMSDK timer follows the host's clock: its counts are no instructions
+    _, elf, folder, _ = firmware
+    args = ["simulate", "sim.bin", "4", "0.4", "-1", "100"]
+    for icount, unit in ((False, "host-time timer ticks per update"), (True, "instructions per update")):
+        run = run_firmware(elf, args, cwd=folder, timeout_s=120, icount=icount)
+        assert run.returncode == 0, run.output
+        lines = [line for line in run.output.splitlines() if line.startswith("update ")]
+        assert len(lines) >= 3 and all(line.endswith(unit) for line in lines), run.output
+        assert icount or "instructions" not in run.output
+    refused = run_firmware(elf, ["measure", "stream.bin"], cwd=folder, timeout_s=60)
+    assert refused.returncode == 2 and "only under QEMU's -icount" in refused.output
+
+
 def test_a_fault_ends_the_emulation_with_status_3(firmware):
     _, elf, folder, _ = firmware
     run = run_firmware(elf, ["fault"], cwd=folder, timeout_s=30)

@@ -1,16 +1,17 @@
 /* torch-ude firmware for the Cortex-M4F of QEMU's mps2-an386 (semihosting for files and stdout).
  *
- *   app.elf replay STREAM_FILE RESULT_FILE     train on a recorded stream, write the weights
- *   app.elf simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
+ *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream, write the weights
+ *   app.elf [--icount] simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
  *                                              train on the firmware's own simulated pendulum
- *   app.elf measure STREAM_FILE                instructions per update and per chunk of stream
- *                                              (run QEMU with -icount shift=0)
+ *   app.elf --icount measure STREAM_FILE       instructions per update and per chunk of stream
  *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
- * instructions since the previous line (CMSDK timer 0: 40 instructions a tick under
- * -icount shift=0). Exit status: 0 done, 1 the trainer failed, 2 a file is missing or bad,
- * 3 a fault. */
+ * time since the previous line read from CMSDK timer 0. `--icount` says that QEMU runs with
+ * -icount shift=0 (microcontroller.target.run_firmware passes it): the timer then counts 40
+ * instructions a tick, and the lines give instructions; without it the timer follows the
+ * host's clock, the lines say "host-time timer ticks", and `measure` refuses to run. Exit
+ * status: 0 done, 1 the trainer failed, 2 a file is missing or bad (or a usage error), 3 a fault. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #define TU_INSTRUCTIONS_PER_TICK 40u             /* 25 MHz timer, 1 GHz virtual clock */
 
 static tu_trainer trainer;
+static int icount; /* QEMU runs with -icount shift=0: timer ticks are 40 instructions each */
 
 static void timer_start(void)
 {
@@ -43,34 +45,46 @@ static void print_report(const char *what)
 {
     tu_report r;
     tu_trainer_report(&trainer, &r);
-    printf("%s: updates %d, m %d, lambda2 %.3g, sigma %.5g %.5g, loss %.5g\n", what, (int)r.updates,
+    printf("%s: updates %lld, m %d, lambda2 %.3g, sigma %.5g %.5g, loss %.5g\n", what, (long long)r.updates,
            r.calibration.m, (double)r.calibration.lambda2, (double)r.calibration.sigma[0],
            (double)r.calibration.sigma[1], (double)r.loss);
-    printf("counters: samples %lu, nonfinite_samples %lu, out_of_order %lu, gaps %lu, long_gaps %lu, "
-           "bridged %lu, windows %lu, nonfinite %lu, boundary %lu, misfit %lu, accepted %lu, "
-           "calibration_failures %lu, skipped_updates %lu\n",
-           (unsigned long)r.counters.samples, (unsigned long)r.counters.nonfinite_samples,
-           (unsigned long)r.counters.out_of_order, (unsigned long)r.counters.gaps,
-           (unsigned long)r.counters.long_gaps, (unsigned long)r.counters.bridged, (unsigned long)r.counters.windows,
-           (unsigned long)r.counters.nonfinite, (unsigned long)r.counters.boundary, (unsigned long)r.counters.misfit,
-           (unsigned long)r.counters.accepted, (unsigned long)r.counters.calibration_failures,
-           (unsigned long)r.counters.skipped_updates);
+    printf("counters: samples %llu, nonfinite_samples %llu, out_of_order %llu, gaps %llu, long_gaps %llu, "
+           "bridged %llu, windows %llu, nonfinite %llu, boundary %llu, misfit %llu, accepted %llu, "
+           "calibration_failures %llu, skipped_updates %llu\n",
+           (unsigned long long)r.counters.samples, (unsigned long long)r.counters.nonfinite_samples,
+           (unsigned long long)r.counters.out_of_order, (unsigned long long)r.counters.gaps,
+           (unsigned long long)r.counters.long_gaps, (unsigned long long)r.counters.bridged,
+           (unsigned long long)r.counters.windows, (unsigned long long)r.counters.nonfinite,
+           (unsigned long long)r.counters.boundary, (unsigned long long)r.counters.misfit,
+           (unsigned long long)r.counters.accepted, (unsigned long long)r.counters.calibration_failures,
+           (unsigned long long)r.counters.skipped_updates);
+}
+
+/* The timer's count since timer_start as instructions (under -icount) or as host-time ticks. */
+static uint64_t elapsed(void)
+{
+    return (uint64_t)timer_now() * (icount ? TU_INSTRUCTIONS_PER_TICK : 1u);
+}
+
+static const char *elapsed_unit(void)
+{
+    return icount ? "instructions" : "host-time timer ticks";
 }
 
 static void progress(const tu_trainer *t, void *context)
 {
-    uint32_t *last = context;
-    const uint32_t now = timer_now();
+    uint64_t *last = context;
+    const uint64_t now = elapsed();
     tu_report r;
     tu_trainer_report(t, &r);
 #if TU_PLANT == TU_PLANT_PENDULUM
-    printf("update %d: loss %.5g, c_hat %.4f, %lu instructions\n", (int)r.updates, (double)r.loss,
-           (double)tu_pendulum_damping(t), (unsigned long)(now - *last) * TU_INSTRUCTIONS_PER_TICK);
+    printf("update %lld: loss %.5g, c_hat %.4f, %llu %s\n", (long long)r.updates, (double)r.loss,
+           (double)tu_pendulum_damping(t), (unsigned long long)(now - *last), elapsed_unit());
 #else
-    printf("update %d: loss %.5g, %lu instructions\n", (int)r.updates, (double)r.loss,
-           (unsigned long)(now - *last) * TU_INSTRUCTIONS_PER_TICK);
+    printf("update %lld: loss %.5g, %llu %s\n", (long long)r.updates, (double)r.loss,
+           (unsigned long long)(now - *last), elapsed_unit());
 #endif
-    *last = timer_now();
+    *last = elapsed();
 }
 
 static int finish(const char *result_path)
@@ -89,8 +103,9 @@ static int finish(const char *result_path)
 
 static int replay(const char *stream, const char *result)
 {
-    uint32_t last = 0;
+    uint64_t last = 0;
     tu_replay_result r;
+    int ready;
     timer_start();
     tu_replay(&trainer, stream, TU_MAX_STEPS, &r, progress, 1000, &last);
     if (r.file != TU_FILE_END) {
@@ -98,24 +113,32 @@ static int replay(const char *stream, const char *result)
         print_report("stopped");
         return 2;
     }
+    ready = tu_trainer_ready(&trainer);
+    if (ready < 0) {
+        printf("error: %s: %s\n", stream, tu_status_string((tu_status)ready));
+        print_report("stopped");
+        return 1;
+    }
     printf("replayed %lu records: %d updates live, %d on the reservoir\n", (unsigned long)r.records, (int)r.live_updates,
            (int)r.replay_updates);
     return finish(result);
 }
 
 #if TU_PLANT == TU_PLANT_PENDULUM
-static uint64_t instructions(void)
-{
-    return (uint64_t)timer_now() * TU_INSTRUCTIONS_PER_TICK;
-}
-
 static int simulate(const char *result, float seconds, float damping_after, float change_at, int report_every)
 {
     tu_clock clock;
-    clock.now = instructions;
-    clock.unit = "instructions";
+    int ready;
+    clock.now = elapsed;
+    clock.unit = elapsed_unit();
     timer_start();
     tu_app_simulate(&trainer, seconds, damping_after, change_at, clock, report_every);
+    ready = tu_trainer_ready(&trainer);
+    if (ready < 0) {
+        printf("error: %s\n", tu_status_string((tu_status)ready));
+        print_report("stopped");
+        return 1;
+    }
     return finish(result);
 }
 #endif
@@ -133,7 +156,13 @@ static int measure(const char *stream)
     int64_t tick;
     int32_t segment;
     float v[TU_N];
-    tu_file_status fs = tu_stream_file_open(&file, stream);
+    tu_file_status fs;
+    if (!icount) {
+        printf("error: measure counts instructions, which the timer gives only under QEMU's -icount shift=0: "
+               "run it with `python -m microcontroller.target --icount ... measure STREAM`\n");
+        return 2;
+    }
+    fs = tu_stream_file_open(&file, stream);
     if (fs != TU_FILE_OK) {
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
@@ -144,7 +173,7 @@ static int measure(const char *stream)
         segments[count] = segment;
         memcpy(y[count++], v, sizeof v);
         if (count == TU_TRAIN_EVERY) {
-            const int timing = tu_trainer_ready(&trainer) && updates >= 50;
+            const int timing = tu_trainer_ready(&trainer) > 0 && updates >= 50;
             uint32_t t0 = timer_now();
             tu_trainer_push_chunk(&trainer, count, ticks, segments, &y[0][0], TU_N, &due);
             if (timing) {
@@ -177,6 +206,12 @@ static int measure(const char *stream)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--icount") == 0) {
+        icount = 1;
+        argv[1] = argv[0];
+        --argc;
+        ++argv;
+    }
     tu_trainer_init(&trainer, TU_DEFAULT_SEED);
     printf("torch-ude firmware, config %s, tu_trainer %lu bytes\n", TU_CONFIG_HASH, (unsigned long)sizeof trainer);
     if (argc == 4 && strcmp(argv[1], "replay") == 0) {
@@ -194,7 +229,7 @@ int main(int argc, char **argv)
                         argc >= 6 ? (float)atof(argv[5]) : -1.0f, argc == 7 ? atoi(argv[6]) : 1000);
     }
 #endif
-    printf("usage: app.elf replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT [EVERY]] "
-           "| fault\n");
+    printf("usage: app.elf [--icount] (replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT "
+           "[EVERY]] | fault)\n");
     return 2;
 }

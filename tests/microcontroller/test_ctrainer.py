@@ -1,0 +1,79 @@
+"""The C trainer's Python binding (microcontroller.ctrainer.CTrainer) on what a long-running
+device meets: a calibration that fails (it stops, with the Python trainer's message), and a
+damaged checkpoint (refused; the instance is not used)."""
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from microcontroller.ctrainer import CTrainer
+from microcontroller.generate import spec_from_config
+from microcontroller.training import CJetMatchingModule
+from torch_ude.calibration import calibrate
+from torch_ude.savgol import SavitzkyGolay
+from torch_ude.stream import StreamSettings
+from torch_ude.systems import SinglePendulum
+from torch_ude.training import JetMatchingModule, StreamDataModule
+
+SMALL = ["--model.stream.capacity", "64", "--model.stream.calibration_s", "0.6", "--model.stream.m_max", "20",
+         "--model.batch_size", "16", "--trainer.max_steps", "50"]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return spec_from_config("configs/pendulum_case_a.yaml", SMALL)
+
+
+def _python_message(spec, y: np.ndarray) -> str:
+    st = spec.stream
+    with pytest.raises(ValueError) as info:
+        calibrate(torch.as_tensor(y, dtype=torch.float64), spec.fs, sg=SavitzkyGolay(st.half_width, st.order),
+                  m=st.m, m_max=st.m_max, outlier_threshold=st.outlier_threshold)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("value", [np.nan, 0.0])
+def test_a_failed_calibration_stops_the_c_trainer_with_the_python_message(spec, value):
+    n = spec.stream.calibration_ticks(spec.fs)
+    y = np.full((n, 2), value)
+    trainer = CTrainer(spec)
+    with pytest.raises(ValueError) as info:
+        trainer.push_chunk(y, np.arange(n))
+    assert str(info.value) == _python_message(spec, y)
+    report = trainer.report()
+    assert report["calibration_status"] < 0 and report["counters"]["calibration_failures"] == 1
+    assert not trainer.ready and trainer.steps(5) == 0
+    with pytest.raises(ValueError, match=str(info.value)[:30]):  # stopped: the next samples are refused too
+        trainer.push_chunk(y[:10] * 0 + np.arange(10)[:, None], np.arange(n, n + 10))
+    assert trainer.report()["counters"]["samples"] == n
+
+
+def test_the_c_backend_names_the_calibrations_cause_as_the_python_trainer(tmp_path):
+    # a pendulum at rest seen by a noiseless sensor: the record shows no motion
+    messages = {}
+    for module in (JetMatchingModule, CJetMatchingModule):
+        dm = StreamDataModule(SinglePendulum(x0=(0.0, 0.0)), duration=3.0, noise=0.0, seed=0)
+        model = module(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50))
+        trainer = L.Trainer(max_steps=50, logger=False, enable_progress_bar=False, enable_checkpointing=False,
+                            default_root_dir=tmp_path / module.__name__, num_sanity_val_steps=0, limit_val_batches=0)
+        with pytest.raises(ValueError) as info:
+            trainer.fit(model, dm)
+        messages[module.__name__] = str(info.value)
+    assert messages["CJetMatchingModule"] == messages["JetMatchingModule"]
+    assert "zero or non-finite scale" in messages["CJetMatchingModule"]
+
+
+def test_a_damaged_checkpoint_is_refused(spec):
+    trainer = CTrainer(spec)
+    t = np.arange(2000)
+    trainer.push_chunk(np.stack([np.sin(0.01 * t), 0.01 * np.cos(0.01 * t)], axis=1), t)
+    good = trainer.state_bytes()
+    other = CTrainer(spec)
+    other.load_state_bytes(good)
+    np.testing.assert_equal(other.report(), trainer.report())
+    damaged = bytearray(good)
+    damaged[4:8] = (77).to_bytes(4, "little")  # the calibration state: not 0, 1 or a failure
+    with pytest.raises(ValueError, match="inconsistent"):
+        other.load_state_bytes(bytes(damaged))
+    with pytest.raises(RuntimeError, match="uninitialized"):
+        other.report()
