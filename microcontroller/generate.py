@@ -5,39 +5,43 @@ writes ``tu_config.h`` (sizes and hyperparameters as macros) and ``tu_model_data
 constant tables: Savitzky-Golay rows and projection, initial weights and scales, plant
 constants) for a fresh network seeded like every trainer of the project
 (`torch_ude.HybridField.from_seed`); ``--run DIR`` starts instead from the trained field of a
-run folder (``field.pt`` + ``field.json``, any trainer) to fine-tune it on the device, with
-the settings recorded in that run unless ``--config`` is also given. Both headers are stamped
-with the generator, the torch-ude and torch versions and a hash of the settings (as
-CMSIS-NN's generated test headers are). Settings the C port cannot run are errors here,
-before any compiler sees them.
+run folder (``field.pt`` + ``field.json`` of a jet-matching run, `microcontroller.run_folder`)
+to fine-tune it on the device, with the settings recorded in that run unless ``--config`` is
+also given. Both headers are stamped with the generator, the torch-ude and torch versions and
+a hash of the settings (as CMSIS-NN's generated test headers are). Settings the C port cannot
+run, and a trainer larger than the target's RAM (``--ram-budget BYTES``, default the
+Cortex-M4F firmware's, `microcontroller.memory`), are errors here, in one line, before any
+compiler sees them.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
+import logging
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field as dataclass_field
 from pathlib import Path
 
 import torch
 
-from torch_ude import __version__ as torch_ude_version
-from torch_ude.calibration import CALIBRATION_M0
-from torch_ude.export import FIELD_FILE, SIDECAR_FILE, load_field
+from torch_ude.export import FIELD_FILE, SIDECAR_FILE
 from torch_ude.field import HybridField
-from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamSettings
-from torch_ude.systems import SinglePendulum, System
+from torch_ude.systems import System
 from torch_ude.systems.double_pendulum import DoublePendulumField
 from torch_ude.systems.pendulum import PendulumField
+
+from .headers import GENERATOR, headers_for, write_headers
+from .memory import default_ram_budget
+from .run_folder import read_run
 
 __all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "headers_for",
            "main", "GENERATOR"]
 
-GENERATOR = "microcontroller.generate 1.0"
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
 
 
@@ -115,7 +119,10 @@ class DeviceSpec:
                 "single pendulum; RESULTS.md); set model.stream.tap_average false for the device, or train with "
                 "the Python trainer.")
         if len(self.field.mlp.sizes) < 3:
-            raise ValueError("the C port needs at least one hidden layer (model.hidden must not be empty).")
+            raise ValueError(
+                f"model.hidden is {list(self.field.mlp.sizes[1:-1])}, no hidden layer; the C port needs at least one: "
+                f"set model.hidden to a list of widths such as [16, 16], or train without hidden layers with the "
+                f"Python trainer (model.class_path torch_ude.training.JetMatchingModule).")
         if self.batch_size < 1 or self.stream.capacity < self.batch_size:
             raise ValueError(
                 f"the reservoir capacity B = {self.stream.capacity} is smaller than the minibatch size "
@@ -188,6 +195,24 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
     return spec
 
 
+@contextmanager
+def _quiet_cli() -> Iterator[None]:
+    """LightningCLI called from Python with its arguments: without its warning that the
+    process's own command line differs, and without Lightning's "Seed set to" and accelerator
+    lines (the generator trains nothing)."""
+    argv, loggers = sys.argv, [logging.getLogger(name) for name in ("lightning.fabric", "lightning.pytorch")]
+    levels = [log.level for log in loggers]
+    sys.argv = argv[:1]
+    for log in loggers:
+        log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        sys.argv = argv
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)
+
+
 def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> DeviceSpec:
     """The spec of a fresh, seeded network from a ``torch-ude`` YAML config (and CLI overrides).
 
@@ -195,11 +220,14 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     exactly as in ``torch-ude fit``.
 
     Raises:
-        ValueError: for settings the C port cannot run (see `DeviceSpec.validate`).
+        ValueError: for settings the C port cannot run (see `DeviceSpec.validate`); a bad
+            setting of the config itself propagates as LightningCLI raises it (the command
+            line shortens it to the project's message, `torch_ude.cli.user_error`).
     """
     from torch_ude.cli import main
 
-    cli = main(["--config", str(config), *(overrides or [])], run=False)
+    with _quiet_cli():
+        cli = main(["--config", str(config), *(overrides or [])], run=False)
     dm, model = cli.datamodule, cli.model
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
@@ -207,13 +235,6 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
-
-
-def _system_from_sidecar(sidecar: dict) -> System:
-    plant = sidecar["plant"]
-    module, _, name = plant["class_path"].rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
-    return cls(**plant.get("init_args", {}))
 
 
 def spec_from_run(run: str | Path, config: str | Path | None = None,
@@ -227,25 +248,13 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
 
     Raises:
         FileNotFoundError: if the folder lacks the field files.
-        ValueError: for a run whose plant, case or size disagrees with ``config``, or
-            settings the C port cannot run.
+        ValueError: for a folder `microcontroller.run_folder.read_run` refuses, a run whose
+            plant, case or size disagrees with ``config``, or settings the C port cannot run.
     """
     folder = Path(run)
-    module, sidecar = load_field(folder)
-    if sidecar.get("linear"):
-        raise ValueError(f"the field in {folder} has the residual's linear term (field.json: \"linear\": true), "
-                         f"which the C port does not implement; fine-tune it with the Python trainer, or train "
-                         f"the device's field with model.linear false.")
-    system = _system_from_sidecar(sidecar)
-    case = sidecar["case"]
-    sizes = tuple(sidecar["layer_sizes"])
-    field = HybridField(system.known_field(case), hidden=sizes[1:-1])
-    state = {k.rpartition("mlp.")[2]: v for k, v in module.state_dict().items() if "mlp." in k}
-    with torch.no_grad():
-        for name, p in field.mlp.named_parameters():
-            p.copy_(state[name].to(p.dtype))
-    field.set_scales(torch.tensor(sidecar["in_scale"], dtype=torch.float64),
-                     torch.tensor(sidecar["out_scale"], dtype=torch.float64))
+    system, case, field = read_run(folder)
+    sizes = tuple(field.mlp.sizes)
+    sidecar = json.loads((folder / SIDECAR_FILE).read_text())
     if config is not None:
         base = spec_from_config(config, overrides)
         if type(base.system) is not type(system) or base.case != case or tuple(base.field.mlp.sizes) != sizes:
@@ -256,170 +265,43 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
         base.field, base.pretrained, base.source = field, True, f"run {folder}; {base.source}"
         base.validate()
         return base
-    recorded = sidecar.get("extra", {}).get("config")
-    if not recorded or "model" not in recorded or "data" not in recorded:
-        raise ValueError(f"{folder / SIDECAR_FILE} records no run settings; pass --config for the device run.")
+    recorded = (sidecar.get("extra") or {}).get("config")
+    if not isinstance(recorded, dict) or not all(k in recorded for k in ("model", "data", "max_steps")) \
+            or not all(k in (recorded["data"] or {}) for k in ("fs", "train_rate")):
+        raise ValueError(f"{folder / SIDECAR_FILE} records no run settings (model, data with fs and train_rate, "
+                         f"max_steps); pass --config for the device run.")
     return spec_from_settings(system, case, field, True, recorded["model"], recorded["data"],
                               int(recorded["max_steps"]), int(sidecar["extra"].get("seed", 0)), f"run {folder}")
 
 
-def _f(value: float) -> str:
-    """A C float literal that round-trips the float32 value of ``value``."""
-    v = float(torch.tensor(value, dtype=torch.float32))
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    text = f"{v:.9g}"
-    if "e" not in text and "." not in text:
-        text += ".0"
-    return text + "f"
-
-
-def _array(values) -> str:
-    """A (nested) C initializer of float literals with the shape of ``values``."""
-    t = torch.as_tensor(values, dtype=torch.float64)
-    if t.ndim <= 1:
-        return "{" + ", ".join(_f(float(v)) for v in t.flatten()) + "}"
-    return "{" + ", ".join(_array(row) for row in t) + "}"
-
-
-def _plant_init(field) -> str:
-    if isinstance(field, PendulumField):
-        return f"{{{_f(field.gravity)}, {_f(field.length)}, {_f(field.damping)}}}"
-    return (f"{{{_f(field.gravity)}, {_f(field.m1)}, {_f(field.m2)}, {_f(field.l1)}, {_f(field.l2)}, "
-            f"{_f(field.c1)}, {_f(field.c2)}}}")
-
-
-def _stamp(spec: DeviceSpec) -> str:
-    return (f"/* Generated by {GENERATOR} (torch-ude {torch_ude_version}, torch {torch.__version__}) from\n"
-            f" * {spec.source}\n * settings hash {spec.config_hash()}. Do not edit: regenerate. */\n")
-
-
-def config_header(spec: DeviceSpec) -> str:
-    """The text of ``tu_config.h``: sizes and hyperparameters as macros."""
-    st, sizes = spec.stream, spec.field.mlp.sizes
-    plant = "TU_PLANT_PENDULUM" if isinstance(spec.field.known, PendulumField) else "TU_PLANT_DOUBLE_PENDULUM"
-    macros = [
-        ("TU_CONFIG_HASH", f'"{spec.config_hash()}"', "hash of the generator's settings"),
-        ("TU_N", len(spec.system.state_names), "state channels n"),
-        ("TU_NUM_LAYERS", len(sizes) - 1, "affine layers of the MLP"),
-        ("TU_LAYER_SIZES", "{" + ", ".join(str(s) for s in sizes) + "}", "layer widths"),
-        ("TU_WIDTH_MAX", max(sizes), "widest layer"),
-        ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
-        ("TU_PLANT", plant, type(spec.system).__name__ + ", case " + spec.case),
-        ("TU_PRETRAINED", int(spec.pretrained), "1: keep the tables' scales (fine-tuning)"),
-        ("TU_DEFAULT_SEED", f"{spec.seed}u", "the run seed"),
-        ("TU_HALF_WIDTH", st.half_width, "SG half width M"),
-        ("TU_TAPS", 2 * st.half_width + 1, "SG taps 2M + 1"),
-        ("TU_ORDER", st.order, "SG order P"),
-        ("TU_STRIDE", st.stride or 0, "window stride s in ticks (0: s = m)"),
-        ("TU_FS", _f(spec.fs), "sample rate, Hz"),
-        ("TU_TRAIN_EVERY", round(spec.fs / spec.train_rate), "ticks per training tick"),
-        ("TU_CAL_LEN", st.calibration_ticks(spec.fs), "calibration samples"),
-        ("TU_M_FIXED", st.m or 0, "fixed tap spacing (0: adaptive, Eq. 24)"),
-        ("TU_M0", min(CALIBRATION_M0, st.m_max), "first tap spacing of the adaptive search"),
-        ("TU_M_MAX", st.m_max, "largest tap spacing"),
-        ("TU_DT_SCALE", _f(st.dt_scale), "constant of Eq. (24)"),
-        ("TU_OUTLIER_THRESHOLD", _f(st.outlier_threshold or 0.0), "outlier screen, robust SDs (0: off)"),
-        ("TU_MAX_BRIDGE", st.max_bridge, "longest bridged gap, ticks"),
-        ("TU_LAMBDA1", _f(spec.lambda1), "first-order loss weight"),
-        ("TU_LAMBDA2", _f(st.lambda2), "second-order loss weight lambda2^0"),
-        ("TU_SNR_GATE", int(st.snr_gate), "gate lambda2 by Eq. (25)-(26)"),
-        ("TU_SNR_THRESHOLD", _f(st.snr_threshold), "tau_SNR"),
-        ("TU_QUALITY_GATE", int(st.quality_gate), "misfit gate of Eq. (27)"),
-        ("TU_GATE_FACTOR", _f(st.gate_factor), "gate: multiple of the running median"),
-        ("TU_GATE_FLOOR", _f(st.gate_floor), "gate: multiple of the window RMS"),
-        ("TU_GATE_HISTORY", st.gate_history, "gate: windows in the running median"),
-        ("TU_BUFFER_RESERVOIR", int(st.buffer == "reservoir"), "1: reservoir sampling, 0: FIFO"),
-        ("TU_CAPACITY", st.capacity, "reservoir capacity B"),
-        ("TU_JET_ROWS", 3 if st.lambda2 > 0 else 2, "rows of a stored jet (2: no second-order term)"),
-        ("TU_FORGET_WINDOW", st.forget_window or 0, "forgetting window of the reservoir (0: uniform)"),
-        ("TU_BATCH", spec.batch_size, "minibatch size"),
-        ("TU_LR", _f(spec.lr), "learning rate"),
-        ("TU_LR_MIN", _f(spec.lr_min), "final learning rate of the cosine schedule"),
-        ("TU_SCHEDULE_COSINE", int(spec.cosine), "1: cosine schedule, 0: constant"),
-        ("TU_MAX_STEPS", spec.max_steps, "updates the schedule spans"),
-        ("TU_EMA", int(spec.ema_decay is not None), "1: EMA of the weights"),
-        ("TU_EMA_WEIGHT", _f(1.0 - (spec.ema_decay or 0.0)), "1 - EMA decay"),
-        ("TU_WEIGHT_DECAY", _f(spec.weight_decay), "AdamW decay at and above full_at"),
-        ("TU_WEIGHT_DECAY_FULL_AT", _f(spec.weight_decay_full_at or 0.0), "relative noise of full decay (0: constant)"),
-        ("TU_GRAD_CLIP", _f(spec.grad_clip), "gradient-norm clip"),
-    ]
-    if isinstance(spec.system, SinglePendulum):  # the firmware's own simulated plant (support/tu_eval.c)
-        p = spec.system
-        macros += [
-            ("TU_SIM_X0", "{" + ", ".join(_f(v) for v in p.x0) + "}", "initial state, rad and rad/s"),
-            ("TU_SIM_ENERGY", "{" + ", ".join(_f(v) for v in p.energy_fraction) + "}", "re-excitation energy range"),
-            ("TU_SIM_REEXCITE", "{" + ", ".join(_f(v) for v in p.reexcite_interval) + "}",
-             "seconds between re-excitations"),
-            ("TU_SIM_NOISE", _f(spec.noise), "relative sensor noise"),
-            ("TU_SIM_SECONDS", _f(spec.duration), "stream length, s"),
-        ]
-    width = max(len(name) for name, _, _ in macros)
-    lines = [f"#define {name:<{width}} {value}  /* {doc} */" for name, value, doc in macros]
-    return (_stamp(spec) + "#ifndef TU_CONFIG_H\n#define TU_CONFIG_H\n\n" + "\n".join(lines)
-            + "\n\n#endif /* TU_CONFIG_H */\n")
-
-
-def model_header(spec: DeviceSpec) -> str:
-    """The text of ``tu_model_data.h``: the constant tables (see microcontroller/include/tu_model.h)."""
-    sg = SavitzkyGolay(spec.stream.half_width, spec.stream.order)
-    norms = torch.linalg.vector_norm(sg.rows, dim=1)
-    params = torch.cat([p.detach().flatten() for p in spec.field.parameters_list()])
-    body = (
-        "static const tu_model TU_MODEL_DATA = {\n"
-        f"    .sg_rows = {_array(sg.rows)},\n"
-        f"    .sg_row_norm = {_array(norms)},\n"
-        f"    .sg_projection = {_array(sg.projection)},\n"
-        f"    .sg_noise_gain = {_f(sg.noise_gain)},\n"
-        f"    .init_params = {_array(params)},\n"
-        f"    .in_scale = {_array(spec.field.in_scale)},\n"
-        f"    .out_scale = {_array(spec.field.out_scale)},\n"
-        f"    .known = {_plant_init(spec.field.known)},\n"
-        f"    .truth = {_plant_init(spec.system.true_field())},\n"
-        "};\n")
-    return (_stamp(spec) + "#ifndef TU_MODEL_DATA_H\n#define TU_MODEL_DATA_H\n\n#include <math.h>\n\n"
-            "#include \"tu_model.h\"\n\n" + body + "\n#endif /* TU_MODEL_DATA_H */\n")
-
-
-def write_headers(spec: DeviceSpec, out: str | Path) -> tuple[Path, Path]:
-    """Write ``tu_config.h`` and ``tu_model_data.h`` into ``out`` (created if missing).
-
-    Returns:
-        The two paths.
-    """
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = (folder / "tu_config.h", folder / "tu_model_data.h")
-    for path, text in zip(paths, (config_header(spec), model_header(spec))):
-        path.write_text(text)
-    return paths
-
-
-def headers_for(spec: DeviceSpec, root: str | Path | None = None) -> Path:
-    """Write the headers of ``spec`` into the build cache (``root``/gen-<settings hash>) and return the folder."""
-    from .build import BUILD_ROOT
-
-    folder = Path(root or BUILD_ROOT) / f"gen-{spec.config_hash()}"
-    write_headers(spec, folder)
-    return folder
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Command line: see the module doc and ``--help``."""
+    """Command line: see the module doc and ``--help``. An error of a setting or a file is one
+    line ``microcontroller.generate: error: ...`` and exit status 2."""
+    from torch_ude.cli import USER_ERRORS, user_error
+
     parser = argparse.ArgumentParser(prog="python -m microcontroller.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="torch-ude YAML config of the device run (fresh seeded network)")
     parser.add_argument("--run", help=f"run folder with {FIELD_FILE} and {SIDECAR_FILE} to fine-tune")
     parser.add_argument("--out", required=True, help="folder for tu_config.h and tu_model_data.h")
+    parser.add_argument("--ram-budget", type=int, default=None, metavar="BYTES",
+                        help="static RAM the trainer may take on the target (default: the Cortex-M4F firmware's "
+                             "RAM less its stack and buffers)")
     args, overrides = parser.parse_known_args(argv)
     args.overrides = overrides  # anything else is a LightningCLI override of --config, e.g. --data.noise 0.02
     if not (args.config or args.run):
         parser.error("give --config, --run, or both.")
+    budget = default_ram_budget() if args.ram_budget is None else args.ram_budget
+    if budget < 1:
+        parser.error(f"--ram-budget must be a positive number of bytes; got {args.ram_budget}.")
     try:
         spec = spec_from_run(args.run, args.config, args.overrides) if args.run else \
             spec_from_config(args.config, args.overrides)
-        paths = write_headers(spec, args.out)
-    except (ValueError, FileNotFoundError, KeyError) as err:
-        print(f"microcontroller.generate: error: {err}", file=sys.stderr)
+        paths = write_headers(spec, args.out, budget)
+    except USER_ERRORS as exc:
+        err = user_error(exc)
+        if err is None:
+            raise
+        print(f"microcontroller.generate: error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
     print(f"wrote {paths[0]} and {paths[1]} (settings hash {spec.config_hash()})")
     return 0

@@ -43,7 +43,7 @@ __all__ = ["main", "console", "check_files", "user_error", "TorchUdeCLI", "KNOWN
 
 #: Exception types whose message, raised by the project's code, is the whole story for a user.
 USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, FloatingPointError)
-_PACKAGES = ("torch_ude", "baselines", "mhe")
+_PACKAGES = ("torch_ude", "baselines", "mhe", "microcontroller")
 
 
 def _values(args: list[str], *flags: str) -> list[str]:

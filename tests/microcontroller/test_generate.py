@@ -1,11 +1,18 @@
-"""The header generator: stamps, tables, settings it refuses at generation time, fine-tuning."""
+"""The header generator: stamps, tables, settings it refuses at generation time (one line each),
+the target's RAM budget, fine-tuning a run and the run folders it refuses."""
 import json
+import re
+import shutil
+import subprocess
 
 import pytest
 import torch
 
+from microcontroller.build import ROOT, BuildError, build
 from microcontroller.generate import main, spec_from_config, spec_from_run, write_headers
+from microcontroller.memory import default_ram_budget, static_bytes
 from torch_ude import HybridField, __version__
+from torch_ude.cli import main as cli_main, user_error
 from torch_ude.export import export_field
 from torch_ude.savgol import SavitzkyGolay
 
@@ -48,11 +55,61 @@ def test_a_plant_without_a_c_field_is_refused(tmp_path):
 
 
 def test_command_line_reports_errors_in_one_line(tmp_path, capsys):
-    assert main(["--config", CONFIG, "--out", str(tmp_path), "--model.stream.capacity", "32"]) == 2
+    # issue 36: LightningCLI's warning about `args`, "Seed set to 0" and jsonargparse's Union dump
+    # used to surround the real cause
+    assert main(["--config", "configs/pendulum_case_a_c.yaml", "--out", str(tmp_path), "--model.stream.capacity",
+                 "32"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("microcontroller.generate: error:") and "minibatch" in err
+    assert err.startswith("microcontroller.generate: error: the buffer capacity B = 32") and "minibatch" in err
+    assert err.count("\n") == 1, err
     assert main(["--config", CONFIG, "--out", str(tmp_path)]) == 0
     assert (tmp_path / "tu_config.h").is_file() and (tmp_path / "tu_model_data.h").is_file()
+    assert capsys.readouterr().err == ""
+
+
+def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
+    with pytest.raises(ValueError) as info:
+        cli_main(["fit", "--config", "configs/pendulum_case_a_c.yaml", "--model.hidden", "[]", "--trainer.max_steps",
+                  "1", "--trainer.default_root_dir", str(tmp_path), "--trainer.enable_progress_bar", "false"])
+    err = user_error(info.value)  # what `torch-ude` prints as its one line
+    assert err is not None and "model.hidden is [], no hidden layer" in str(err) and "[16, 16]" in str(err)
+
+
+@pytest.mark.parametrize("config, overrides", [
+    (CONFIG, ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]),
+    ("configs/double_pendulum_case_a.yaml", ["--model.stream.capacity", "2048", "--model.stream.m_max", "50"]),
+    (CONFIG, ["--model.stream.capacity", "16", "--model.stream.lambda2", "0", "--model.stream.calibration_s", "0.601",
+              "--model.batch_size", "4", "--model.stream.gate_history", "5"]),
+])
+def test_the_generator_knows_the_trainers_size_and_the_compiler_checks_the_budget(config, overrides, tmp_path):
+    spec = spec_from_config(config, overrides)
+    exe = build(write_headers(spec, tmp_path / "gen")[0].parent, "program", [ROOT / "support" / "tu_sizes.c"])
+    sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+    assert static_bytes(spec) == sizes["total"]
+    write_headers(spec, tmp_path / "fits", ram_budget=sizes["total"])
+    build(tmp_path / "fits", "static")
+    cfg = write_headers(spec, tmp_path / "short", ram_budget=sizes["total"])[0]
+    cfg.write_text(cfg.read_text().replace(f"TU_RAM_BUDGET           {sizes['total']}",
+                                           f"TU_RAM_BUDGET           {sizes['total'] - 1}"))
+    with pytest.raises(BuildError, match="tu_trainer_fits_the_ram_budget"):
+        build(tmp_path / "short", "static")
+    with pytest.raises(ValueError, match=f"needs {sizes['total']:,} bytes of static RAM"):
+        write_headers(spec, tmp_path / "none", ram_budget=sizes["total"] - 1)
+
+
+def test_a_reservoir_beyond_the_targets_ram_is_refused_with_the_size_it_needs(tmp_path, capsys):
+    big = ["--model.stream.capacity", "10000000"]
+    need = static_bytes(spec_from_config(CONFIG, big))
+    assert main(["--config", CONFIG, "--out", str(tmp_path / "a"), *big]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"needs {need:,} bytes of static RAM" in err
+    assert f"budget of {default_ram_budget():,} bytes" in err and "lower model.stream.capacity to at most" in err
+    assert not (tmp_path / "a").exists()
+    # the largest capacity it names fits; a target with more RAM takes the big one
+    most = int(re.search(r"at most ([\d,]+)", err).group(1).replace(",", ""))
+    assert static_bytes(spec_from_config(CONFIG, ["--model.stream.capacity", str(most)])) <= default_ram_budget()
+    assert main(["--config", CONFIG, "--out", str(tmp_path / "b"), *big, "--ram-budget", str(need)]) == 0
+    assert f"#define TU_RAM_BUDGET           {need}" in (tmp_path / "b" / "tu_config.h").read_text()
 
 
 def test_a_trained_run_is_fine_tuned_with_its_weights_and_scales(tmp_path):
@@ -76,6 +133,64 @@ def test_a_trained_run_is_fine_tuned_with_its_weights_and_scales(tmp_path):
                                                      "extra": {}}))
     with pytest.raises(ValueError, match="records no run settings"):
         spec_from_run(tmp_path)
+
+
+@pytest.fixture()
+def run_folder(tmp_path):
+    """An exported single-pendulum run with its settings, as `torch-ude fit` leaves it."""
+    spec = spec_from_config(CONFIG, [])
+    extra = {"seed": 5, "config": {"model": {"stream": {"capacity": 512}, "batch_size": 32},
+                                   "data": {"fs": 1000.0, "train_rate": 25.0}, "max_steps": 700}}
+    export_field(spec.field, tmp_path / "run", spec.system, "A", extra=extra)
+    return tmp_path / "run"
+
+
+def _one_line_error(capsys, run, *more) -> str:
+    assert main(["--run", str(run), "--out", str(run.parent / "gen"), *more]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("microcontroller.generate: error:") and err.count("\n") == 1, err
+    return err
+
+
+def test_a_truncated_or_broken_run_folder_is_one_line_naming_the_file(run_folder, tmp_path, capsys):
+    assert main(["--run", str(run_folder), "--out", str(tmp_path / "ok")]) == 0
+    capsys.readouterr()
+    pt, sidecar = run_folder / "field.pt", run_folder / "field.json"
+    good_pt, good_json = pt.read_bytes(), sidecar.read_text()
+    pt.write_bytes(good_pt[: len(good_pt) // 2])
+    err = _one_line_error(capsys, run_folder)
+    assert f"{pt} is not a readable TorchScript field" in err and "truncated" in err
+    pt.write_bytes(good_pt)
+    sidecar.write_text(good_json[:-20])
+    err = _one_line_error(capsys, run_folder)
+    assert f"{sidecar} is not valid JSON" in err
+    # field.pt of another plant beside this run's field.json
+    other = spec_from_config("configs/double_pendulum_case_a.yaml", [])
+    export_field(other.field, tmp_path / "double", other.system, "A", extra={"seed": 0})
+    sidecar.write_text(good_json)
+    shutil.copy(tmp_path / "double" / "field.pt", pt)
+    err = _one_line_error(capsys, run_folder)
+    assert f"{pt} holds a network of layers [4, 16, 16, 4]" in err and "SinglePendulum case A with layers [2, 16, 16, 2]" in err
+    assert "different runs" in err
+
+
+def test_recorded_log_and_mhe_run_folders_are_refused_in_one_line(run_folder, capsys):
+    sidecar = run_folder / "field.json"
+    good = json.loads(sidecar.read_text())
+    # what the jet-matching trainer on a recorded log writes: its plant is the log's RecordedPlant
+    sidecar.write_text(json.dumps({**good, "case": "RECORDED", "plant": {
+        "class_path": "torch_ude.training.recorded.RecordedPlant", "init_args": {"states": ["q", "qdot"]}}}))
+    err = _one_line_error(capsys, run_folder)
+    assert f"{sidecar}: the run trained plant 'torch_ude.training.recorded.RecordedPlant'" in err
+    assert "recorded log" in err and "Python trainer" in err
+    # a PEM-MHE run's sidecar (mhe.training.outputs)
+    sidecar.write_text(json.dumps({"format": "torch-ude-mhe-model", "physics": "KinematicBicycle", "dt": 0.04}))
+    err = _one_line_error(capsys, run_folder)
+    assert f"{sidecar} describes a PEM-MHE model, not a jet-matching field" in err
+    # a network reading the angles as (sin, cos)
+    sidecar.write_text(json.dumps({**good, "periodic": [0]}))
+    err = _one_line_error(capsys, run_folder)
+    assert "periodic states read as (sin, cos)" in err and "model.periodic false" in err
 
 
 def test_a_run_with_the_linear_term_is_refused(tmp_path):

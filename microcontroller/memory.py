@@ -1,0 +1,93 @@
+"""The C trainer's static memory, computed from the generator's settings, and a target's RAM budget.
+
+`static_bytes` is ``sizeof(tu_trainer)`` for a `DeviceSpec`, from the layout of the struct
+in ``include/tu_trainer.h`` (the same on the host and on 32-bit Arm; the tests compare it
+with the compiler's ``sizeof`` for several configurations). `check_ram` refuses a
+configuration whose trainer does not fit a target's budget, before any compiler sees it,
+and names the largest reservoir that would fit.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .build import ROOT
+
+if TYPE_CHECKING:
+    from .generate import DeviceSpec
+
+__all__ = ["static_bytes", "check_ram", "firmware_ram", "FIRMWARE_RESERVE", "default_ram_budget"]
+
+#: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
+#: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
+FIRMWARE_RESERVE = 64 * 1024
+_F32, _COUNTERS = 4, 13
+
+
+def _round_up(value: int, to: int) -> int:
+    return -(-value // to) * to
+
+
+def static_bytes(spec: DeviceSpec, capacity: int | None = None) -> int:
+    """``sizeof(tu_trainer)`` of the C build of ``spec`` (with reservoir ``capacity`` if given).
+
+    The layout of ``tu_trainer``: the 8-byte members first (magic and state, two PCG32
+    generators, tick, seen, update count, 13 counters), then 4-byte ones only, so nothing is
+    padded inside; the struct is rounded up to 8 bytes.
+    """
+    st = spec.stream
+    n, taps = spec.field.n_states, 2 * st.half_width + 1
+    capacity = st.capacity if capacity is None else capacity
+    cal_len = st.calibration_ticks(spec.fs)
+    params = spec.field.num_parameters()
+    rows = 3 if st.lambda2 > 0 else 2
+    head = 8 + 2 * 16 + 3 * 8 + _COUNTERS * 8                    # magic .. counters
+    stream = 4 * 4 + (4 * n + 7) * _F32                          # have_last .. cal_fill, tu_calibration
+    ring = ((taps - 1) * st.m_max + 1) * n * _F32 + 2 * 4         # ring, ring_head, run
+    gate = st.gate_history * n * _F32 + 2 * 4                     # history, head, count
+    record = cal_len * n * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
+    union = max(capacity * rows * n * _F32, record)
+    network = (5 * params + 2 * n + 4) * _F32                     # weights .. EMA, scales, last losses
+    return _round_up(head + stream + ring + gate + union + network, 8)
+
+
+def firmware_ram() -> int:
+    """The RAM of the Cortex-M4F firmware's target (``targets/cortex_m4/mps2_an386.ld``), bytes."""
+    text = (ROOT / "targets" / "cortex_m4" / "mps2_an386.ld").read_text()
+    found = re.search(r"^\s*RAM\s*\(\w+\)\s*:\s*ORIGIN\s*=\s*\w+\s*,\s*LENGTH\s*=\s*(\d+)\s*([KM]?)", text, re.M)
+    if found is None:
+        raise RuntimeError("targets/cortex_m4/mps2_an386.ld declares no RAM region; restore its MEMORY block.")
+    return int(found.group(1)) * {"": 1, "K": 1024, "M": 1024 * 1024}[found.group(2)]
+
+
+def default_ram_budget() -> int:
+    """The Cortex-M4F firmware's budget for the trainer: its RAM less `FIRMWARE_RESERVE`."""
+    return firmware_ram() - FIRMWARE_RESERVE
+
+
+def check_ram(spec: DeviceSpec, budget: int) -> int:
+    """Refuse a configuration whose trainer exceeds ``budget`` bytes of static RAM.
+
+    Returns:
+        ``static_bytes(spec)``.
+
+    Raises:
+        ValueError: naming the bytes needed, the budget and the largest reservoir capacity
+            that fits (none if even the empty reservoir's neighbours do not fit).
+    """
+    need = static_bytes(spec)
+    if need <= budget:
+        return need
+    st = spec.stream
+    lo, hi = 0, st.capacity  # the largest capacity that fits: static_bytes grows with it
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if static_bytes(spec, mid) <= budget else (lo, mid - 1)
+    slot = (3 if st.lambda2 > 0 else 2) * spec.field.n_states * _F32
+    fits = (f"lower model.stream.capacity to at most {lo:,}" if lo >= spec.batch_size else
+            "no reservoir of one minibatch fits: shorten model.stream.calibration_s or lower model.stream.m_max")
+    raise ValueError(
+        f"the C trainer needs {need:,} bytes of static RAM (a reservoir of B = {st.capacity:,} jets of {slot} bytes "
+        f"each), more than the target's budget of {budget:,} bytes; {fits}, or give the target's budget with "
+        f"--ram-budget BYTES (default: the Cortex-M4F firmware's {firmware_ram():,} bytes of RAM less "
+        f"{FIRMWARE_RESERVE:,} for its stack and buffers).")
