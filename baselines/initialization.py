@@ -35,7 +35,7 @@ def stream_calibration(rec: Recording) -> Calibration:
 
 def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, cal: Calibration | None = None,
-                  linear: bool = False) -> HybridField:
+                  linear: bool = False, periodic: Sequence[int] = ()) -> HybridField:
     """The field jet matching starts from for ``seed``: seeded weights, calibrated scales.
 
     Args:
@@ -47,11 +47,13 @@ def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: 
         dtype: parameter dtype.
         cal: the stream's `stream_calibration`, if already computed.
         linear: add the zero-initialised linear term to the residual (`HybridField`).
+        periodic: the states the network reads as ``(sin, cos)`` (`HybridField`).
 
     Returns:
         The field, with ``in_scale = x_rms`` and ``out_scale = s1`` of the calibration.
     """
-    field = HybridField.from_seed(system.known_field(case), seed, hidden=hidden, dtype=dtype, linear=linear)
+    field = HybridField.from_seed(system.known_field(case), seed, hidden=hidden, dtype=dtype, linear=linear,
+                                  periodic=periodic)
     cal = stream_calibration(rec) if cal is None else cal
     field.set_scales(cal.x_rms.to(dtype), cal.s1.to(dtype))
     return field

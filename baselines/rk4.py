@@ -22,6 +22,11 @@ offsets ``c = (0, 1/2, 1/2, 1)``. Held constant it would lag a ramping torque by
 step; linear, the RK4 step stays second-order accurate in the input for a smooth
 ``u(t)``. The stage inputs are taped too (the adjoint evaluates ``J_x^T`` there); they
 are data, so no cotangent flows to them.
+
+The network reads its inputs through the field's input map (periodic states as ``(sin,
+cos)``, `torch_ude.input_map`), recomputed from the taped stage states. A field with a trust
+envelope (`torch_ude.envelope`) also tapes the network's outputs, which the adjoint of the
+fade reads; a field without one tapes exactly what it did before envelopes existed.
 """
 from __future__ import annotations
 
@@ -49,12 +54,15 @@ class RK4Tape:
             shape (K, 4, B, d_l) per hidden layer.
         states: step states ``x_1 .. x_K``, shape (K, B, n).
         inputs: stage inputs ``u_{k,i}``, shape (K, 4, B, n_u), for a field with inputs; else None.
+        outputs: the network's outputs at each stage, shape (K, 4, B, n), for a field with a
+            trust envelope; else None.
     """
 
     stages: Tensor
     hidden: list[Tensor]
     states: Tensor
     inputs: Tensor | None = None
+    outputs: Tensor | None = None
 
     @classmethod
     def allocate(cls, field: HybridField, steps: int, batch: int) -> RK4Tape:
@@ -79,6 +87,7 @@ class RK4Tape:
             hidden=[torch.empty(steps, 4, batch, d, dtype=dtype) for d in widths],
             states=torch.empty(steps, batch, n, dtype=dtype),
             inputs=torch.empty(steps, 4, batch, field.n_inputs, dtype=dtype) if field.n_inputs else None,
+            outputs=torch.empty(steps, 4, batch, n, dtype=dtype) if field.envelope is not None else None,
         )
 
     @property
@@ -94,13 +103,14 @@ class RK4Tape:
     @property
     def nbytes(self) -> int:
         """Bytes held by the tape's buffers (what the reverse sweep keeps)."""
-        taped = (self.stages, self.states, *self.hidden) + (() if self.inputs is None else (self.inputs,))
+        taped = (self.stages, self.states, *self.hidden) + tuple(t for t in (self.inputs, self.outputs) if t is not None)
         return sum(t.numel() * t.element_size() for t in taped)
 
     def activations(self, field: HybridField, step: int, stage: slice | int) -> Activations:
         """The network activations recorded at ``(step, stage)``, flattened over stages.
 
-        The output layer's value is not kept: the reverse sweep never reads it.
+        The output layer's value is kept only for a field with an envelope (the fade's adjoint
+        reads it); otherwise ``output`` is empty.
 
         Args:
             field: the field that was integrated (for the input scale).
@@ -108,16 +118,15 @@ class RK4Tape:
             stage: a stage index or a slice of stages.
 
         Returns:
-            `Activations` with inputs ``z / s_in`` and the hidden layers, batch
-            ``S * B`` for ``S`` selected stages.
+            `Activations` with inputs ``phi(z, u)`` (`HybridField.net_input`) and the hidden
+            layers, batch ``S * B`` for ``S`` selected stages.
         """
         n = field.n_states
         z = self.stages[step, stage].reshape(-1, n)
         hidden = [h[step, stage].reshape(-1, h.shape[-1]) for h in self.hidden]
-        if self.inputs is not None:
-            u = self.inputs[step, stage].reshape(-1, self.inputs.shape[-1])
-            return Activations(inputs=field.net_input(z, u), hidden=hidden, output=z.new_empty(0))
-        return Activations(inputs=z / field.in_scale, hidden=hidden, output=z.new_empty(0))
+        u = None if self.inputs is None else self.inputs[step, stage].reshape(-1, self.inputs.shape[-1])
+        output = z.new_empty(0) if self.outputs is None else self.outputs[step, stage].reshape(-1, n)
+        return Activations(inputs=field.net_input(z, u), hidden=hidden, output=output)
 
 
 @torch.no_grad()
@@ -167,16 +176,13 @@ def rk4_forward(field: HybridField, x0: Tensor, h: float, tape: RK4Tape, inputs:
                 z.copy_(x)
             else:
                 torch.add(x, slope, alpha=c * h, out=z)
-            if tape.inputs is None:
-                acts = field.mlp.activations(z / field.in_scale)
-            else:
-                acts = field.mlp.activations(field.net_input(z, tape.inputs[k, i]))
+            u = None if tape.inputs is None else tape.inputs[k, i]
+            acts = field.mlp.activations(field.net_input(z, u))
             for buf, act in zip(tape.hidden, acts.hidden):
                 buf[k, i].copy_(act)
-            if tape.inputs is None:
-                slope = field.known(z) + field.out_scale * acts.output
-            else:
-                slope = field.known(z, tape.inputs[k, i]) + field.out_scale * acts.output
+            if tape.outputs is not None:
+                tape.outputs[k, i].copy_(acts.output)
+            slope = (field.known(z) if u is None else field.known(z, u)) + field.residual_of(acts)
             increment.add_(slope, alpha=weights[i])
         x = tape.states[k]
         torch.add(tape.stages[k, 0], increment, out=x)

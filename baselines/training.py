@@ -133,6 +133,8 @@ class ShootingModule(L.LightningModule):
         hidden: hidden widths of the tanh MLP.
         linear: add the zero-initialised linear term to the residual (`HybridField`),
             as jet matching's ``linear``.
+        periodic: read the plant's periodic states (angles) as ``(sin, cos)``, as jet
+            matching's ``periodic``.
         lr: initial Adam learning rate of the network.
         lr_final: final rate of the cosine decay over ``trainer.max_steps``, or None
             for a constant rate.
@@ -154,13 +156,15 @@ class ShootingModule(L.LightningModule):
         num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
     """
 
-    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, lr: float = 4e-2, lr_final: float | None = 1e-3,
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, periodic: bool = True,
+                 lr: float = 4e-2, lr_final: float | None = 1e-3,
                  fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
                  betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5, weight_decay: float = 0.0,
                  weight_decay_full_at: float | None = None, num_threads: int | None = 1) -> None:
         super().__init__()
         self.automatic_optimization = False
         self.hidden, self.linear, self.lr, self.lr_final = tuple(hidden), bool(linear), float(lr), lr_final
+        self.periodic = bool(periodic)
         self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
         self.betas, self.backoff, self.num_threads = (float(betas[0]), float(betas[1])), float(backoff), num_threads
         if weight_decay_full_at is not None and not weight_decay_full_at > 0:
@@ -184,7 +188,7 @@ class ShootingModule(L.LightningModule):
         dm.setup(stage)
         cal = stream_calibration(dm.recording)
         field = initial_field(dm.system, dm.case, dm.recording, dm.seed, hidden=self.hidden, cal=cal,
-                             linear=self.linear)
+                             linear=self.linear, periodic=dm.system.periodic if self.periodic else ())
         decay = noise_adaptive_weight_decay(cal.sigma_rel, self.weight_decay, self.weight_decay_full_at)
         self.field = field
         self.objective = ShootingObjective(field, dm.windows, field.in_scale.clone() if self.normalize else None)

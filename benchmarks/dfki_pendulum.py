@@ -105,7 +105,8 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
     field of ``form``'s hidden widths, linear term and input-affine form (jet matching's field), seeded
     by ``seed``."""
     field = HybridField.from_seed(dm.system.known, seed, hidden=form.mlp.sizes[1:-1], linear=form.linear,
-                                  input_affine=form.input_affine)
+                                  input_affine=form.input_affine, periodic=form.input_map.periodic,
+                                  invariant=form.input_map.invariant)
     n = field.n_states
     x_rms, s1 = torch.tensor(calibration["x_rms"]), torch.tensor(calibration["s1"])
     field.set_scales(x_rms[:n], s1[:n], x_rms[n:])

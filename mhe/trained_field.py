@@ -15,6 +15,14 @@ Every trainer of the project (jet matching, the RK4 baseline, the C trainer) exp
 The known part is rebuilt from the run's plant and case (``field.json``); `mhe` has the
 pendulum field (`mhe.pendulum`), so single-pendulum plants are supported (Cases A/B/C and the
 friction pendulum); another plant is a clear error.
+
+A field that reads periodic states as ``(sin, cos)`` or leaves invariant states out
+(`torch_ude.input_map`), or fades its residual outside a trust envelope
+(`torch_ude.envelope`), has all of it written out in `TrainedField.casadi_function` (the
+fade's branches as ``if_else`` on the distance past each edge, so its derivatives are exact
+everywhere but on the edges, where the field is twice continuously differentiable).
+`TrainedField.residual` (L4CasADi's plain MLP of ``x / s_in``) cannot carry them and refuses
+such a field.
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import numpy as np
 import torch
 
 from torch_ude.export import FIELD_FILE, SIDECAR_FILE, load_field
+from torch_ude.input_map import InputMap
 from torch_ude.systems import System
 
 from .casadi_model import CASADI_OPS
@@ -52,12 +61,17 @@ class TrainedField:
         in_scale: ``s_in``, shape (n,).
         out_scale: ``s_out``, shape (n,).
         sidecar: the run's ``field.json``.
+        input_map: how the network reads the states (`torch_ude.input_map.InputMap`).
+        envelope: the trust envelope's ``(low, high, margin)`` in the network's input, or None.
     """
 
     def __init__(self, system: System, case: str, physics: PendulumPhysics,
                  layers: Sequence[tuple[np.ndarray, np.ndarray]], in_scale: np.ndarray, out_scale: np.ndarray,
-                 sidecar: dict) -> None:
+                 sidecar: dict, periodic: Sequence[int] = (), invariant: Sequence[int] = (),
+                 envelope: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self.system, self.case, self.physics = system, case, physics
+        self.input_map = InputMap(len(in_scale), 0, periodic, invariant)
+        self.envelope = envelope
         self.layers = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in layers]
         self.in_scale, self.out_scale = np.asarray(in_scale, np.float64), np.asarray(out_scale, np.float64)
         self.sidecar = sidecar
@@ -109,10 +123,15 @@ class TrainedField:
                 raise ValueError(f"{folder / FIELD_FILE}: layer {i} has weights {w.shape} and bias {b.shape}, "
                                  f"but {SIDECAR_FILE} names layer sizes {sizes}.")
         physics = known_pendulum(run_system, run_case)
-        if physics.n_x != sizes[0]:
-            raise ValueError(f"{folder}: the network takes {sizes[0]} states, the known model "
-                             f"{physics.n_x}.")
-        return cls(run_system, run_case, physics, layers, state["in_scale"], state["out_scale"], sidecar)
+        width = InputMap(physics.n_x, 0, sidecar.get("periodic", ()), sidecar.get("invariant", ())).width
+        if width != sizes[0]:
+            raise ValueError(f"{folder}: the network takes {sizes[0]} inputs, the known model's {physics.n_x} "
+                             f"states give {width}.")
+        envelope = None
+        if "envelope" in sidecar:
+            envelope = tuple(np.asarray(sidecar["envelope"][k], np.float64) for k in ("low", "high", "margin"))
+        return cls(run_system, run_case, physics, layers, state["in_scale"], state["out_scale"], sidecar,
+                   periodic=sidecar.get("periodic", ()), invariant=sidecar.get("invariant", ()), envelope=envelope)
 
     def casadi_function(self, name: str = "F") -> cs.Function:
         """``F`` as ``casadi.Function(name, [x], [F(x)])``, x of shape (n, 1), float64, SX.
@@ -122,12 +141,17 @@ class TrainedField:
         x = cs.SX.sym("x", self.n_x)
         values = {n: float(v) for n, v in self.physics.params().items()}
         known = cs.vertcat(*self.physics.vector_field([x[i] for i in range(self.n_x)], [], values, CASADI_OPS))
-        z = x / cs.DM(self.in_scale)
+        imap = self.input_map
+        z = cs.vertcat(*[x[i] / float(self.in_scale[i]) for i in imap.plain], *[cs.sin(x[i]) for i in imap.periodic],
+                       *[cs.cos(x[i]) for i in imap.periodic])
+        out = z
         for i, (w, b) in enumerate(self.layers):
-            z = cs.mtimes(cs.DM(w), z) + cs.DM(b)
+            out = cs.mtimes(cs.DM(w), out) + cs.DM(b)
             if i < len(self.layers) - 1:
-                z = cs.tanh(z)
-        return cs.Function(name, [x], [known + cs.DM(self.out_scale) * z], ["x"], [name])
+                out = cs.tanh(out)
+        if self.envelope is not None:
+            out = _fade(z, *self.envelope) * out
+        return cs.Function(name, [x], [known + cs.DM(self.out_scale) * out], ["x"], [name])
 
     def residual(self, outputs: Sequence[int] | None = None) -> NeuralResidual:
         """The network as a `mhe.model.NeuralResidual` (no inputs) with the exported weights.
@@ -138,8 +162,14 @@ class TrainedField:
 
         Raises:
             ValueError: for an MLP other than two hidden layers of equal width (the shape of
-                `mhe.model.NeuralResidual`).
+                `mhe.model.NeuralResidual`), or a field with periodic or invariant states or a
+                trust envelope, which that network cannot carry (use `casadi_function`).
         """
+        if self.input_map.periodic or self.input_map.invariant or self.envelope is not None:
+            raise ValueError("this field reads periodic states as (sin, cos), leaves invariant states out or fades "
+                             "outside a trust envelope, which mhe's NeuralResidual (an MLP of x / s_in) cannot carry; "
+                             "use TrainedField.casadi_function, or train with model.periodic: false and "
+                             "model.envelope: false.")
         sizes = [self.n_x] + [w.shape[0] for w, _ in self.layers]
         if len(sizes) != 4 or sizes[1] != sizes[2]:
             raise ValueError(f"mhe's NeuralResidual has two hidden layers of one width; this field's MLP has "
@@ -163,3 +193,14 @@ class TrainedField:
         """
         return StateSpaceModel(copy.deepcopy(self.physics), self.residual(), dt=dt, measured=measured,
                                discretization=discretization)
+
+
+def _fade(z: cs.SX, low: np.ndarray, high: np.ndarray, margin: np.ndarray) -> cs.SX:
+    """The trust envelope's fade ``w(z)`` in CasADi (`torch_ude.envelope.fade`): the product over
+    the columns of ``1 - smootherstep(t)``, ``t`` the distance past the box over the margin, in [0, 1]."""
+    w = 1
+    for j in range(z.shape[0]):
+        past = cs.fmax(cs.fmax(z[j] - float(high[j]), float(low[j]) - z[j]), 0) / float(margin[j])
+        t = cs.fmin(past, 1)
+        w = w * (1 - t * t * t * (10 - 15 * t + 6 * t * t))
+    return w

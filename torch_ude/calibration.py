@@ -16,7 +16,19 @@ From a short calibration record of the raw stream:
   ``m = round(fs * dt*)`` of Eq. (24) with ``sigma_rel = mean_i sigma_hat_i / x_rms_i``;
 * ``lambda2`` by the SNR gate of Eq. (25)-(26);
 * (ours, not in the paper) the decoupled weight decay for the measured noise,
-  `noise_adaptive_weight_decay`.
+  `noise_adaptive_weight_decay`;
+* (ours) a check that the noise estimate reads noise: Eq. (23) assumes the 11 consecutive
+  samples of its window lie on a polynomial up to noise. A signal with few samples per
+  period breaks that, and its polynomial bias then reads as noise (an oscillator at 9 samples
+  per period reads 4 times its true noise). White noise gives the centre residuals of
+  consecutive windows a known lag-1 correlation ``rho_noise = sum_j c_j c_(j+1) / sum_j c_j^2``
+  (``c`` the residual's taps, -0.46 for M = 5, P = 4), while a smooth bias is positively
+  correlated (close to 1), so ``(rho - rho_noise) / (1 - rho_noise)`` bounds from below the
+  share of the residual's power that is signal (`Calibration.bias_share`). Above
+  `BIAS_SHARE_LIMIT` the signal is too fast for the window: the SNR gate then keeps the
+  second-order term off (its target is biased too) and `calibration_notes` says so, with the
+  samples per period of the fastest channel (the peak of its spectrum) and the rate the jets
+  would need.
 
 Windows that contain a non-finite sample, an outlier or straddle a segment boundary (a
 long gap or a re-excitation) are left out of every estimate.
@@ -32,11 +44,18 @@ from torch import Tensor
 from .savgol import SavitzkyGolay, optimal_dt, savgol_rows, snr2
 
 __all__ = ["Calibration", "calibrate", "valid_windows", "screen_outliers", "noise_adaptive_weight_decay",
-           "CALIBRATION_M0"]
+           "calibration_notes", "CALIBRATION_M0", "BIAS_SHARE_LIMIT", "SAMPLES_PER_PERIOD_NEEDED"]
 
 _MAX_ROUNDS = 5  # fixed-point rounds of the adaptive tap spacing
 CALIBRATION_M0 = 40  # tap spacing of the first scale measurement of the adaptive time scale
 _MAD_TO_SD = 1.4826  # standard deviations per median absolute deviation of a Gaussian
+#: The share of the noise estimate's residual power that is signal above which the signal is too
+#: fast for the Savitzky–Golay window (module doc): 7 standard errors of the lag-1 correlation
+#: over a 3 s record at 1 kHz, and far below the 0.79 of an oscillator at 9 samples per period.
+BIAS_SHARE_LIMIT = 0.1
+#: Samples per period the jets need: the 11-tap window then spans a quarter period or less, and
+#: the bias of an oscillation stays below the noise at 0.1 % noise (measured on the Duffing plant).
+SAMPLES_PER_PERIOD_NEEDED = 40
 
 
 @dataclass
@@ -53,7 +72,13 @@ class Calibration:
         m: tap spacing in samples.
         dt_eff: ``m / fs`` in s.
         snr2: second-derivative SNR of Eq. (25) at ``m``.
-        lambda2: second-order weight after the gate of Eq. (26).
+        lambda2: second-order weight after the gate of Eq. (26) (0 when the signal is too
+            fast for the window, `bias_share`).
+        bias_share: per channel, the least share of the noise estimate's residual power that
+            is signal, not noise (module doc); None for a calibration made before the check.
+        samples_per_period: per channel, samples per period of the strongest frequency of the
+            record (``inf`` for a channel with no oscillation); None as ``bias_share``.
+        too_fast: a state channel's ``bias_share`` exceeds `BIAS_SHARE_LIMIT`.
     """
 
     x_rms: Tensor
@@ -66,6 +91,9 @@ class Calibration:
     dt_eff: float
     snr2: float
     lambda2: float
+    bias_share: Tensor | None = None
+    samples_per_period: Tensor | None = None
+    too_fast: bool = False
 
     def to_dict(self) -> dict:
         """JSON-serializable view."""
@@ -115,6 +143,70 @@ def screen_outliers(y: Tensor, segment: Tensor, threshold: float = 5.0) -> Tenso
         if scale > 0:
             flagged[2:-2] |= usable[:, i] & (r[:, i].abs() > threshold * scale)
     return flagged
+
+
+def _bias_share(sg: SavitzkyGolay, residuals: Tensor) -> Tensor:
+    """The least share of signal in the centre residuals of consecutive windows, (W, n) -> (n,)
+    (module doc)."""
+    c = -sg.rows[0].to(torch.float64)
+    c[sg.half_width] += 1.0
+    rho_noise = float((c[:-1] * c[1:]).sum() / (c * c).sum())
+    power = (residuals * residuals).sum(dim=0)
+    rho = (residuals[:-1] * residuals[1:]).sum(dim=0) / torch.where(power > 0, power, torch.ones_like(power))
+    return torch.clamp((rho - rho_noise) / (1.0 - rho_noise), 0.0, 1.0)
+
+
+def _samples_per_period(y: Tensor, segment: Tensor) -> Tensor:
+    """Samples per period of each channel's strongest frequency over its longest finite stretch
+    of one segment (the peak of the periodogram of the mean-removed samples), (T, n) -> (n,)."""
+    ok = torch.isfinite(y).all(dim=1)
+    key = torch.where(ok, segment, torch.full_like(segment, -1))
+    breaks = torch.nonzero(key[1:] != key[:-1]).flatten() + 1
+    bounds = [0, *breaks.tolist(), y.shape[0]]
+    lo, hi = max(((a, b) for a, b in zip(bounds[:-1], bounds[1:]) if bool(ok[a])), key=lambda p: p[1] - p[0],
+                 default=(0, 0))
+    out = torch.full((y.shape[1],), math.inf, dtype=torch.float64)
+    if hi - lo < 4:
+        return out
+    part = y[lo:hi] - y[lo:hi].mean(dim=0)
+    power = torch.fft.rfft(part, dim=0).abs()[1:]  # no DC
+    peak = power.argmax(dim=0) + 1
+    has = power.amax(dim=0) > 0
+    out[has] = (hi - lo) / peak[has].to(torch.float64)
+    return out
+
+
+def calibration_notes(cal: Calibration, fs: float, half_width: int, n_states: int | None = None) -> list[str]:
+    """What a run should say about its calibration: the SNR gate's decision, and a signal too
+    fast for the window with the rate the jets would need (module doc).
+
+    Args:
+        cal: the calibration.
+        fs: the sample rate in Hz.
+        half_width: the SG half width M.
+        n_states: the state channels (the first ones), None for all.
+
+    Returns:
+        One-line messages; the first is the SNR gate's, a second one warns of a signal too fast.
+    """
+    states = slice(None) if n_states is None else slice(0, n_states)
+    gate = "on" if cal.lambda2 > 0 else "off"
+    notes = [f"SNR gate: second-derivative SNR {cal.snr2:.3g} at m = {cal.m}: the second-order term is {gate} "
+             f"(lambda2 = {cal.lambda2:g})" + (" because the signal is too fast for the window" if cal.too_fast
+                                              else "")]
+    if cal.too_fast and cal.bias_share is not None:
+        share = torch.as_tensor(cal.bias_share)[states]
+        periods = torch.as_tensor(cal.samples_per_period)[states]
+        i = int(share.argmax())
+        per = float(periods[i])
+        need = SAMPLES_PER_PERIOD_NEEDED * fs / per if math.isfinite(per) else math.nan
+        notes.append(
+            f"the signal is too fast for the Savitzky-Golay window: channel {i} oscillates at about {per:.1f} samples "
+            f"per period, while the window spans {2 * half_width + 1} samples, and at least {float(share[i]):.0%} of "
+            f"what the calibration read as noise is the polynomial's bias (sigma_hat {float(cal.sigma[i]):.3g} is "
+            f"too high, and the jets are biased). The jets need about {SAMPLES_PER_PERIOD_NEEDED} samples per period: "
+            f"sample at {need:.4g} Hz or more (now {fs:g} Hz); a shorter window (stream.half_width) only partly helps.")
+    return notes
 
 
 def _scales(sg: SavitzkyGolay, y: Tensor, segment: Tensor, m: int, stride: int, fs: float,
@@ -196,7 +288,9 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
     fine = valid_windows(sg, real, segment, 1, 1)
     if fine.shape[0] == 0:
         raise ValueError(f"the calibration record holds no {sg.taps} consecutive valid samples.")
-    sigma = torch.sqrt(sg.noise_variance(sg.centre_residual(fine)))
+    residuals = sg.centre_residual(fine)
+    sigma = torch.sqrt(sg.noise_variance(residuals))
+    bias_share = _bias_share(sg, residuals)
     if n_states is not None and not 1 <= n_states <= y.shape[1]:
         raise ValueError(f"n_states must be in [1, {y.shape[1]}] (the state channels of y); got {n_states!r}.")
     states = slice(None) if n_states is None else slice(0, n_states)
@@ -223,10 +317,12 @@ def calibrate(y: Tensor, fs: float, segment: Tensor | None = None, sg: SavitzkyG
                      savgol_rows(sg.half_width, sg.order, 2, m)[2])
     else:
         ratio = snr2(s2[states], sigma[states], dt_eff, sg.rows[2].to(torch.float64))
-    lam2 = lambda2_0 if (not gate_lambda2 or ratio >= snr_threshold) else 0.0
+    too_fast = bool((bias_share[states] > BIAS_SHARE_LIMIT).any())
+    lam2 = lambda2_0 if (not gate_lambda2 or (ratio >= snr_threshold and not too_fast)) else 0.0
     return Calibration(x_rms=x_rms, s1=s1, s2=s2, sigma=sigma, sigma_rel=sigma_rel, omega_c=omega_c,
                        m=m, dt_eff=dt_eff, snr2=ratio if math.isfinite(ratio) else float("inf"),
-                       lambda2=lam2)
+                       lambda2=lam2, bias_share=bias_share, samples_per_period=_samples_per_period(y, segment),
+                       too_fast=too_fast)
 
 
 def noise_adaptive_weight_decay(sigma_rel: float, weight_decay: float, full_at: float | None) -> float:

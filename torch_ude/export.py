@@ -10,6 +10,9 @@ place), so a reader never sees a half-written one.
 A field with recorded inputs (``F(x, u)``) is exported as a map of ``(N, n + n_u)`` rows,
 the states then the inputs, to ``(N, n)`` values; the sidecar says so and records the
 input scales.
+A field that reads periodic states as ``(sin, cos)`` records their indices (``"periodic"``), and
+one with a trust envelope records it (``"envelope"``: its box and fade band per network input
+column, `torch_ude.envelope`); both are inside the TorchScript program too.
 A field with the residual's linear term (``HybridField(..., linear=True)``) exports to
 TorchScript like any other; its sidecar says ``"linear": true`` (and ``"input_affine": true``
 when the inputs enter through it alone), and the C port (`microcontroller.generate`), which has
@@ -127,7 +130,16 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
         "input": {"shape": ["N", field.n_states], "meaning": "states"},
         "output": {"shape": ["N", field.n_states], "meaning": "F(x) = f_known(x) + N_theta(x)"},
     }
-    if field.linear:  # only when on: the sidecar of a plain field is unchanged
+    if field.input_map.periodic:  # only when present: the sidecar of a plain field is unchanged
+        sidecar["periodic"] = list(field.input_map.periodic)
+    if field.input_map.invariant:
+        sidecar["invariant"] = list(field.input_map.invariant)
+    if field.envelope is not None:
+        low, high, margin = field.envelope
+        inputs = tuple(getattr(system, "input_names", ()))
+        sidecar["envelope"] = {"columns": field.input_map.columns(system.state_names, inputs), "low": low.tolist(),
+                               "high": high.tolist(), "margin": margin.tolist()}
+    if field.linear:
         sidecar["linear"] = True
     if field.input_affine:
         sidecar["input_affine"] = True

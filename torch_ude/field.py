@@ -29,7 +29,7 @@ torque or force), so the network cannot learn a gain that changes sign over the 
 
 Periodic states (``periodic``: angles in rad, as the plant declares them) enter the network as
 ``(sin q, cos q)`` instead of ``q / s_in`` (`torch_ude.input_map`): the residual is then
-2 pi-periodic in them. Every formula below runs through the map's tangent and pull-back, so
+2 pi-periodic in them. Invariant states (``invariant``: cyclic coordinates) are not read. Every formula below runs through the map's tangent and pull-back, so
 the jets, VJPs and parameter gradients stay exact.
 
 With a trust envelope (`set_envelope`, `torch_ude.envelope`) the residual is faded outside the
@@ -42,6 +42,7 @@ training: every training jet lies inside the envelope training records) ``w = 1`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import dataclass
 
 import torch
@@ -99,6 +100,8 @@ class HybridField(nn.Module):
             linear term alone (module doc); needs inputs and ``linear``.
         periodic: indices of the states that are angles (rad), read as ``(sin, cos)``
             (module doc); empty (the default) reads every state scaled.
+        invariant: indices of the states the residual does not read (cyclic coordinates the
+            dynamics do not depend on, `torch_ude.input_map`); empty by default.
 
     Raises:
         ValueError: for ``input_affine`` without inputs or without ``linear``, or a periodic
@@ -108,7 +111,7 @@ class HybridField(nn.Module):
     def __init__(self, known: VectorField | ControlledField, hidden: Sequence[int] = (16, 16),
                  dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
                  last_layer_gain: float = 0.1, linear: bool = False, input_affine: bool = False,
-                 periodic: Sequence[int] = ()) -> None:
+                 periodic: Sequence[int] = (), invariant: Sequence[int] = ()) -> None:
         super().__init__()
         n = int(known.n_states)
         n_u = int(known.n_inputs) if isinstance(known, ControlledField) else 0
@@ -118,7 +121,7 @@ class HybridField(nn.Module):
         self.known = known
         self.n_states = n
         self.n_inputs = n_u
-        self.input_map = InputMap(n, n_u, periodic)
+        self.input_map = InputMap(n, n_u, periodic, invariant)
         self.mlp = TanhMLP((self.input_map.width, *hidden, n), dtype=dtype, generator=generator,
                            last_layer_gain=last_layer_gain, linear=linear,
                            reads=self.input_map.state_width if input_affine else None)
@@ -130,7 +133,8 @@ class HybridField(nn.Module):
     @classmethod
     def from_seed(cls, known: VectorField | ControlledField, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, last_layer_gain: float = 0.1,
-                  linear: bool = False, input_affine: bool = False, periodic: Sequence[int] = ()) -> HybridField:
+                  linear: bool = False, input_affine: bool = False, periodic: Sequence[int] = (),
+                  invariant: Sequence[int] = ()) -> HybridField:
         """A field whose initial weights depend only on ``seed``.
 
         Every trainer of the project builds its field this way, so jet matching and the
@@ -139,7 +143,7 @@ class HybridField(nn.Module):
         """
         gen = torch.Generator().manual_seed(int(seed))
         return cls(known, hidden=hidden, dtype=dtype, generator=gen, last_layer_gain=last_layer_gain, linear=linear,
-                   input_affine=input_affine, periodic=periodic)
+                   input_affine=input_affine, periodic=periodic, invariant=invariant)
 
     @property
     def linear(self) -> bool:
@@ -385,6 +389,19 @@ class HybridField(nn.Module):
                 obar = obar + (dw * tangents.inputs).sum(dim=1, keepdim=True) * tbar
                 tbar = w * tbar
         return self.mlp.backward(acts, obar, tangents, tbar, out=out)
+
+    def without_residual(self) -> HybridField:
+        """A copy whose residual is zero (its output layer and linear term zeroed): ``F = f_known``
+        with the same interface, scales, input map and envelope, for scoring or exporting the
+        physics alone."""
+        copy = deepcopy(self)
+        with torch.no_grad():
+            last_w, last_b = copy.mlp.layers[-1]
+            last_w.zero_()
+            last_b.zero_()
+            if copy.linear:
+                copy.parameters_list()[-1].zero_()
+        return copy
 
     # ----- trust envelope -------------------------------------------------------------------------
     @property

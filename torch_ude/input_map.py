@@ -5,13 +5,16 @@ channel ``x_i`` enters as ``x_i / s_in_i`` (``s_in`` the calibrated state RMS), 
 states the plant declares periodic (angles, in rad), which enter as the pair
 ``(sin x_i, cos x_i)``: ``x_i`` and ``x_i + 2 pi`` then give the same network input, so a
 pendulum that has turned over ten times is not extrapolation for the network although its
-unwrapped angle is far outside what training saw. Recorded inputs follow as ``u_k / s_u_k``.
+unwrapped angle is far outside what training saw. States the plant declares invariant (a
+cyclic coordinate its dynamics do not depend on, such as the position of a linear axis whose
+friction depends on the speed only) are not read at all: a residual that cannot see them
+cannot extrapolate in them. Recorded inputs follow as ``u_k / s_u_k``.
 
-Columns of ``z`` (width ``n + p + n_u`` for ``p`` periodic states):
-``[x_j / s_in_j for the non-periodic j in order, sin x_i for the periodic i in order,
-cos x_i for the same i, u_k / s_u_k]``. Without periodic states this is exactly
-``[x / s_in, u / s_u]``, computed with the same operations as before periodic states
-existed, so such fields give the same bits.
+Columns of ``z`` (width ``n - q + p + n_u`` for ``p`` periodic and ``q`` invariant states):
+``[x_j / s_in_j for the other j in order, sin x_i for the periodic i in order,
+cos x_i for the same i, u_k / s_u_k]``. Without periodic or invariant states this is exactly
+``[x / s_in, u / s_u]``, computed with the same operations as before they existed, so such
+fields give the same bits.
 
 The map is elementwise per source channel, so its Jacobian is known in closed form from
 ``z`` itself (``d sin x / dx = cos x``, the cos column; ``d cos x / dx = -sin x``): the
@@ -30,7 +33,7 @@ __all__ = ["InputMap", "check_periodic"]
 
 
 def check_periodic(periodic: object, n_states: int, where: str = "periodic") -> tuple[int, ...]:
-    """Validate the indices of periodic (angle) states.
+    """Validate the indices of periodic (angle) or invariant states.
 
     Args:
         periodic: a sequence of distinct integer state indices in ``[0, n_states)``.
@@ -66,19 +69,33 @@ class InputMap:
         n_states: ``n``.
         n_inputs: ``n_u`` (0 for an autonomous field).
         periodic: indices of the periodic states (angles in rad), validated by `check_periodic`.
+        invariant: indices of the states the residual does not read (module doc).
 
     Attributes:
-        width: columns of ``z``, ``n + p + n_u``.
-        state_width: the columns that come from the states, ``n + p``.
+        width: columns of ``z``, ``n - q + p + n_u``.
+        state_width: the columns that come from the states, ``n - q + p``.
         periodic: the periodic state indices, sorted.
+        invariant: the unread state indices, sorted.
+
+    Raises:
+        ValueError: for an index out of range, repeated, both periodic and invariant, or
+            when no state is left to read.
     """
 
-    def __init__(self, n_states: int, n_inputs: int = 0, periodic: Sequence[int] = ()) -> None:
+    def __init__(self, n_states: int, n_inputs: int = 0, periodic: Sequence[int] = (),
+                 invariant: Sequence[int] = ()) -> None:
         self.n_states, self.n_inputs = int(n_states), int(n_inputs)
         self.periodic = check_periodic(periodic, self.n_states)
-        self.plain = tuple(i for i in range(self.n_states) if i not in self.periodic)
+        self.invariant = check_periodic(invariant, self.n_states, "invariant")
+        both = sorted(set(self.periodic) & set(self.invariant))
+        if both:
+            raise ValueError(f"state {both[0]} is declared both periodic and invariant; a state the residual does "
+                             f"not read cannot be read as an angle.")
+        if len(self.invariant) == self.n_states:
+            raise ValueError(f"all {self.n_states} states are declared invariant: the residual would read no state.")
+        self.plain = tuple(i for i in range(self.n_states) if i not in self.periodic and i not in self.invariant)
         p = len(self.periodic)
-        self.state_width = self.n_states + p
+        self.state_width = self.n_states - len(self.invariant) + p
         self.width = self.state_width + self.n_inputs
         self._plain = torch.tensor(self.plain, dtype=torch.long)
         self._per = torch.tensor(self.periodic, dtype=torch.long)
@@ -93,7 +110,7 @@ class InputMap:
 
     def __call__(self, x: Tensor, u: Tensor | None, in_scale: Tensor, input_scale: Tensor | None) -> Tensor:
         """``z``, (B, n) states [and (B, n_u) inputs] -> (B, width)."""
-        if not self.periodic:
+        if not (self.periodic or self.invariant):
             return x / in_scale if u is None else torch.cat((x / in_scale, u / input_scale), dim=1)
         angles = x[:, self._per]
         parts = [x[:, self._plain] / in_scale[self._plain], torch.sin(angles), torch.cos(angles)]
@@ -107,7 +124,7 @@ class InputMap:
 
         For a field with inputs, ``udot`` None means inputs held fixed (a state tangent).
         """
-        if not self.periodic:
+        if not (self.periodic or self.invariant):
             if self.n_inputs == 0:
                 return v / in_scale
             rate = torch.zeros_like(z[:, self.n_states:]) if udot is None else udot / input_scale
@@ -123,7 +140,7 @@ class InputMap:
 
         The input columns' cotangent is dropped: inputs are data.
         """
-        if not self.periodic:
+        if not (self.periodic or self.invariant):
             return (zbar if self.n_inputs == 0 else zbar[:, : self.n_states]) / in_scale
         xbar = zbar.new_zeros(zbar.shape[0], self.n_states)
         xbar[:, self._plain] = zbar[:, : len(self.plain)] / in_scale[self._plain]

@@ -12,6 +12,13 @@ nominal step ``h = 1 / fs`` with the recorded input interpolated linearly over e
 
 Errors are RMS per channel and normalized by the channel's RMS over the scored samples
 (NRMSE); the reported scalar is the mean over channels. A diverging rollout gives inf.
+Periodic channels (angles in rad, the plant's ``periodic`` states) are compared on the
+circle: the error is wrapped to ``(-pi, pi]`` and the normalizing RMS is that of the
+measured angle wrapped likewise, so a prediction a whole turn off is right and a log's
+number of turns does not change its score.
+
+A field with a trust envelope (`torch_ude.envelope`) also reports the share of the logged
+samples (states with their inputs) that lie outside it, pooled and per log.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ from torch import Tensor
 
 from .recorded import RecordedLog
 
-__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors"]
+__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "wrap_angle", "held_out_metric"]
 
 
 @torch.no_grad()
@@ -53,8 +60,19 @@ def rk4_input_rollout(field: Callable[[Tensor, Tensor], Tensor], x0: Tensor, inp
     return torch.stack(out)
 
 
-def _nrmse(pred: Tensor, meas: Tensor) -> tuple[list[float], list[float]]:
-    err = torch.sqrt(((pred - meas) ** 2).mean(dim=0))
+def wrap_angle(a: Tensor) -> Tensor:
+    """Angles wrapped to ``(-pi, pi]``, any shape, in rad."""
+    return torch.atan2(torch.sin(a), torch.cos(a))
+
+
+def _nrmse(pred: Tensor, meas: Tensor, periodic: Sequence[int] = ()) -> tuple[list[float], list[float]]:
+    diff = pred - meas
+    if periodic:
+        idx = list(periodic)
+        diff, meas = diff.clone(), meas.clone()
+        diff[:, idx] = wrap_angle(diff[:, idx])
+        meas[:, idx] = wrap_angle(meas[:, idx])
+    err = torch.sqrt((diff ** 2).mean(dim=0))
     scale = torch.sqrt((meas ** 2).mean(dim=0))
     rms = [float(e) if torch.isfinite(e) else float("inf") for e in err]
     return rms, [r / float(s) if float(s) > 0 else float("inf") for r, s in zip(rms, scale)]
@@ -84,7 +102,8 @@ def open_loop_rollouts(field: Callable[[Tensor, Tensor], Tensor], segment: Tenso
     return idx, rk4_input_rollout(field, segment[starts, :n_states], segment[idx][..., n_states:], h)
 
 
-def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[float] = (1.0, 5.0)) -> dict:
+def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[float] = (1.0, 5.0),
+                      periodic: Sequence[int] | None = None) -> dict:
     """One-step and open-loop prediction errors of a field on logs (module doc).
 
     Args:
@@ -93,13 +112,21 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
         logs: the logs (`torch_ude.recorded.read_log`), all with the same channels.
         horizons: open-loop horizons in s; a horizon longer than every segment is skipped
             (its entries are None).
+        periodic: the state channels compared on the circle (module doc); None takes the
+            field's periodic states (none for a field without an input map). Pass the
+            plant's when comparing fields that read their states differently.
 
     Returns:
         ``one_step_rms`` / ``one_step_nrmse_per_channel`` (lists over the states),
         ``one_step_nrmse`` (their mean), the same ``open_loop_{H}s_*`` keys per horizon,
-        ``open_loop_nrmse`` (the longest horizon evaluated) and ``open_loop_windows_{H}s``.
+        ``open_loop_nrmse`` (the longest horizon evaluated), ``open_loop_windows_{H}s``, and
+        ``outside_envelope`` / ``outside_envelope_per_log``: the share of logged samples
+        outside the field's trust envelope (None without one).
     """
     n = logs[0].n_states
+    if periodic is None:
+        imap = getattr(field, "input_map", None)
+        periodic = () if imap is None else imap.periodic
     dtype = getattr(field, "dtype", torch.float64)
     has_inputs = getattr(field, "n_inputs", logs[0].n_inputs) > 0
 
@@ -109,9 +136,9 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
     h = 1.0 / logs[0].fs
     segments = [torch.as_tensor(s, dtype=dtype) for log in logs for s in log.segments]
     pred = [rk4_input_rollout(f, s[:-1, :n], torch.stack((s[:-1, n:], s[1:, n:])), h)[1] for s in segments]
-    rms, nrmse = _nrmse(torch.cat(pred), torch.cat([s[1:, :n] for s in segments]))
+    rms, nrmse = _nrmse(torch.cat(pred), torch.cat([s[1:, :n] for s in segments]), periodic)
     out: dict = {"one_step_rms": rms, "one_step_nrmse_per_channel": nrmse, "one_step_nrmse": float(np.mean(nrmse)),
-                 "open_loop_nrmse": None}
+                 "open_loop_nrmse": None, **_outside_shares(field, logs, dtype)}
     for horizon in horizons:
         steps = int(round(horizon / h))
         key = f"open_loop_{horizon:g}s"
@@ -128,8 +155,31 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
             out.update({f"{key}_rms": None, f"{key}_nrmse_per_channel": None, f"{key}_nrmse": None,
                         f"open_loop_windows_{horizon:g}s": 0})
             continue
-        rms, nrmse = _nrmse(torch.cat(preds), torch.cat(meas))
+        rms, nrmse = _nrmse(torch.cat(preds), torch.cat(meas), periodic)
         out.update({f"{key}_rms": rms, f"{key}_nrmse_per_channel": nrmse, f"{key}_nrmse": float(np.mean(nrmse)),
                     f"open_loop_windows_{horizon:g}s": windows})
         out["open_loop_nrmse"] = out[f"{key}_nrmse"]
     return out
+
+
+def _outside_shares(field, logs: Sequence[RecordedLog], dtype: torch.dtype) -> dict:
+    """``outside_envelope`` (pooled) and ``outside_envelope_per_log``: the share of each log's
+    samples outside the field's envelope (`HybridField.outside`); None for a field without one."""
+    if getattr(field, "envelope", None) is None:
+        return {"outside_envelope": None, "outside_envelope_per_log": None}
+    n = logs[0].n_states
+    counts = []
+    for log in logs:
+        rows = torch.as_tensor(np.concatenate(log.segments), dtype=dtype)
+        u = rows[:, n:] if field.n_inputs else None
+        counts.append((int(field.outside(rows[:, :n], u).sum()), rows.shape[0]))
+    total = sum(c for c, _ in counts), sum(t for _, t in counts)
+    return {"outside_envelope": total[0] / total[1], "outside_envelope_per_log": [c / t for c, t in counts]}
+
+
+def held_out_metric(errors: dict) -> str:
+    """The key of `prediction_errors`' result that judges a model on held-out data: the open-loop
+    NRMSE at the shortest horizon that could be scored, else the one-step NRMSE."""
+    horizons = sorted(float(k[len("open_loop_"):-len("s_nrmse")]) for k in errors
+                      if k.startswith("open_loop_") and k.endswith("s_nrmse") and errors[k] is not None)
+    return f"open_loop_{horizons[0]:g}s_nrmse" if horizons else "one_step_nrmse"

@@ -1,9 +1,14 @@
 """Fixed-capacity sample buffers: reservoir sampling (Vitter's algorithm R) or FIFO.
 
 Each sample is an SG jet ``(x_hat, xdot_hat, xddot_hat)`` stored as a ``(3, n)`` row.
-Memory is allocated once at construction and never grows with the stream.
+Memory is allocated once at construction and never grows with the stream. Besides the
+samples it holds, a buffer keeps the smallest and largest value of each channel over every
+sample it was offered (`SampleBuffer.span`): the region training saw, from which the trust
+envelope is built (`torch_ude.envelope`).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -55,6 +60,8 @@ class SampleBuffer:
         self._bound_cap = None if forget_window is None else int(forget_window) - 1
         self.data = torch.zeros(self.capacity, 3, n_states, dtype=dtype)
         self.seen = 0
+        self.low = torch.full((n_states,), math.inf, dtype=dtype)
+        self.high = torch.full((n_states,), -math.inf, dtype=dtype)
         self._rng = np.random.default_rng(seed)
         self._pcg = generator
 
@@ -77,6 +84,9 @@ class SampleBuffer:
         w = samples.shape[0]
         if w == 0:
             return
+        low, high = torch.aminmax(samples[:, 0], dim=0)
+        torch.minimum(self.low, low, out=self.low)
+        torch.maximum(self.high, high, out=self.high)
         index = self.seen + np.arange(w)
         if self.mode == "fifo":
             slots = index % self.capacity
@@ -97,6 +107,11 @@ class SampleBuffer:
             self.data.index_copy_(0, torch.as_tensor(kept), samples[torch.as_tensor(chosen)])  # distinct slots
         self.seen += w
 
+    def span(self) -> tuple[Tensor, Tensor]:
+        """The smallest and largest value of each channel over the value rows ``x_hat`` of every
+        sample offered so far (held or replaced), (n,) each; ``+inf`` and ``-inf`` before any."""
+        return self.low.clone(), self.high.clone()
+
     def sample(self, batch: int, generator: torch.Generator | Pcg32) -> Tensor:
         """A minibatch drawn uniformly with replacement from the occupied slots, (batch, 3, n).
 
@@ -112,7 +127,8 @@ class SampleBuffer:
 
     def state_dict(self) -> dict:
         """Buffer contents, counters and generator state."""
-        state = {"data": self.data.clone(), "seen": self.seen, "rng": self._rng.bit_generator.state}
+        state = {"data": self.data.clone(), "seen": self.seen, "rng": self._rng.bit_generator.state,
+                 "low": self.low.clone(), "high": self.high.clone()}
         if self._pcg is not None:
             state["pcg"] = self._pcg.get_state()
         return state
@@ -123,6 +139,12 @@ class SampleBuffer:
             raise ValueError(f"buffer shape mismatch: saved {tuple(state['data'].shape)}, here {tuple(self.data.shape)}.")
         self.data.copy_(state["data"])
         self.seen = int(state["seen"])
+        if "low" in state:  # (a checkpoint written before the span existed: its samples' span)
+            self.low.copy_(state["low"])
+            self.high.copy_(state["high"])
+        elif self.seen:
+            self.low.copy_(self.data[: self.fill, 0].amin(0))
+            self.high.copy_(self.data[: self.fill, 0].amax(0))
         self._rng.bit_generator.state = state["rng"]
         if self._pcg is not None:
             self._pcg.set_state(state["pcg"])

@@ -95,3 +95,25 @@ def test_a_residual_on_chosen_channels_keeps_those_rows_of_the_trained_network(t
     assert torch.all(got[:, 0] == 0)
     assert torch.allclose(got[:, 1], field.residual(x)[:, 1].detach(), rtol=0, atol=1e-13)
     assert net.mlp.sizes == (2, 16, 16, 1)
+
+
+def test_periodic_states_and_the_envelope_reach_the_casadi_function_exactly(tmp_path):
+    system = FrictionPendulum()
+    field = HybridField.from_seed(system.known_field("A"), 3, last_layer_gain=1.0, periodic=(0,))
+    field.set_scales(torch.tensor([0.7, 1.9]), torch.tensor([2.0, 0.6]))
+    states = torch.randn(60, 2) * torch.tensor([4.0, 3.0])
+    z = field.net_input(states[:6])  # a box around a tenth of the states: the rest in the band and beyond
+    field.set_envelope(z.amin(0), z.amax(0), 0.2 * (field.net_input(states).amax(0) - field.net_input(states).amin(0)))
+    export_field(field, tmp_path, system, "A")
+    trained = TrainedField.load(tmp_path)
+    fun = trained.casadi_function()
+    x_sym = cs.SX.sym("x", 2)
+    jac = cs.Function("J", [x_sym], [cs.jacobian(fun(x_sym), x_sym)])
+    fades = field.fade(field.net_input(states))[0]
+    assert bool((fades == 0).any()) and bool(((fades > 0) & (fades < 1)).any())
+    for x in states:
+        assert np.allclose(np.asarray(fun(x.numpy())).ravel(), field(x[None]).detach().numpy()[0], atol=1e-10)
+        expected = torch.autograd.functional.jacobian(lambda s: field(s[None])[0], x)
+        assert np.allclose(np.asarray(jac(x.numpy())), expected.numpy(), atol=1e-9)
+    with pytest.raises(ValueError, match="cannot carry"):
+        trained.residual()

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from torch_ude.envelope import MIN_MARGIN, envelope_from_span, fade, outside
+from torch_ude.envelope import DEFAULT_MARGIN, MIN_MARGIN, envelope_from_span, fade, outside
 from torch_ude.input_map import InputMap
 
 LOW, HIGH, MARGIN = torch.tensor([-1.0, 0.0, 2.0]), torch.tensor([1.0, 0.5, 2.0]), torch.tensor([0.5, 0.25, 1.0])
@@ -61,7 +61,7 @@ def test_the_box_of_an_angle_interval_holds_the_exact_sin_and_cos_ranges():
     # columns: qdot / 2, sin q, cos q
     assert torch.allclose(low, torch.tensor([-2.0, math.sin(-0.5), math.cos(2.0)]))
     assert torch.allclose(high, torch.tensor([3.0, 1.0, 1.0]))
-    assert torch.allclose(margin, torch.clamp(0.1 * (high - low), min=MIN_MARGIN))
+    assert torch.allclose(margin, torch.clamp(DEFAULT_MARGIN * (high - low), min=MIN_MARGIN))
     full, *_ = envelope_from_span(torch.tensor([-10.0, 0.0]), torch.tensor([10.0, 1.0]), imap, scale, None)
     assert full[1:].tolist() == [-1.0, -1.0]
 

@@ -78,3 +78,21 @@ def test_a_forgetting_reservoir_keeps_about_the_last_window():
     assert 0.5 * window < ages[window].mean() < 1.5 * window
     with pytest.raises(ValueError, match="forget_window must be an integer >= capacity"):
         SampleBuffer(cap, 1, forget_window=cap - 1)
+
+
+def test_the_span_covers_every_offered_sample_even_after_it_was_replaced():
+    buf = SampleBuffer(8, 2, seed=0)
+    low, high = buf.span()
+    assert bool(torch.isinf(low).all()) and bool(torch.isinf(high).all())
+    buf.add(_items(-50, 1))  # the smallest value, soon replaced
+    buf.add(_items(0, 500))
+    low, high = buf.span()
+    assert low.tolist() == [-50.0, -50.0] and high.tolist() == [499.0, 499.0]
+    assert float(buf.data[:, 0, 0].min()) > -50  # it left the buffer, not the span
+    other = SampleBuffer(8, 2, seed=1)
+    other.load_state_dict(buf.state_dict())
+    assert [t.tolist() for t in other.span()] == [low.tolist(), high.tolist()]
+    old = buf.state_dict()
+    del old["low"], old["high"]  # a checkpoint from before the span: the held samples' span
+    other.load_state_dict(old)
+    assert other.span()[1].tolist() == buf.data[:, 0].amax(0).tolist()

@@ -3,6 +3,7 @@ from .base import System as System, VectorField as VectorField, ZeroField as Zer
 from .controlled import ControlledField as ControlledField, TorquePendulumModel as TorquePendulumModel
 from .dfki_double_pendulum import TorqueDoublePendulumModel as TorqueDoublePendulumModel
 from .double_pendulum import DoublePendulum as DoublePendulum, DoublePendulumField as DoublePendulumField
+from .duffing import DuffingField as DuffingField, DuffingOscillator as DuffingOscillator
 from .friction import FrictionField as FrictionField, FrictionPendulum as FrictionPendulum
 from .linear_axis import LinearAxisModel as LinearAxisModel
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
@@ -12,6 +13,6 @@ from .simulate import Recording as Recording, Simulator as Simulator, simulate a
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
     "TorqueDoublePendulumModel", "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
-    "FrictionPendulum", "FrictionField", "LinearAxisModel",
+    "FrictionPendulum", "FrictionField", "LinearAxisModel", "DuffingOscillator", "DuffingField",
     "Recording", "Simulator", "simulate", "SensorFaults",
 ]

@@ -127,6 +127,11 @@ class System(abc.ABC):
         cases: the names `known_field` accepts (the paper's ``("A", "B", "C")``).
         reexcite_interval: ``(low, high)`` seconds between re-excitation events,
             drawn uniformly; ``None`` for a plant that is never re-excited.
+        periodic: indices of the states that are angles in rad (the dynamics are
+            2 pi-periodic in them); the residual network reads them as ``(sin, cos)``
+            (`torch_ude.input_map`) and prediction errors wrap them. Empty by default.
+        invariant: indices of the states the dynamics do not depend on (cyclic
+            coordinates); the residual network does not read them. Empty by default.
 
     Methods a subclass implements: `true_field`, `build_known_field`,
     `initial_state`, `reexcite`, `damping_terms`, `init_args`; optionally
@@ -136,6 +141,8 @@ class System(abc.ABC):
     state_names: tuple[str, ...] = ()
     cases: tuple[str, ...] = ("A", "B", "C")
     reexcite_interval: tuple[float, float] | None = None
+    periodic: tuple[int, ...] = ()
+    invariant: tuple[int, ...] = ()
 
     @property
     def n_states(self) -> int:

@@ -24,13 +24,18 @@ GRAVITY = 9.81
 class ControlledField(nn.Module, abc.ABC):
     """An analytic, batched field ``f: (N, n), (N, n_u) -> (N, n)`` with both Jacobians.
 
-    Subclasses set ``n_states`` and ``n_inputs`` and implement `forward`, `jacobian`,
+    Subclasses set ``n_states`` and ``n_inputs`` (and ``periodic``, the indices of the states
+    that are angles in rad, when there are any: a recorded machine driven by this model reads
+    them as ``(sin, cos)``, `torch_ude.input_map`; and ``invariant``, the states its dynamics
+    do not depend on, which the residual then does not read) and implement `forward`, `jacobian`,
     `input_jacobian` and `init_args`. Inputs are not validated here: the public entry
     points of the library check them once at their boundary.
     """
 
     n_states: int
     n_inputs: int
+    periodic: tuple[int, ...] = ()
+    invariant: tuple[int, ...] = ()
 
     @abc.abstractmethod
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
@@ -81,6 +86,7 @@ class TorquePendulumModel(ControlledField):
 
     n_states = 2
     n_inputs = 1
+    periodic = (0,)
 
     def __init__(self, inertia: float = 6.259e-2, mass_com: float = 1.022e-1, gravity: float = GRAVITY,
                  viscous: float = 0.0, coulomb: float = 0.0, offset: float = 0.0) -> None:

@@ -63,6 +63,7 @@ class TorqueDoublePendulumModel(ControlledField):
 
     n_states = 4
     n_inputs = 2
+    periodic = (0, 1)
 
     def __init__(self, m1: float = MODEL_3_1["m1"], m2: float = MODEL_3_1["m2"], l1: float = MODEL_3_1["l1"],
                  r1: float = MODEL_3_1["r1"], r2: float = MODEL_3_1["r2"], I1: float = MODEL_3_1["I1"],

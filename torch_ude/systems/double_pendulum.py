@@ -111,6 +111,7 @@ class DoublePendulum(System):
     """
 
     state_names = ("theta1", "theta2", "omega1", "omega2")
+    periodic = (0, 1)
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ class LinearAxisModel(ControlledField):
 
     n_states = 2
     n_inputs = 1
+    invariant = (0,)  # no force depends on the position: the residual reads (v, u) only
 
     def __init__(self, mass: float = 95.1, gain: float = 35.15, viscous: float = 0.0, coulomb: float = 0.0,
                  coulomb_velocity: float = 1e-3, offset: float = 0.0) -> None:

@@ -72,6 +72,7 @@ class SinglePendulum(System):
     """
 
     state_names = ("theta", "omega")
+    periodic = (0,)
 
     def __init__(
         self,

@@ -11,13 +11,18 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..metrics import evaluate_field, evaluation_states
+from ..prediction import prediction_errors
+from ..recorded import RecordedLog
 from ..systems.base import System
 from ..systems.faults import SensorFaults
 from ..systems.pendulum import SinglePendulum
 from ..systems.simulate import Simulator, check_simulator_settings
 from .outputs import residual_figure
 
-__all__ = ["StreamDataModule", "run_seed"]
+__all__ = ["StreamDataModule", "run_seed", "HELD_OUT_SEED"]
+
+#: Added to the stream seed for the held-back stretch, so it never repeats the training stream.
+HELD_OUT_SEED = 1_000_003
 
 
 def run_seed() -> int:
@@ -60,6 +65,10 @@ class StreamDataModule(L.LightningDataModule):
         substeps: RK4 steps per sample of the simulator (>= 1).
         faults: optional sensor faults (NaN, Inf, drops, spikes).
         seed: stream seed; None uses the run seed (``seed_everything``).
+        validation_s: length in s of a held-back stretch of the plant (simulated apart from the
+            stream, with its own seed and the same noise) on which a trainer's residual check
+            compares the hybrid model with its physics alone by prediction errors
+            (`held_out_errors`); 0 turns it off.
 
     Raises:
         TypeError, ValueError: for any impossible setting, here, before any simulation.
@@ -67,7 +76,7 @@ class StreamDataModule(L.LightningDataModule):
 
     def __init__(self, system: System | None = None, case: str = "A", duration: float = 60.0, fs: float = 1000.0,
                  noise: float = 0.01, train_rate: float = 25.0, substeps: int = 1,
-                 faults: SensorFaults | None = None, seed: int | None = None) -> None:
+                 faults: SensorFaults | None = None, seed: int | None = None, validation_s: float = 10.0) -> None:
         super().__init__()
         self.system = system if system is not None else SinglePendulum()
         if not isinstance(self.system, System):
@@ -89,6 +98,12 @@ class StreamDataModule(L.LightningDataModule):
         self.chunk, self.substeps = int(round(chunk)), int(substeps)
         self.total_ticks = int(round(self.duration * self.fs))
         self.faults = faults if faults is not None else SensorFaults()
+        if isinstance(validation_s, bool) or not (isinstance(validation_s, (int, float)) and math.isfinite(validation_s)
+                                                  and validation_s >= 0):
+            raise ValueError(f"data.validation_s must be a duration >= 0 in s (0: no held-back stretch); got "
+                             f"{validation_s!r}.")
+        self.validation_s = float(validation_s)
+        self._held_out: RecordedLog | None = None
         self._seed = seed
         self._sim: Simulator | None = None
         self._tick = 0
@@ -103,7 +118,7 @@ class StreamDataModule(L.LightningDataModule):
         """The data settings of the run (recorded in its output files)."""
         return {"system": self.system, "case": self.case, "duration": self.duration, "fs": self.fs,
                 "noise": self.noise, "train_rate": self.train_rate, "substeps": self.substeps,
-                "faults": self.faults, "seed": self.seed}
+                "faults": self.faults, "seed": self.seed, "validation_s": self.validation_s}
 
     @property
     def live(self) -> bool:
@@ -142,6 +157,33 @@ class StreamDataModule(L.LightningDataModule):
 
     #: the `evaluate` keys a trainer logs as ``val/...`` and ``eval/...``
     eval_keys = ("e_field", "e_field_visited", "c_hat")
+    #: a simulated plant: the trust envelope is off by default (`torch_ude.training.JetMatchingModule`)
+    recorded = False
+
+    def held_out_log(self) -> RecordedLog | None:
+        """The held-back stretch (``validation_s`` seconds, cached) as a log split at the plant's
+        re-excitations, or None when ``validation_s`` is 0."""
+        if self.validation_s == 0:
+            return None
+        if self._held_out is None:
+            sim = Simulator(self.system, fs=self.fs, noise=self.noise, seed=self.seed + HELD_OUT_SEED,
+                            substeps=self.substeps, rms_horizon=min(self.duration, 60.0))
+            rec = sim.read(int(round(self.validation_s * self.fs)))
+            cuts = np.flatnonzero(np.diff(rec.segment)) + 1
+            self._held_out = RecordedLog(self.fs, tuple(self.system.state_names), self.system.n_states,
+                                         segments=np.split(rec.y, cuts))
+        return self._held_out
+
+    def held_out_errors(self, field) -> dict | None:
+        """One-step and 1 s open-loop prediction errors of ``field`` on the held-back stretch
+        (`held_out_log`; `torch_ude.prediction.prediction_errors`), with ``"scored_on"``; None
+        without one."""
+        log = self.held_out_log()
+        if log is None:
+            return None
+        out = prediction_errors(field, [log], (1.0,), periodic=self.system.periodic)
+        out["scored_on"] = f"a held-back simulated stretch of {self.validation_s:g} s"
+        return out
 
     def evaluate(self, field, states: dict[str, torch.Tensor] | None = None) -> dict:
         """Field error and recovered damping of ``field`` (`torch_ude.metrics.evaluate_field`) on

@@ -134,12 +134,14 @@ class RunOutputs:
         self._remove_field()
         return self._write_metrics("running", {})
 
-    def finish(self, field: HybridField, metrics: dict) -> dict[str, Path]:
+    def finish(self, field: HybridField, metrics: dict, status: str = "finished") -> dict[str, Path]:
         """Write ``field.pt`` and ``field.json``, then ``metrics.json`` with ``"status": "finished"``.
 
         Args:
             field: the trained field to export (the EMA weights where a trainer averages).
             metrics: must contain every key of `METRIC_KEYS` (None where not applicable).
+            status: the status to record: ``"finished"``, or ``"residual rejected"`` for a run
+                that exports its physics alone (`torch_ude.training.JetMatchingModule.check_residual`).
 
         Returns:
             Paths of the three files (``"field"``, ``"sidecar"``, ``"metrics"``).
@@ -148,9 +150,10 @@ class RunOutputs:
             KeyError: if a required metric key is missing.
         """
         return self.finish_with(lambda folder, extra: export_field(field, folder, self.system, self.case, extra=extra),
-                                metrics)
+                                metrics, status)
 
-    def finish_with(self, write_field: Callable[[Path, dict], tuple[Path, Path]], metrics: dict) -> dict[str, Path]:
+    def finish_with(self, write_field: Callable[[Path, dict], tuple[Path, Path]], metrics: dict,
+                    status: str = "finished") -> dict[str, Path]:
         """`finish` with another exporter: ``write_field(folder, extra)`` writes ``field.pt`` and
         ``field.json`` (atomically, recording ``extra``: trainer, seed, config, start time) and
         returns their paths; then ``metrics.json`` says ``"status": "finished"``.
@@ -162,8 +165,10 @@ class RunOutputs:
         if missing:
             raise KeyError(f"metrics.json must contain {list(METRIC_KEYS)}; missing {missing}.")
         extra = {k: self.record[k] for k in ("trainer", "seed", "config", "started")}
+        if status != "finished":
+            extra["status"] = status
         pt, js = write_field(self.directory, extra)
-        return {"field": pt, "sidecar": js, "metrics": self._write_metrics("finished", metrics)}
+        return {"field": pt, "sidecar": js, "metrics": self._write_metrics(status, metrics)}
 
     def fail(self, reason: str, metrics: dict | None = None) -> Path:
         """Remove any field files and write ``metrics.json`` with ``"status": "failed"`` and ``reason``."""
