@@ -110,11 +110,15 @@ class ShootingAdam:
             raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}.")
         self.objective = objective
         self.fit_states = bool(fit_states)
-        weights = objective.field.parameters_list()
+        field = objective.field
+        weights = field.parameters_list()
         self.params = weights + ([objective.shooting_states] if self.fit_states else [])
         self.lr, self.iterations, self.lr_final, self.backoff = float(lr), int(iterations), lr_final, float(backoff)
         self.skipped = 0
-        groups = [{"params": weights, "weight_decay": weight_decay}]
+        network = weights[:-1] if field.physical else weights
+        groups = [{"params": network, "weight_decay": weight_decay}]
+        if field.physical:  # trained physical parameters (torch_ude.systems.parameters): never decayed
+            groups.append({"params": weights[-1:], "weight_decay": 0.0})
         if self.fit_states:
             groups.append({"params": [objective.shooting_states], "lr": self.lr if states_lr is None else states_lr,
                            "weight_decay": 0.0})
@@ -162,6 +166,8 @@ class ShootingAdam:
         if self.fit_states:
             self.objective.shooting_states.grad = result.state_grad
         (optimizer or self.optimizer).step()
+        if self.objective.field.physical:
+            self.objective.field.known.project()
         self.scheduler.step()
         return StepResult(loss=loss, accepted=True, lr=lr)
 

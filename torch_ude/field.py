@@ -180,13 +180,22 @@ class HybridField(nn.Module):
                 raise ValueError(f"{name} must be {size} positive finite numbers; got {s.tolist()}.")
             getattr(self, name).copy_(s)
 
+    @property
+    def physical(self) -> bool:
+        """Whether the known model trains physical parameters (`torch_ude.systems.parameters`)."""
+        return bool(getattr(self.known, "trainable", False))
+
     def parameters_list(self) -> list[Tensor]:
-        """The trainable parameters in the order of the hand-written gradients."""
-        return self.mlp.ordered_parameters()
+        """The trainable parameters in the order of the hand-written gradients: the network's
+        (`TanhMLP.ordered_parameters`), then the known model's ``theta`` when it trains physical
+        parameters."""
+        params = self.mlp.ordered_parameters()
+        return params + [self.known.theta] if self.physical else params
 
     def num_parameters(self) -> int:
         """Number of trainable scalars (354 for 2-16-16-2, 420 for 4-16-16-4; the linear term
-        adds ``n (n + n_u)``; ``input_affine`` removes the first layer's ``d_1 n_u`` input weights)."""
+        adds ``n (n + n_u)``; ``input_affine`` removes the first layer's ``d_1 n_u`` input weights;
+        trained physical parameters add theirs)."""
         return sum(p.numel() for p in self.parameters_list())
 
     # ----- values ---------------------------------------------------------------------------
@@ -467,6 +476,29 @@ class HybridField(nn.Module):
             self.set_envelope(*(state_dict[k] for k in names))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+
+    def physical_vjp(self, x: Tensor, u: Tensor | None, ubar: Tensor, v: Tensor | None = None,
+                     udot: Tensor | None = None, wbar: Tensor | None = None) -> Tensor:
+        """Gradient in the known model's ``theta`` of ``sum(ubar * f) + sum(wbar * (J_x f v + J_u f udot))``
+        with ``v`` and ``udot`` held fixed (the physical part of Eq. 16; ``J_x f`` alone without inputs).
+
+        Args:
+            x: states (B, n); u: inputs (B, n_u) or None without inputs.
+            ubar: cotangent of ``f(x, u)``, (B, n).
+            v, udot: the tangent ``v`` (B, n) and input rates (B, n_u) of the Lie derivative,
+                needed with ``wbar``.
+            wbar: cotangent of the tangent term, (B, n), or None.
+
+        Returns:
+            (P,), summed over the batch.
+        """
+        known = self.known
+        jac = known.parameter_jacobian(x) if u is None else known.parameter_jacobian(x, u)
+        grad = torch.einsum("bi,bip->p", ubar, jac)
+        if wbar is not None:
+            lie = known.parameter_lie_jacobian(x, v) if u is None else known.parameter_lie_jacobian(x, u, v, udot)
+            grad = grad + torch.einsum("bi,bip->p", wbar, lie)
+        return grad
 
     def write_grad(self, grads: Sequence[Tensor]) -> None:
         """Store hand-written gradients in ``.grad`` so any ``torch.optim`` optimizer can step."""

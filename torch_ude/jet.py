@@ -8,6 +8,10 @@ With a recorded input (a field on a `torch_ude.systems.ControlledField`), every 
 also takes the SG estimates ``u`` and ``udot`` of the input at the same window centres:
 ``r1`` compares with ``F(x, u)`` and ``r2`` with ``G = J_x F F + J_u F udot``
 (`torch_ude.field`); the gradient formula is unchanged.
+
+A known model with trained physical parameters (`torch_ude.systems.parameters`) adds their
+gradient after the network's: ``ubar`` pulled back through ``df/dp`` plus ``lambda2 w``
+through ``d/dp (J_x f v + J_u f udot)`` with ``v = F`` held fixed, as for the network.
 """
 from __future__ import annotations
 
@@ -153,13 +157,19 @@ class JetLoss(nn.Module):
                 r2 = (xddot - jet.lie) / self.s2
                 sq2 = (r2 * r2).sum() / b
             ubar = (-2.0 * self.lambda1 / b) * (r1 / s1)
+            physical = field.physical
+            net_out = out[:-1] if physical and out is not None else out
             if second:
                 w = (-2.0 / b) * (r2 / self.s2)
                 jtw = torch.einsum("bij,bi->bj", jet.known_jacobian, w) + field.vjp_residual(jet.acts, w)
                 ubar = ubar + self.lambda2 * jtw
-                grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w, out=out)
+                grads = field.parameter_vjp(jet.acts, ubar, jet.tangents, self.lambda2 * w, out=net_out)
                 loss = self.lambda1 * sq1 + self.lambda2 * sq2
             else:
-                grads = field.parameter_vjp(jet.acts, ubar, out=out)
+                grads = field.parameter_vjp(jet.acts, ubar, out=net_out)
                 loss = sq1 if self.lambda1 == 1.0 else self.lambda1 * sq1  # 1 * sq1 is sq1, bit for bit
+            if physical:
+                wbar = self.lambda2 * w if second else None
+                phys = field.physical_vjp(x, u, ubar, jet.value, udot, wbar)
+                grads = list(grads) + [out[-1].copy_(phys) if out is not None else phys]
         return JetResult(loss=loss, loss_r1=sq1, loss_r2=sq2, grads=grads)

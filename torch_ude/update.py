@@ -252,7 +252,7 @@ class UpdateResult:
 
 def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_size: int,
                generator: torch.Generator | Pcg32, optimizer, scheduler, ema: AveragedModel | None,
-               grad_clip: float, report_r2: bool = False) -> UpdateResult:
+               grad_clip: float, report_r2: bool = False, frozen: Tensor | None = None) -> UpdateResult:
     """Draw a minibatch, write the exact jet gradient (Eq. 14-16), clip it, step the
     optimizer and the schedule, and update the weight EMA.
 
@@ -274,6 +274,9 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
         ema: the averaged model, or None.
         grad_clip: the gradient-norm clip.
         report_r2: evaluate ``||r2||^2`` even when lambda2 = 0 (for logs only).
+        frozen: a gradient to zero before clipping and stepping (the network's flat gradient
+            while only physical parameters train, `torch_ude.training.JetMatchingModule`'s
+            ``physics_first``): Adam's moments then stay zero and those weights do not move.
 
     Returns:
         The `UpdateResult`; a non-finite loss or gradient norm skips the step (the
@@ -297,11 +300,15 @@ def jet_update(field: HybridField, loss: JetLoss, buffer: SampleBuffer, batch_si
         if grads is None:
             field.write_grad(res.grads)  # copies: the .grad are ordinary tensors
             grads = [p.grad for p in params]
+        if frozen is not None:
+            frozen.zero_()
         norm = _clip_grads(grads, grad_clip)
         if not (math.isfinite(norm.item()) and math.isfinite(res.loss.item())):
             optimizer.zero_grad(set_to_none=False)  # in place: gradients may be views of a flat one
             return UpdateResult(res, norm, lr, True)
         optimizer_step(optimizer)
+        if field.physical:
+            field.known.project()
         scheduler.step()
         if ema is not None:
             ema.update_parameters(field)
@@ -367,4 +374,5 @@ def apply_calibration(cal: Calibration, fields: list[HybridField], loss: JetLoss
     if weight_decay > 0:
         decay = noise_adaptive_weight_decay(cal.sigma_rel, weight_decay, weight_decay_full_at)
         for group in getattr(optimizer, "optimizer", optimizer).param_groups:
-            group["weight_decay"] = decay
+            if not group.get("physical"):  # (trained physical parameters are never decayed)
+                group["weight_decay"] = decay

@@ -9,7 +9,7 @@ from baselines.rk4 import RK4Tape, rk4_forward
 from baselines.shooting import ShootingObjective
 from baselines.windows import ShootingWindows
 from tests.baselines.helpers import short_windows
-from tests.torch_ude.helpers import random_field, random_input_field
+from tests.torch_ude.helpers import random_field, random_input_field, set_test_envelope, variant_field
 from torch_ude.rk4 import rk4_rollout
 
 
@@ -121,3 +121,19 @@ def test_rk4_forward_asks_for_the_inputs_of_a_field_with_inputs():
     with pytest.raises(ValueError, match="the field has no inputs"):
         plain = random_field("single", "A", 0)
         rk4_forward(plain, torch.zeros(2, 2), 0.02, RK4Tape.allocate(plain, 3, 2), torch.zeros(4, 2, 1))
+
+
+@pytest.mark.parametrize("known,periodic,physical", [("single", (0,), False), ("single", (0,), True),
+                                                     ("torque", (0,), True), ("coupled", (1,), False)])
+def test_adjoint_with_periodic_states_an_envelope_and_physical_parameters_matches_complex_step(known, periodic,
+                                                                                                physical):
+    """The taped input map, the fade (the tape then keeps the network's outputs) and the trained
+    physical parameters' gradient (the last one) against complex step."""
+    field = variant_field(known, 5, periodic, linear="affine" if known == "torque" else False, physical=physical)
+    windows = short_windows("single", 4, 3, seed=5) if field.n_inputs == 0 else _input_windows(field, 4, 3, seed=5)
+    x = windows.x0
+    u = windows.inputs[0] if field.n_inputs else None
+    set_test_envelope(field, torch.cat([x, windows.targets.reshape(-1, x.shape[1])]), None if u is None else
+                      torch.cat([u, windows.inputs[1:].reshape(-1, u.shape[1])]))
+    assert RK4Tape.allocate(field, 4, 3).outputs is not None
+    _check_against_complex_step(field, windows)

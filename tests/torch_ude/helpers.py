@@ -6,6 +6,7 @@ import scipy.interpolate
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
+from torch_ude.systems.pendulum import TrainablePendulumField
 from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
 
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
@@ -92,12 +93,33 @@ def random_input_field(model: str, seed: int, linear: bool | str = False) -> Hyb
     return field
 
 
-def variant_field(known: str, seed: int, periodic: tuple[int, ...] = (), linear: bool | str = False) -> HybridField:
+def trainable_model(known: str, gen: torch.Generator):
+    """A known model that trains all its physical parameters, with friction and an offset and a
+    random point inside the bounds: ``"torque"`` (`TorquePendulumModel`) or ``"single"``
+    (`TrainablePendulumField`)."""
+    if known == "torque":
+        model = TorquePendulumModel(viscous=0.05, coulomb=0.1, offset=0.02, trainable={
+            "inertia": [0.03, 0.1], "mass_com": [0.05, 0.2], "viscous": [0.0, 0.2], "coulomb": [0.0, 0.4],
+            "offset": [-0.2, 0.2]})
+    else:
+        model = TrainablePendulumField(9.81, 1.0, 0.2, trainable={"gravity": [5.0, 15.0], "length": [0.5, 2.0],
+                                                                  "damping": [0.0, 1.0]})
+    with torch.no_grad():
+        model.theta.uniform_(-0.3, 0.3, generator=gen)
+    return model
+
+
+def variant_field(known: str, seed: int, periodic: tuple[int, ...] = (), linear: bool | str = False,
+                  physical: bool = False) -> HybridField:
     """A random float64 field (as `random_field` / `random_input_field`) on ``known`` (``"single"``,
     ``"double"``: the Case C models; ``"torque"``, ``"coupled"``: models with inputs), reading the
-    ``periodic`` states as (sin, cos)."""
+    ``periodic`` states as (sin, cos); ``physical``: a model that trains its physical parameters
+    (`trainable_model`)."""
     gen = torch.Generator().manual_seed(seed)
-    model = PLANTS[known]().known_field("C") if known in PLANTS else INPUT_MODELS[known]()
+    if physical:
+        model = trainable_model(known, gen)
+    else:
+        model = PLANTS[known]().known_field("C") if known in PLANTS else INPUT_MODELS[known]()
     field = HybridField(model, generator=gen, last_layer_gain=1.0, linear=bool(linear),
                         input_affine=linear == "affine", periodic=periodic)
     n, m = field.n_states, field.n_inputs

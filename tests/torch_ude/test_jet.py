@@ -286,10 +286,16 @@ def _reference_loss(field, loss, x, xd, xdd, u, udot):
     return value, params, [order[id(p)] for p in field.parameters_list()]
 
 
-@pytest.mark.parametrize("known,periodic,envelope,linear,lam2", VARIANT_CONDITIONS)
+PHYSICAL_CONDITIONS = [("torque", (0,), True, "affine", lam2, True) for lam2 in (0.0, 0.1)]
+PHYSICAL_CONDITIONS += [("single", (), False, False, lam2, True) for lam2 in (0.0, 0.1)]
+
+
+@pytest.mark.parametrize("known,periodic,envelope,linear,lam2,physical",
+                         [(*c, False) for c in VARIANT_CONDITIONS] + PHYSICAL_CONDITIONS)
 def test_gradient_with_periodic_states_and_an_envelope_matches_torch_func_and_complex_step(known, periodic, envelope,
-                                                                                            linear, lam2):
-    field = variant_field(known, 11, periodic, linear)
+                                                                                            linear, lam2, physical):
+    """Also with trained physical parameters (``physical``): their gradient, the last one, is checked too."""
+    field = variant_field(known, 11, periodic, linear, physical)
     x, xd, xdd, u, udot = _variant_batch(field, 30, 11)
     if envelope:
         set_test_envelope(field, x, u)

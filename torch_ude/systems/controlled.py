@@ -15,6 +15,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .parameters import PhysicalParameters
+
 __all__ = ["ControlledField", "TorquePendulumModel", "GRAVITY"]
 
 #: Standard gravity in m/s^2 (the DFKI lab's value).
@@ -62,7 +64,7 @@ class ControlledField(nn.Module, abc.ABC):
         return {"class_path": f"{type(self).__module__}.{type(self).__qualname__}", "init_args": self.init_args()}
 
 
-class TorquePendulumModel(ControlledField):
+class TorquePendulumModel(PhysicalParameters, ControlledField):
     """A motor-driven pendulum: ``J q'' = tau - m cx g sin(q) - Fv q' - Fc atan(100 q') - offset``.
 
     State ``x = (q, qdot)`` (rad, rad/s), input ``u = (tau,)`` (N m). The DFKI
@@ -71,6 +73,9 @@ class TorquePendulumModel(ControlledField):
     without friction (the defaults: ``Fv = Fc = offset = 0``) it is the known model whose
     friction and torque offset a residual learns; with the lab's ``Fv``, ``Fc`` and
     ``offset`` it is the lab's whole least-squares model (a reference, not the truth).
+    Any of ``inertia``, ``mass_com``, ``viscous``, ``coulomb`` and ``offset`` can be trained
+    with the residual (``trainable``, `torch_ude.systems.parameters`); the attributes of the
+    same names give their current values.
 
     Args:
         inertia: ``J`` in kg m^2 (> 0).
@@ -79,17 +84,22 @@ class TorquePendulumModel(ControlledField):
         viscous: ``Fv`` in N m s.
         coulomb: ``Fc`` in N m (smoothed by ``atan(100 q')``, the lab's form).
         offset: torque offset in N m.
+        trainable: the parameters to train and their bounds, e.g. ``{"inertia": [0.02, 0.2]}``;
+            None trains none. The bounds of ``inertia`` must stay positive.
 
     Raises:
-        ValueError: for a non-positive or non-finite inertia, or non-finite constants.
+        ValueError: for a non-positive or non-finite inertia, non-finite constants, or bad
+            trainable names or bounds (`PhysicalParameters.init_parameters`).
     """
 
     n_states = 2
     n_inputs = 1
     periodic = (0,)
+    _SHARPNESS = 100.0  # of the lab's atan(100 q') Coulomb form
 
     def __init__(self, inertia: float = 6.259e-2, mass_com: float = 1.022e-1, gravity: float = GRAVITY,
-                 viscous: float = 0.0, coulomb: float = 0.0, offset: float = 0.0) -> None:
+                 viscous: float = 0.0, coulomb: float = 0.0, offset: float = 0.0,
+                 trainable: dict[str, list[float]] | None = None) -> None:
         super().__init__()
         for name, value in (("inertia", inertia), ("mass_com", mass_com), ("gravity", gravity), ("viscous", viscous),
                             ("coulomb", coulomb), ("offset", offset)):
@@ -97,34 +107,90 @@ class TorquePendulumModel(ControlledField):
                 raise ValueError(f"{name} must be a finite number; got {value!r}.")
         if not inertia > 0:
             raise ValueError(f"inertia (J in kg m^2) must be positive; got {inertia!r}.")
-        self.inertia, self.mass_com, self.gravity = float(inertia), float(mass_com), float(gravity)
-        self.viscous, self.coulomb, self.offset = float(viscous), float(coulomb), float(offset)
+        if trainable and "gravity" in trainable:
+            raise ValueError("gravity is not a trainable parameter of TorquePendulumModel (m cx carries its scale); "
+                             "train mass_com instead.")
+        if trainable and "inertia" in trainable and not (isinstance(trainable["inertia"], (list, tuple))
+                                                           and len(trainable["inertia"]) == 2
+                                                           and isinstance(trainable["inertia"][0], (int, float))
+                                                           and trainable["inertia"][0] > 0):
+            raise ValueError(f"the bounds of inertia must be [low, high] with low > 0 (J is positive); got "
+                             f"{trainable['inertia']!r}.")
+        self.init_parameters({"inertia": inertia, "mass_com": mass_com, "gravity": gravity, "viscous": viscous,
+                              "coulomb": coulomb, "offset": offset}, trainable)
+
+    inertia = property(lambda self: self.values()["inertia"], doc="``J`` in kg m^2 (current value).")
+    mass_com = property(lambda self: self.values()["mass_com"], doc="``m cx`` in kg m (current value).")
+    gravity = property(lambda self: self.values()["gravity"], doc="``g`` in m/s^2.")
+    viscous = property(lambda self: self.values()["viscous"], doc="``Fv`` in N m s (current value).")
+    coulomb = property(lambda self: self.values()["coulomb"], doc="``Fc`` in N m (current value).")
+    offset = property(lambda self: self.values()["offset"], doc="torque offset in N m (current value).")
 
     def init_args(self) -> dict:
-        """The constructor arguments."""
-        return {"inertia": self.inertia, "mass_com": self.mass_com, "gravity": self.gravity, "viscous": self.viscous,
-                "coulomb": self.coulomb, "offset": self.offset}
+        """The constructor arguments, with the current (trained) values."""
+        return self.constructor_args()
+
+    def _friction(self) -> bool:
+        """Whether the friction and offset terms are present (always when any parameter is trained)."""
+        v = self._values
+        return self.trainable or bool(v["viscous"] or v["coulomb"] or v["offset"])
+
+    def _torque(self, x: Tensor, u: Tensor) -> Tensor:
+        """``tau - m cx g sin q - Fv q' - Fc atan(100 q') - offset``, (N,)."""
+        q, qd = x[:, 0], x[:, 1]
+        torque = u[:, 0] - self.value("mass_com") * self.value("gravity") * torch.sin(q)
+        if self._friction():
+            torque = (torque - self.value("viscous") * qd - self.value("coulomb") * torch.atan(self._SHARPNESS * qd)
+                      - self.value("offset"))
+        return torque
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(qdot, (tau - m cx g sin q - friction - offset) / J)``, shapes (N, 2), (N, 1) -> (N, 2)."""
-        q, qd = x[:, 0], x[:, 1]
-        torque = u[:, 0] - self.mass_com * self.gravity * torch.sin(q)
-        if self.viscous or self.coulomb or self.offset:
-            torque = torque - self.viscous * qd - self.coulomb * torch.atan(100.0 * qd) - self.offset
-        return torch.stack((qd, torque / self.inertia), dim=1)
+        return torch.stack((x[:, 1], self._torque(x, u) / self.value("inertia")), dim=1)
+
+    def _slope(self, qd: Tensor) -> Tensor | float:
+        """``d(friction)/dq' = Fv + 100 Fc / (1 + (100 q')^2)``."""
+        s = self._SHARPNESS * qd
+        return self.value("viscous") + self._SHARPNESS * self.value("coulomb") / (1.0 + s * s)
 
     def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``[[0, 1], [-m cx g cos(q) / J, -(Fv + 100 Fc / (1 + (100 q')^2)) / J]]`` per state, (N, 2, 2)."""
         jac = x.new_zeros(x.shape[0], 2, 2)
         jac[:, 0, 1] = 1.0
-        jac[:, 1, 0] = -self.mass_com * self.gravity * torch.cos(x[:, 0]) / self.inertia
-        if self.viscous or self.coulomb:
-            s = 100.0 * x[:, 1]
-            jac[:, 1, 1] = -(self.viscous + 100.0 * self.coulomb / (1.0 + s * s)) / self.inertia
+        inertia = self.value("inertia")
+        jac[:, 1, 0] = -self.value("mass_com") * self.value("gravity") * torch.cos(x[:, 0]) / inertia
+        if self._friction():
+            jac[:, 1, 1] = -self._slope(x[:, 1]) / inertia
         return jac
 
     def input_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``[[0], [1 / J]]`` per state, (N, 2, 1)."""
         jac = x.new_zeros(x.shape[0], 2, 1)
-        jac[:, 1, 0] = 1.0 / self.inertia
+        jac[:, 1, 0] = 1.0 / self.value("inertia")
         return jac
+
+    def parameter_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
+        """``df/dtheta`` (`torch_ude.systems.parameters`), (N, 2, P): of ``q''`` only,
+        ``-a / J^2`` for J (``a`` the net torque), ``-g sin q / J``, ``-q' / J``,
+        ``-atan(100 q') / J`` and ``-1 / J`` for m cx, Fv, Fc and the offset."""
+        q, qd = x[:, 0], x[:, 1]
+        inertia = self.value("inertia")
+        ones = torch.ones_like(qd)
+        return self.acceleration_columns(x, inertia=-self._torque(x, u) / inertia ** 2,
+                             mass_com=-self.value("gravity") * torch.sin(q) / inertia, viscous=-qd / inertia,
+                             coulomb=-torch.atan(self._SHARPNESS * qd) / inertia, offset=-ones / inertia)
+
+    def parameter_lie_jacobian(self, x: Tensor, u: Tensor, v: Tensor, udot: Tensor) -> Tensor:
+        """``d/dtheta (J_x f v + J_u f udot)`` with ``v`` (N, 2) and ``udot`` (N, 1) held fixed,
+        (N, 2, P): with ``b = -m cx g cos q v_q - slope(q') v_q' + udot`` the acceleration row is
+        ``b / J``, so ``-b / J^2`` for J and ``-g cos q v_q / J``, ``-v_q' / J``,
+        ``-100 v_q' / ((1 + (100 q')^2) J)`` and 0 for m cx, Fv, Fc and the offset."""
+        q, qd = x[:, 0], x[:, 1]
+        inertia = self.value("inertia")
+        s = self._SHARPNESS * qd
+        b = (-self.value("mass_com") * self.value("gravity") * torch.cos(q) * v[:, 0] - self._slope(qd) * v[:, 1]
+             + udot[:, 0])
+        return self.acceleration_columns(x, inertia=-b / inertia ** 2, mass_com=-self.value("gravity") * torch.cos(q) * v[:, 0]
+                             / inertia, viscous=-v[:, 1] / inertia,
+                             coulomb=-self._SHARPNESS * v[:, 1] / ((1.0 + s * s) * inertia),
+                             offset=torch.zeros_like(qd))

@@ -9,8 +9,9 @@ import torch
 from torch import Tensor
 
 from .base import System, VectorField, as_state
+from .parameters import PhysicalParameters
 
-__all__ = ["PendulumField", "SinglePendulum"]
+__all__ = ["PendulumField", "TrainablePendulumField", "SinglePendulum"]
 
 
 class PendulumField(VectorField):
@@ -45,6 +46,71 @@ class PendulumField(VectorField):
         return jac
 
 
+class TrainablePendulumField(PhysicalParameters, VectorField):
+    """`PendulumField` with any of ``gravity``, ``length`` and ``damping`` trained with the
+    residual (``trainable``, `torch_ude.systems.parameters`); the attributes give their current
+    values. (A separate class: `PendulumField`, the simulators' true field, stays scriptable.)
+
+    Args:
+        gravity, length, damping: as `PendulumField` (their initial values when trained).
+        trainable: the parameters to train and their bounds, e.g. ``{"damping": [0, 1]}``.
+            The bounds of ``length`` must stay positive.
+    """
+
+    n_states = 2
+
+    def __init__(self, gravity: float, length: float, damping: float,
+                 trainable: dict[str, list[float]] | None = None) -> None:
+        super().__init__()
+        if length <= 0:
+            raise ValueError(f"length must be positive (metres); got {length}.")
+        if trainable and "length" in trainable and not (isinstance(trainable["length"], (list, tuple))
+                                                         and len(trainable["length"]) == 2
+                                                         and isinstance(trainable["length"][0], (int, float))
+                                                         and trainable["length"][0] > 0):
+            raise ValueError(f"the bounds of length must be [low, high] with low > 0 (metres); got "
+                             f"{trainable['length']!r}.")
+        self.init_parameters({"gravity": gravity, "length": length, "damping": damping}, trainable)
+
+    gravity = property(lambda self: self.values()["gravity"], doc="g in m/s^2 (current value).")
+    length = property(lambda self: self.values()["length"], doc="L in m (current value).")
+    damping = property(lambda self: self.values()["damping"], doc="c in 1/s (current value).")
+
+    def _k(self) -> float | Tensor:
+        return self.value("gravity") / self.value("length")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Field value, (N, 2) rad, rad/s -> (N, 2) rad/s, rad/s^2."""
+        theta, omega = x[:, 0], x[:, 1]
+        return torch.stack((omega, -self._k() * torch.sin(theta) - self.value("damping") * omega), dim=1)
+
+    def jacobian(self, x: Tensor) -> Tensor:
+        """State Jacobian, (N, 2) -> (N, 2, 2)."""
+        jac = x.new_zeros(x.shape[0], 2, 2)
+        jac[:, 0, 1] = 1.0
+        jac[:, 1, 0] = -self._k() * torch.cos(x[:, 0])
+        jac[:, 1, 1] = -self.value("damping")
+        return jac
+
+    def parameter_jacobian(self, x: Tensor) -> Tensor:
+        """``df/dtheta`` (`torch_ude.systems.parameters`), (N, 2, P): of ``omega'`` only,
+        ``-sin(theta) / L``, ``(g / L^2) sin(theta)`` and ``-omega`` for g, L and c."""
+        s, length = torch.sin(x[:, 0]), self.value("length")
+        return self.acceleration_columns(x, gravity=-s / length, length=self.value("gravity") * s / length ** 2,
+                                         damping=-x[:, 1])
+
+    def parameter_lie_jacobian(self, x: Tensor, v: Tensor) -> Tensor:
+        """``d/dtheta (J f v)`` with ``v`` (N, 2) held fixed, (N, 2, P): ``-cos(theta) v_theta / L``,
+        ``(g / L^2) cos(theta) v_theta`` and ``-v_omega`` for g, L and c."""
+        c, length = torch.cos(x[:, 0]) * v[:, 0], self.value("length")
+        return self.acceleration_columns(x, gravity=-c / length, length=self.value("gravity") * c / length ** 2,
+                                         damping=-v[:, 1])
+
+    def init_args(self) -> dict:
+        """The constructor arguments, with the current (trained) values."""
+        return self.constructor_args()
+
+
 class SinglePendulum(System):
     """The damped single pendulum plant with the paper's Cases A, B and C.
 
@@ -69,6 +135,10 @@ class SinglePendulum(System):
         x0: initial state (rad, rad/s).
         reexcite_interval: (low, high) seconds between re-excitations.
         energy_fraction: (low, high) range of ``u``, within (0, 1].
+        known_length: L of the known model in m (None: ``length``), for a known model whose
+            inertia is off.
+        trainable: physical parameters of the known model to train with the residual and their
+            bounds (`PendulumField`), e.g. ``{"length": [0.5, 2], "damping": [0, 1]}``.
     """
 
     state_names = ("theta", "omega")
@@ -83,6 +153,8 @@ class SinglePendulum(System):
         x0: Sequence[float] = (1.2, 0.0),
         reexcite_interval: tuple[float, float] = (2.5, 5.0),
         energy_fraction: tuple[float, float] = (0.95, 1.0),
+        known_length: float | None = None,
+        trainable: dict[str, list[float]] | None = None,
     ) -> None:
         if not 0.0 < energy_fraction[0] <= energy_fraction[1] <= 1.0:
             raise ValueError(f"energy_fraction must satisfy 0 < low <= high <= 1; got {energy_fraction}.")
@@ -93,6 +165,8 @@ class SinglePendulum(System):
         self.x0 = as_state(x0, 2, "x0")
         self.reexcite_interval = (float(reexcite_interval[0]), float(reexcite_interval[1]))
         self.energy_fraction = (float(energy_fraction[0]), float(energy_fraction[1]))
+        self.known_length = None if known_length is None else float(known_length)
+        self.trainable = None if trainable is None else {k: [float(b) for b in v] for k, v in dict(trainable).items()}
         self._k = self.gravity / self.length
         self.energy0 = float(self.energy(torch.as_tensor(self.x0).reshape(1, 2))[0])
         if self.energy0 >= 2 * self._k:
@@ -100,12 +174,15 @@ class SinglePendulum(System):
 
     def init_args(self) -> dict:
         """Constructor arguments of this plant."""
-        return {
+        args = {
             "gravity": self.gravity, "length": self.length, "damping": self.damping,
             "gravity_factor": self.gravity_factor, "x0": self.x0.tolist(),
             "reexcite_interval": list(self.reexcite_interval),
             "energy_fraction": list(self.energy_fraction),
         }
+        if self.known_length is not None or self.trainable is not None:  # (older specs stay as they were)
+            args.update(known_length=self.known_length, trainable=self.trainable)
+        return args
 
     def energy(self, x: Tensor) -> Tensor:
         """Energy per unit ``m L^2``: ``omega^2 / 2 + (g/L)(1 - cos theta)``; (N, 2) -> (N,)."""
@@ -115,11 +192,14 @@ class SinglePendulum(System):
         """The true plant f* with damping c."""
         return PendulumField(self.gravity, self.length, self.damping)
 
-    def build_known_field(self, case: str) -> PendulumField:
+    def build_known_field(self, case: str) -> PendulumField | TrainablePendulumField:
         """Case A: no damping. Case B: g_model, damping known. Case C: g_model, no damping."""
         gravity = self.gravity if case == "A" else self.gravity_factor * self.gravity
         damping = self.damping if case == "B" else 0.0
-        return PendulumField(gravity, self.length, damping)
+        length = self.length if self.known_length is None else self.known_length
+        if self.trainable:
+            return TrainablePendulumField(gravity, length, damping, self.trainable)
+        return PendulumField(gravity, length, damping)
 
     def damping_terms(self, case: str) -> tuple[tuple[int, int, float], ...]:
         """The omega-channel residual should be ``-c omega`` (0 in Case B)."""
