@@ -6,6 +6,7 @@ import scipy.interpolate
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
+from torch_ude.systems.linear_axis import LinearAxisModel
 from torch_ude.systems.pendulum import TrainablePendulumField
 from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
 
@@ -101,6 +102,10 @@ def trainable_model(known: str, gen: torch.Generator):
         model = TorquePendulumModel(viscous=0.05, coulomb=0.1, offset=0.02, trainable={
             "inertia": [0.03, 0.1], "mass_com": [0.05, 0.2], "viscous": [0.0, 0.2], "coulomb": [0.0, 0.4],
             "offset": [-0.2, 0.2]})
+    elif known == "axis":
+        model = LinearAxisModel(mass=2.0, gain=1.5, viscous=0.3, coulomb=0.2, coulomb_velocity=0.5, offset=0.1,
+                                trainable={"mass": [1.0, 4.0], "gain": [1.0, 2.0], "viscous": [0.0, 1.0],
+                                           "coulomb": [0.0, 1.0], "offset": [-0.5, 0.5]})
     else:
         model = TrainablePendulumField(9.81, 1.0, 0.2, trainable={"gravity": [5.0, 15.0], "length": [0.5, 2.0],
                                                                   "damping": [0.0, 1.0]})
@@ -112,7 +117,7 @@ def trainable_model(known: str, gen: torch.Generator):
 def variant_field(known: str, seed: int, periodic: tuple[int, ...] = (), linear: bool | str = False,
                   physical: bool = False) -> HybridField:
     """A random float64 field (as `random_field` / `random_input_field`) on ``known`` (``"single"``,
-    ``"double"``: the Case C models; ``"torque"``, ``"coupled"``: models with inputs), reading the
+    ``"double"``: the Case C models; ``"torque"``, ``"coupled"``, ``"axis"``: models with inputs), reading the
     ``periodic`` states as (sin, cos); ``physical``: a model that trains its physical parameters
     (`trainable_model`)."""
     gen = torch.Generator().manual_seed(seed)

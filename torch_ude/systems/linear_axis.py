@@ -16,18 +16,22 @@ import torch
 from torch import Tensor
 
 from .controlled import ControlledField
+from .parameters import PhysicalParameters
 
 __all__ = ["LinearAxisModel"]
 
 
-class LinearAxisModel(ControlledField):
+class LinearAxisModel(PhysicalParameters, ControlledField):
     """``q' = v``, ``v' = (gain u - Fv v - Fc tanh(v / v_c) - offset) / M``.
 
     State ``x = (q, v)`` (m, m/s), input ``u = (vir,)`` (V; the motor force is ``gain * vir``
     in N). With the defaults (no friction, no offset) it is the known model ``M q'' = gtau vir``
     whose friction and offset a residual learns; with the IDIM-LS ``Fv``, ``Fc`` and ``offset``
-    it is the benchmark's whole inverse-model fit (a reference, not the truth). Float64 for
-    verification, float32 where a device runs it, complex128 for complex-step checks.
+    it is the benchmark's whole inverse-model fit (a reference, not the truth). Any of ``mass``,
+    ``gain``, ``viscous``, ``coulomb`` and ``offset`` can be trained with the residual
+    (``trainable``, `torch_ude.systems.parameters`; ``mass`` and ``gain`` enter only as their
+    ratio, so train one of them). Float64 for verification, float32 where a device runs it,
+    complex128 for complex-step checks.
 
     Args:
         mass: ``M`` in kg (> 0).
@@ -36,9 +40,12 @@ class LinearAxisModel(ControlledField):
         coulomb: ``Fc`` in N.
         coulomb_velocity: ``v_c`` in m/s (> 0), the smoothing of ``sign(v)``.
         offset: force offset in N.
+        trainable: the parameters to train and their bounds, e.g. ``{"mass": [50, 200]}``;
+            None trains none. The bounds of ``mass`` must stay positive.
 
     Raises:
-        ValueError: for a non-finite constant, or a non-positive mass or ``v_c``.
+        ValueError: for a non-finite constant, a non-positive mass or ``v_c``, or bad trainable
+            names or bounds.
     """
 
     n_states = 2
@@ -46,7 +53,8 @@ class LinearAxisModel(ControlledField):
     invariant = (0,)  # no force depends on the position: the residual reads (v, u) only
 
     def __init__(self, mass: float = 95.1, gain: float = 35.15, viscous: float = 0.0, coulomb: float = 0.0,
-                 coulomb_velocity: float = 1e-3, offset: float = 0.0) -> None:
+                 coulomb_velocity: float = 1e-3, offset: float = 0.0,
+                 trainable: dict[str, list[float]] | None = None) -> None:
         super().__init__()
         values = (("mass", mass), ("gain", gain), ("viscous", viscous), ("coulomb", coulomb),
                   ("coulomb_velocity", coulomb_velocity), ("offset", offset))
@@ -56,33 +64,78 @@ class LinearAxisModel(ControlledField):
         for name, unit, value in (("mass", "M in kg", mass), ("coulomb_velocity", "v_c in m/s", coulomb_velocity)):
             if not value > 0:
                 raise ValueError(f"{name} ({unit}) must be positive; got {value!r}.")
-        self.mass, self.gain, self.viscous, self.coulomb = float(mass), float(gain), float(viscous), float(coulomb)
-        self.coulomb_velocity, self.offset = float(coulomb_velocity), float(offset)
+        if trainable and "coulomb_velocity" in trainable:
+            raise ValueError("coulomb_velocity (the smoothing of sign(v)) is not trainable; train coulomb instead.")
+        if trainable and "mass" in trainable and not (isinstance(trainable["mass"], (list, tuple))
+                                                       and len(trainable["mass"]) == 2
+                                                       and isinstance(trainable["mass"][0], (int, float))
+                                                       and trainable["mass"][0] > 0):
+            raise ValueError(f"the bounds of mass must be [low, high] with low > 0 (kg); got {trainable['mass']!r}.")
+        self.init_parameters(dict(values), trainable)
+
+    mass = property(lambda self: self.values()["mass"], doc="``M`` in kg (current value).")
+    gain = property(lambda self: self.values()["gain"], doc="``gtau`` in N/V (current value).")
+    viscous = property(lambda self: self.values()["viscous"], doc="``Fv`` in N s/m (current value).")
+    coulomb = property(lambda self: self.values()["coulomb"], doc="``Fc`` in N (current value).")
+    coulomb_velocity = property(lambda self: self.values()["coulomb_velocity"], doc="``v_c`` in m/s.")
+    offset = property(lambda self: self.values()["offset"], doc="force offset in N (current value).")
 
     def init_args(self) -> dict:
-        """The constructor arguments."""
-        return {"mass": self.mass, "gain": self.gain, "viscous": self.viscous, "coulomb": self.coulomb,
-                "coulomb_velocity": self.coulomb_velocity, "offset": self.offset}
+        """The constructor arguments, with the current (trained) values."""
+        return self.constructor_args()
+
+    def _friction(self) -> bool:
+        v = self._values
+        return self.trainable or bool(v["viscous"] or v["coulomb"] or v["offset"])
+
+    def _force(self, x: Tensor, u: Tensor) -> Tensor:
+        """``gain u - Fv v - Fc tanh(v / v_c) - offset``, (N,)."""
+        v = x[:, 1]
+        force = self.value("gain") * u[:, 0]
+        if self._friction():
+            force = (force - self.value("viscous") * v
+                     - self.value("coulomb") * torch.tanh(v / self.value("coulomb_velocity")) - self.value("offset"))
+        return force
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(v, (gain u - friction - offset) / M)``, shapes (N, 2), (N, 1) -> (N, 2) in m/s, m/s^2."""
-        v = x[:, 1]
-        force = self.gain * u[:, 0]
-        if self.viscous or self.coulomb or self.offset:
-            force = force - self.viscous * v - self.coulomb * torch.tanh(v / self.coulomb_velocity) - self.offset
-        return torch.stack((v, force / self.mass), dim=1)
+        return torch.stack((x[:, 1], self._force(x, u) / self.value("mass")), dim=1)
+
+    def _slope(self, v: Tensor) -> Tensor:
+        """``(1 - tanh^2(v / v_c)) / v_c``, the derivative of the smoothed sign."""
+        t = torch.tanh(v / self.value("coulomb_velocity"))
+        return (1.0 - t * t) / self.value("coulomb_velocity")
 
     def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``[[0, 1], [0, -(Fv + Fc (1 - tanh^2(v / v_c)) / v_c) / M]]`` per state, (N, 2, 2)."""
         jac = x.new_zeros(x.shape[0], 2, 2)
         jac[:, 0, 1] = 1.0
-        if self.viscous or self.coulomb:
-            t = torch.tanh(x[:, 1] / self.coulomb_velocity)
-            jac[:, 1, 1] = -(self.viscous + self.coulomb * (1.0 - t * t) / self.coulomb_velocity) / self.mass
+        if self._friction():
+            jac[:, 1, 1] = -(self.value("viscous") + self.value("coulomb") * self._slope(x[:, 1])) / self.value("mass")
         return jac
 
     def input_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``[[0], [gain / M]]`` per state, (N, 2, 1)."""
         jac = x.new_zeros(x.shape[0], 2, 1)
-        jac[:, 1, 0] = self.gain / self.mass
+        jac[:, 1, 0] = self.value("gain") / self.value("mass")
         return jac
+
+    def parameter_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
+        """``df/dtheta`` (`torch_ude.systems.parameters`), (N, 2, P): of ``v'`` only, ``-a / M^2``
+        (``a`` the net force), ``u / M``, ``-v / M``, ``-tanh(v / v_c) / M`` and ``-1 / M`` for M,
+        gain, Fv, Fc and the offset."""
+        v, mass = x[:, 1], self.value("mass")
+        return self.acceleration_columns(
+            x, mass=-self._force(x, u) / mass ** 2, gain=u[:, 0] / mass, viscous=-v / mass,
+            coulomb=-torch.tanh(v / self.value("coulomb_velocity")) / mass, offset=-torch.ones_like(v) / mass)
+
+    def parameter_lie_jacobian(self, x: Tensor, u: Tensor, w: Tensor, udot: Tensor) -> Tensor:
+        """``d/dtheta (J_x f w + J_u f udot)`` with ``w`` (N, 2) and ``udot`` (N, 1) held fixed,
+        (N, 2, P): with ``b = -(Fv + Fc slope(v)) w_v + gain udot`` the acceleration row is
+        ``b / M``, so ``-b / M^2``, ``udot / M``, ``-w_v / M``, ``-slope(v) w_v / M`` and 0 for
+        M, gain, Fv, Fc and the offset."""
+        v, mass, slope = x[:, 1], self.value("mass"), self._slope(x[:, 1])
+        b = -(self.value("viscous") + self.value("coulomb") * slope) * w[:, 1] + self.value("gain") * udot[:, 0]
+        return self.acceleration_columns(
+            x, mass=-b / mass ** 2, gain=udot[:, 0] / mass, viscous=-w[:, 1] / mass,
+            coulomb=-slope * w[:, 1] / mass, offset=torch.zeros_like(v))
