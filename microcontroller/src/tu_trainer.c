@@ -295,19 +295,11 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], in
     return TU_OK;
 }
 
-tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y, int n_channels)
+/* One sample into a checked instance (tu_trainer_push; push_chunk checks once per chunk). */
+static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y)
 {
-    tu_status st = tu_check(self), first = TU_OK;
+    tu_status st, first = TU_OK;
     int finite = 1, c;
-    if (st != TU_OK) {
-        return st;
-    }
-    if (y == NULL) {
-        return TU_ERR_NULL;
-    }
-    if (n_channels != TU_N) {
-        return TU_ERR_CHANNELS;
-    }
     if (self->calibrated < 0) {
         return (tu_status)self->calibrated;
     }
@@ -360,6 +352,21 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
     return first;
 }
 
+tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y, int n_channels)
+{
+    const tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (y == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (n_channels != TU_N) {
+        return TU_ERR_CHANNELS;
+    }
+    return tu_push(self, tick, segment, y);
+}
+
 int tu_trainer_ready(const tu_trainer *self)
 {
     const tu_status st = tu_check(self);
@@ -372,13 +379,9 @@ int tu_trainer_ready(const tu_trainer *self)
     return self->calibrated == 1 && self->seen >= (uint64_t)TU_CAPACITY;
 }
 
-/* Multiples of TU_TRAIN_EVERY in (lo, hi], with a gap longer than TU_DUE_SPAN cut to its last
- * TU_DUE_SPAN ticks (negative when hi < lo: the first sample of a stream at a negative tick). */
-static int64_t tu_crossings(int64_t lo, int64_t hi)
+/* Multiples of TU_TRAIN_EVERY in (lo, hi]: the training ticks crossed (negative for hi < lo). */
+static int64_t tu_crossed(int64_t lo, int64_t hi)
 {
-    if (hi > lo && (uint64_t)hi - (uint64_t)lo > (uint64_t)TU_DUE_SPAN) {
-        lo = hi - TU_DUE_SPAN;
-    }
     return tu_floor_div(hi, TU_TRAIN_EVERY) - tu_floor_div(lo, TU_TRAIN_EVERY);
 }
 
@@ -386,7 +389,8 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
                                 const float *y, int n_channels, int *due)
 {
     tu_status st = tu_check(self), first = TU_OK;
-    int64_t crossings = 0;
+    int64_t run = self->have_last ? self->last_tick : -1; /* the training ticks after it are still to count */
+    int64_t n = 0;
     int i;
     if (st != TU_OK) {
         return st;
@@ -401,18 +405,21 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
     if (count < 0) {
         return TU_ERR_ARGUMENT;
     }
+    /* due_updates(newest tick before the chunk or -1, newest after it): the crossings telescope
+     * between gaps longer than TU_DUE_SPAN, which count only their last TU_DUE_SPAN ticks */
     for (i = 0; i < count; ++i) {
-        const int had_last = self->have_last;
-        const int64_t before = self->last_tick;
-        st = tu_trainer_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_N, TU_N);
+        const int64_t before = self->have_last ? self->last_tick : -1;
+        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_N);
         first = first != TU_OK ? first : st;
-        if (self->have_last && (!had_last || self->last_tick != before)) {
-            /* summed per sample: the same total as due_updates(before the chunk, after it) */
-            crossings += tu_crossings(had_last ? before : -1, self->last_tick);
+        if (self->have_last && self->last_tick > before
+            && (uint64_t)self->last_tick - (uint64_t)before > (uint64_t)TU_DUE_SPAN) {
+            n += tu_crossed(run, before) + tu_crossed(self->last_tick - TU_DUE_SPAN, self->last_tick);
+            run = self->last_tick;
         }
     }
     if (tu_trainer_ready(self) > 0) {
-        *due = crossings < 0 ? 0 : (crossings > INT_MAX ? INT_MAX : (int)crossings);
+        n += tu_crossed(run, self->last_tick);
+        *due = n < 0 ? 0 : (n > INT_MAX ? INT_MAX : (int)n);
     }
     return first;
 }

@@ -14,6 +14,7 @@ from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import SinglePendulum
 from torch_ude.training import JetMatchingModule, StreamDataModule
+from torch_ude.update import due_updates
 
 SMALL = ["--model.stream.capacity", "64", "--model.stream.calibration_s", "0.6", "--model.stream.m_max", "20",
          "--model.batch_size", "16", "--trainer.max_steps", "50"]
@@ -61,6 +62,34 @@ def test_the_c_backend_names_the_calibrations_cause_as_the_python_trainer(tmp_pa
         messages[module.__name__] = str(info.value)
     assert messages["CJetMatchingModule"] == messages["JetMatchingModule"]
     assert "zero or non-finite scale" in messages["CJetMatchingModule"]
+
+
+def test_the_due_updates_are_pythons_and_a_gap_counts_at_most_a_second(spec):
+    rng = np.random.default_rng(5)
+    every, span = round(spec.fs / spec.train_rate), int(spec.fs)
+    step = rng.choice([0, 1, 1, 1, 1, 2, 7, 300, 999, 1000, 1001, 5000, 10**9], size=20000,
+                      p=[.02, .5, .2, .1, .05, .03, .03, .02, .01, .01, .01, .01, .01])
+    step[:3000] = 1  # a clean calibration record
+    ticks = np.cumsum(step) - 3 * (rng.random(20000) < 0.01)  # repeats, gaps of every length, a few back
+    t = np.arange(20000)
+    y = np.stack([np.sin(0.01 * t), 0.01 * np.cos(0.01 * t)], axis=1) + 0.01 * rng.normal(size=(20000, 2))
+    trainer, last, checked = CTrainer(spec), None, 0
+    bounds = np.cumsum(rng.integers(1, 60, size=1000))
+    for lo, hi in zip(np.r_[0, bounds], bounds):
+        if lo >= len(t):
+            break
+        due = trainer.push_chunk(y[lo:hi], ticks[lo:hi])
+        newest = max([last if last is not None else -2**63, *ticks[lo:hi].tolist()])
+        python = due_updates(last, newest, every) if trainer.ready else 0
+        gaps = np.diff(np.r_[last if last is not None else -1, np.maximum.accumulate(ticks[lo:hi])])
+        if (gaps <= span).all():
+            assert due == python, (lo, hi)
+            checked += due > 0
+        else:  # a gap longer than one second counts one second's training ticks at most
+            assert due <= python and due <= (hi - lo) * (span // every + 1), (lo, hi)
+            assert not trainer.ready or (gaps < 10**9).all() or python > 10**6 > due, (lo, hi)
+        last = newest
+    assert checked > 50
 
 
 def test_a_damaged_checkpoint_is_refused(spec):
