@@ -77,7 +77,8 @@ def rk4_adjoint(field: HybridField, tape: RK4Tape, h: float, state_bar: Tensor) 
         step_grads = field.parameter_vjp(tape.activations(field, k, slice(None)), flat_bar)
         if field.physical:  # the known model's trained parameters (torch_ude.systems.parameters)
             u = None if tape.inputs is None else tape.inputs[k].reshape(-1, tape.inputs.shape[-1])
-            step_grads = list(step_grads) + [field.physical_vjp(tape.stages[k].reshape(-1, field.n_states), u, flat_bar)]
+            stages = tape.stages[k].reshape(-1, field.n_states)
+            step_grads = list(step_grads) + [field.physical_vjp(stages, u, flat_bar)]
         for g, s in zip(grads, step_grads):
             g.add_(s)
         a = xbar

@@ -44,6 +44,7 @@ their README); nothing is copied.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import sys
@@ -90,13 +91,14 @@ def add_run_arguments(ap: argparse.ArgumentParser, config: str, rate: float) -> 
 
 
 def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
-    """One jet-matching run through the CLI; returns its metrics.json, the data module and the EMA field."""
+    """One jet-matching run through the CLI; returns its metrics.json, the data module and the field it
+    exported (the EMA field with its envelope, or its physics alone where the residual check rejected it)."""
     start = time.perf_counter()
     cli = cli_main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.logger", "false",
                     "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder)])
     metrics = json.loads((folder / "metrics.json").read_text())
     metrics["process_wall_s"] = time.perf_counter() - start
-    return metrics, cli.datamodule, cli.model.averaged_field()
+    return metrics, cli.datamodule, cli.model.exported
 
 
 def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
@@ -104,7 +106,7 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
     """The RK4 multiple-shooting baseline on the data module's training logs (module doc), on a
     field of ``form``'s hidden widths, linear term and input-affine form (jet matching's field), seeded
     by ``seed``."""
-    field = HybridField.from_seed(dm.system.known, seed, hidden=form.mlp.sizes[1:-1], linear=form.linear,
+    field = HybridField.from_seed(copy.deepcopy(dm.system.known), seed, hidden=form.mlp.sizes[1:-1], linear=form.linear,
                                   input_affine=form.input_affine, periodic=form.input_map.periodic,
                                   invariant=form.input_map.invariant)
     n = field.n_states
@@ -114,7 +116,9 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
     objective = ShootingObjective(field, windows, state_scale=x_rms[:n])
     adam = ShootingAdam(objective, lr=0.04, iterations=args.iterations, lr_final=1e-3, betas=(0.9, 0.99))
     history = adam.run()
-    out = prediction_errors(field, dm.val_logs, dm.horizons)
+    out = prediction_errors(field, dm.val_logs, dm.horizons, periodic=dm.system.periodic)
+    if field.physical:
+        out["physical_parameters"] = field.known.values()
     out.update({"wall_s": history.wall_s, "iterations": history.iterations, "skipped": history.skipped,
                 "final_loss": history.loss[-1], "windows": windows.batch, "steps": windows.steps,
                 "rate": args.rate, "window_candidates": windows.candidates, "num_parameters": field.num_parameters()})
@@ -132,7 +136,8 @@ def _without_residual(model) -> HybridField:
 
 def known_alone(dm) -> dict:
     """Prediction errors of f_known with the residual switched off (zero network)."""
-    return prediction_errors(_without_residual(dm.system.known), dm.val_logs, dm.horizons)
+    return prediction_errors(_without_residual(copy.deepcopy(dm.system.known)), dm.val_logs, dm.horizons,
+                             periodic=dm.system.periodic)
 
 
 def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
@@ -152,7 +157,8 @@ def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoubl
 def lab_model(dm, config: Path) -> dict:
     """Prediction errors of the lab's whole identified model (friction and offset or rotor inertia included)."""
     model, value = reference_model(dm, config)
-    return prediction_errors(_without_residual(model), dm.val_logs, dm.horizons) | {"parameters": value}
+    return prediction_errors(_without_residual(model), dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {
+        "parameters": value}
 
 
 def _visited(dm) -> tuple[torch.Tensor, torch.Tensor]:

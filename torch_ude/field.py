@@ -29,7 +29,8 @@ torque or force), so the network cannot learn a gain that changes sign over the 
 
 Periodic states (``periodic``: angles in rad, as the plant declares them) enter the network as
 ``(sin q, cos q)`` instead of ``q / s_in`` (`torch_ude.input_map`): the residual is then
-2 pi-periodic in them. Invariant states (``invariant``: cyclic coordinates) are not read. Every formula below runs through the map's tangent and pull-back, so
+2 pi-periodic in them. Invariant states (``invariant``: cyclic coordinates) are not read.
+Every formula below runs through the map's tangent and pull-back, so
 the jets, VJPs and parameter gradients stay exact.
 
 With a trust envelope (`set_envelope`, `torch_ude.envelope`) the residual is faded outside the
@@ -122,6 +123,7 @@ class HybridField(nn.Module):
         self.n_states = n
         self.n_inputs = n_u
         self.input_map = InputMap(n, n_u, periodic, invariant)
+        self._physical = bool(getattr(known, "trainable", False))  # (fixed at construction; read per update)
         self.mlp = TanhMLP((self.input_map.width, *hidden, n), dtype=dtype, generator=generator,
                            last_layer_gain=last_layer_gain, linear=linear,
                            reads=self.input_map.state_width if input_affine else None)
@@ -183,7 +185,7 @@ class HybridField(nn.Module):
     @property
     def physical(self) -> bool:
         """Whether the known model trains physical parameters (`torch_ude.systems.parameters`)."""
-        return bool(getattr(self.known, "trainable", False))
+        return self._physical
 
     def parameters_list(self) -> list[Tensor]:
         """The trainable parameters in the order of the hand-written gradients: the network's

@@ -177,8 +177,9 @@ class TorquePendulumModel(PhysicalParameters, ControlledField):
         inertia = self.value("inertia")
         ones = torch.ones_like(qd)
         return self.acceleration_columns(x, inertia=-self._torque(x, u) / inertia ** 2,
-                             mass_com=-self.value("gravity") * torch.sin(q) / inertia, viscous=-qd / inertia,
-                             coulomb=-torch.atan(self._SHARPNESS * qd) / inertia, offset=-ones / inertia)
+                                         mass_com=-self.value("gravity") * torch.sin(q) / inertia,
+                                         viscous=-qd / inertia, coulomb=-torch.atan(self._SHARPNESS * qd) / inertia,
+                                         offset=-ones / inertia)
 
     def parameter_lie_jacobian(self, x: Tensor, u: Tensor, v: Tensor, udot: Tensor) -> Tensor:
         """``d/dtheta (J_x f v + J_u f udot)`` with ``v`` (N, 2) and ``udot`` (N, 1) held fixed,
@@ -190,7 +191,8 @@ class TorquePendulumModel(PhysicalParameters, ControlledField):
         s = self._SHARPNESS * qd
         b = (-self.value("mass_com") * self.value("gravity") * torch.cos(q) * v[:, 0] - self._slope(qd) * v[:, 1]
              + udot[:, 0])
-        return self.acceleration_columns(x, inertia=-b / inertia ** 2, mass_com=-self.value("gravity") * torch.cos(q) * v[:, 0]
-                             / inertia, viscous=-v[:, 1] / inertia,
-                             coulomb=-self._SHARPNESS * v[:, 1] / ((1.0 + s * s) * inertia),
-                             offset=torch.zeros_like(qd))
+        return self.acceleration_columns(x, inertia=-b / inertia ** 2,
+                                         mass_com=-self.value("gravity") * torch.cos(q) * v[:, 0] / inertia,
+                                         viscous=-v[:, 1] / inertia,
+                                         coulomb=-self._SHARPNESS * v[:, 1] / ((1.0 + s * s) * inertia),
+                                         offset=torch.zeros_like(qd))
