@@ -78,3 +78,32 @@ def test_bad_periodic_indices_are_one_line_errors():
         check_periodic(["q"], 2)
     with pytest.raises(TypeError, match="list of state indices"):
         check_periodic(0, 2)
+
+
+@pytest.mark.parametrize("n_u", [0, 1])
+def test_invariant_states_are_not_read_and_their_tangent_and_cotangent_vanish(n_u):
+    imap = InputMap(3, n_u, periodic=(2,), invariant=(0,))
+    s, su = _scales(3, n_u, 3)
+    gen = torch.Generator().manual_seed(4)
+    x, v = torch.randn(5, 3, generator=gen), torch.randn(5, 3, generator=gen)
+    u = torch.randn(5, n_u, generator=gen) if n_u else None
+    z = imap(x, u, s, su)
+    assert imap.width == 3 - 1 + 1 + n_u and imap.columns(("p", "v", "a"), ("f",) * n_u)[:3] == ["v/s", "sin(a)",
+                                                                                                   "cos(a)"]
+    moved = x.clone()
+    moved[:, 0] += 100.0
+    assert torch.equal(imap(moved, u, s, su), z)
+    for b in range(5):
+        jx = jacrev(lambda xx: imap(xx.reshape(1, 3), None if u is None else u[b:b + 1], s, su)[0])(x[b])
+        assert torch.allclose(imap.tangent(z, v, None, s, su)[b], jx @ v[b], atol=1e-14)
+    zbar = torch.randn(5, imap.width, generator=gen)
+    assert bool((imap.pullback(z, zbar, s)[:, 0] == 0).all())
+
+
+def test_a_state_cannot_be_both_periodic_and_invariant_nor_all_invariant():
+    with pytest.raises(ValueError, match="both periodic and invariant"):
+        InputMap(2, 0, periodic=(0,), invariant=(0,))
+    with pytest.raises(ValueError, match="all 2 states are declared invariant"):
+        InputMap(2, 0, invariant=(0, 1))
+    with pytest.raises(ValueError, match="invariant index 5 is out of range"):
+        InputMap(2, 0, invariant=(5,))
