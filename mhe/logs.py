@@ -20,13 +20,14 @@ the default); ``align="same"`` uses row ``k``'s.
 """
 from __future__ import annotations
 
-import csv
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from torch_ude.recorded import read_csv_table, read_npz_arrays
 
 from .identification import RecordingSource
 from .simulate import Recording
@@ -44,24 +45,19 @@ IAC_BRAKE_KPA = 2757.8999
 def read_csv(path: str | Path) -> dict[str, np.ndarray]:
     """The numeric columns of a CSV file with a header line (a leading ``#`` is ignored), by name.
 
+    The file is read as `torch_ude.recorded.read_csv_table` reads a recorded log: UTF-8 (a
+    byte-order mark dropped), comma-separated, quoted fields read, an empty field is NaN.
+
     Raises:
-        ValueError: for a missing file, an empty file, or rows of another length than the header.
+        ValueError: for a missing file, an empty file or one without data rows, another separator
+            than commas, rows of another length than the header, or a field that is not a number
+            (its line and column); each names the file.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"No file at {path}; give the path of a CSV log (relative paths are from the working "
                          "directory).")
-    with path.open(newline="") as f:
-        rows = list(csv.reader(f))
-    if len(rows) < 2:
-        raise ValueError(f"{path} needs a header line and at least one row of numbers; it has {len(rows)} lines.")
-    names = [c.strip() for c in rows[0]]
-    names[0] = names[0].lstrip("#").strip()
-    bad = [i + 2 for i, r in enumerate(rows[1:]) if len(r) != len(names)]
-    if bad:
-        raise ValueError(f"{path}: rows {bad[:5]} (line numbers) have another number of fields than the "
-                         f"{len(names)} header columns.")
-    values = np.array([[float(v) if v.strip() else np.nan for v in r] for r in rows[1:]], dtype=np.float64)
+    names, values = read_csv_table(path, comment="#")
     return {n: values[:, i] for i, n in enumerate(names)}
 
 
@@ -197,8 +193,7 @@ class BayesRaceRecording(RecordingSource):
         path = Path(self.path)
         if not path.is_file():
             raise ValueError(f"No file at {path}; BayesRace data are in ../shared/data/bayesrace (see its README).")
-        with np.load(path) as data:
-            cols = {k: data[k] for k in data.files}
+        cols = read_npz_arrays(path)
         _require(cols, ["time", self.trajectory, "inputs"], self.path)
         t, x, u = cols["time"], cols[self.trajectory], cols["inputs"]
         if x.ndim != 2 or x.shape[0] < 6 or x.shape[1] != t.shape[0] or u.shape != (2, t.shape[0] - 1):

@@ -6,10 +6,30 @@ and the data module are chosen in YAML by ``class_path``, so any importable
 LightningModule / LightningDataModule (and any `System` plant) works unchanged.
 
 Errors: a config file that is empty, not text or not YAML, and a checkpoint
-(``--ckpt_path``) that is missing or truncated, are reported in one line naming the file. An error raised by the project's own code (a bad setting, a run that
-failed) is printed first, as one line ``torch-ude: error: <message>``, and the script
-exits with status 2; set ``TORCH_UDE_TRACEBACK=1`` to see the full traceback instead.
-Argument-parsing errors keep jsonargparse's message (also status 2).
+(``--ckpt_path``) that is missing or truncated, are reported in one line naming the file. An
+error raised by the project's own code (a bad setting, a run that failed), or by a file reader
+it calls (`_READERS`: NumPy, SciPy, zipfile, csv, ...), is printed as one line
+``torch-ude: error: <message>``, and the script exits with status 2; set
+``TORCH_UDE_TRACEBACK=1`` to see the full traceback instead. An argument jsonargparse cannot
+parse is one line too: the dotted setting and the innermost reason
+(`torch_ude.training.overrides.short_parse_error`), not the usage and the tree of subtypes.
+
+Command-line overrides behave as the same setting in a YAML file
+(`torch_ude.training.overrides`): a nested value holding null, NaN or infinity is passed on as
+that value (not as the string ``'None'``), and a class changed on the command line
+(``--data.known.class_path OtherModel``) gets its own defaults, not the settings given for the
+class it replaces (a note names what was not passed on).
+
+The run folder of ``fit`` (`torch_ude.training.run_folder`): a run holds a lock on its folder
+(``.torch-ude.lock``, released when the process ends however it ends), so a second run into
+a folder in use is refused in one line. Every run checkpoints periodically: where the config
+names no checkpoint callback, Lightning's default one is replaced by
+`torch_ude.training.PeriodicCheckpoint` every ``checkpoint_every`` updates of the module (1000;
+PEM-MHE: every iteration), and ``trainer.enable_checkpointing: false`` is warned about. When
+the folder holds a killed run (``metrics.json`` says ``"running"`` and no process holds the
+lock), the same command says so and resumes from its newest complete checkpoint; ``--fresh``
+starts over instead, and a command whose settings differ from the killed run's (other than
+``trainer.max_steps``) is an error naming them.
 
 Every output of a run goes under ``trainer.default_root_dir`` (the working directory
 when unset): the TensorBoard logger's ``save_dir`` is linked to it
@@ -23,6 +43,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pickle
+import shlex
 import sys
 import warnings
 import zipfile
@@ -32,18 +54,30 @@ from pathlib import Path
 
 import lightning as L
 import yaml
-from lightning.pytorch.callbacks import TQDMProgressBar
+from jsonargparse import ArgumentError
+from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
+from .training.callbacks import PeriodicCheckpoint
+from .training.overrides import nest_override_values, reset_changed_classes, short_parse_error
 from .training.progress import UpdateProgressBar
+from .training.run_folder import RunFolderLock, checkpoint_step, killed_run, resume_point, settings_differ
 
-__all__ = ["main", "console", "check_files", "user_error", "TorchUdeCLI", "KNOWN_NOTICES", "quiet_known_notices",
-           "log_dir_of"]
+__all__ = ["main", "console", "check_files", "user_error", "one_line", "TorchUdeCLI", "KNOWN_NOTICES",
+           "quiet_known_notices", "log_dir_of", "RESUME_ENV"]
 
 #: Exception types whose message, raised by the project's code, is the whole story for a user.
 USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, FloatingPointError)
 _PACKAGES = ("torch_ude", "baselines", "mhe", "microcontroller")
+#: Errors a file reader raises for a file it cannot read (a truncated archive, a short file).
+READ_ERRORS = (*USER_ERRORS, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, IndexError)
+#: Third-party modules that read files: their errors, raised under the project's code, are a
+#: bad file (named in the message by the project's frame), not a bug.
+_READERS = ("numpy", "scipy.io", "zipfile", "csv", "json", "pickle", "yaml", "torch.serialization", "pandas.io")
+#: Environment variable through which the first process hands the checkpoint it resumes from to
+#: the processes a DDP launcher starts with the same command line.
+RESUME_ENV = "TORCH_UDE_RESUME_FROM"
 
 
 def _values(args: list[str], *flags: str) -> list[str]:
@@ -126,6 +160,16 @@ def log_dir_of(default_root_dir: str | None) -> str:
     return os.getcwd() if default_root_dir is None else str(default_root_dir)
 
 
+def _secondary_process() -> bool:
+    """Whether this process was started by a DDP launcher for a rank other than the first."""
+    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+
+
+def _note(message: str) -> None:
+    """One line to the user on stderr, prefixed like the errors."""
+    print(f"torch-ude: {message}", file=sys.stderr)
+
+
 class TorchUdeCLI(LightningCLI):
     """`LightningCLI` with the run folder in charge of every output.
 
@@ -134,15 +178,99 @@ class TorchUdeCLI(LightningCLI):
       ``--trainer.default_root_dir``.
     * Lightning's default `TQDMProgressBar` is replaced by `UpdateProgressBar` (same
       refresh rate), which counts updates; a progress bar named in the config is kept.
+    * Lightning's default `ModelCheckpoint` is replaced by `PeriodicCheckpoint` every
+      ``model.checkpoint_every`` updates (1000 where the module does not say); a checkpoint
+      callback named in the config is kept.
+    * ``fit`` locks its run folder and resumes a killed run there (module docstring);
+      ``--fresh`` starts over.
+    * A class changed on the command line takes its own defaults (`reset_changed_classes`).
     """
 
+    def __init__(self, *args, **kwargs) -> None:
+        self._folder_lock: RunFolderLock | None = None
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            if self._folder_lock is not None:
+                self._folder_lock.release()
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        """Lightning's parser, raising its errors (`main` words them in one line) instead of printing the usage."""
+        kwargs.setdefault("exit_on_error", False)
+        return super().init_parser(**kwargs)
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        """Link the logger's ``save_dir`` to ``trainer.default_root_dir``."""
+        """Link the logger's ``save_dir`` to ``trainer.default_root_dir``; add ``--fresh``."""
         parser.link_arguments("trainer.default_root_dir", "trainer.logger.init_args.save_dir", compute_fn=log_dir_of)
+        parser.add_argument("--fresh", action="store_true",
+                            help="(fit) start over in a run folder whose earlier run was killed, instead of resuming "
+                                 "it from its newest checkpoint.")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """Lightning's parse, then a class changed on the command line gets its own defaults."""
+        super().parse_arguments(parser, args)
+        argv = sys.argv[1:] if args is None else args
+        if not isinstance(argv, (list, tuple)):
+            return
+        sub = self.config.get("subcommand")
+        config = self.config[sub] if sub else self.config
+
+        def parse_prefix(prefix: list[str]):
+            try:
+                parsed = parser.parse_args(prefix + ([sub] if sub and sub not in prefix else []))
+            except (ArgumentError, SystemExit):
+                return None
+            return parsed[sub] if sub else parsed
+
+        for note in reset_changed_classes(config, list(argv), parse_prefix):
+            _note(note)
+
+    def before_instantiate_classes(self) -> None:
+        """For ``fit``: lock the run folder and, when it holds a killed run, resume it (module docstring)."""
+        if self.subcommand != "fit":
+            return
+        config = self.config["fit"]
+        if _secondary_process():
+            config["ckpt_path"] = config.get("ckpt_path") or os.environ.get(RESUME_ENV) or None
+            return
+        folder = Path(log_dir_of(config["trainer"].get("default_root_dir")))
+        lock = RunFolderLock(folder)
+        previous = lock.read()  # the last holder's record: a killed run's, if one was killed
+        self._folder_lock = lock.acquire(shlex.join(["torch-ude", *sys.argv[1:]]))
+        given = config.get("ckpt_path")
+        if given:
+            if Path(given).is_file():  # (not one of Lightning's keywords): the run's lineage, see resume_point
+                lock.record(resumed_from=str(given))
+            return
+        if not killed_run(folder):
+            return
+        left = f"the run in {folder} did not finish (its metrics.json says \"running\" and no process holds the folder)"
+        ckpt = resume_point(folder, previous)
+        if config.get("fresh"):
+            _note(f"{left}; --fresh: starting over" + (f" (its checkpoints stay, the newest is {ckpt})." if ckpt else "."))
+            return
+        if ckpt is None:
+            _note(f"{left} and left no complete checkpoint: starting over.")
+            return
+        saved = ckpt.parent.parent / "config.yaml"
+        if saved.is_file():
+            current = yaml.safe_load(self._parser("fit").dump(config, skip_none=False))
+            differ = settings_differ(yaml.safe_load(saved.read_text(encoding="utf-8")) or {}, current)
+            if differ:
+                raise ValueError(
+                    f"{left}, but this command's settings differ from that run's in {', '.join(differ)} (its settings "
+                    f"are in {saved}); rerun its command to resume it, add --fresh to start over in this folder, or "
+                    f"give this run its own folder with --trainer.default_root_dir.")
+        step = checkpoint_step(ckpt)
+        _note(f"{left}: resuming from {ckpt}" + (f" at update {step}" if step is not None else "") +
+              "; add --fresh to start over instead.")
+        config["ckpt_path"] = str(ckpt)
+        lock.record(resumed_from=str(ckpt))
+        os.environ[RESUME_ENV] = str(ckpt)
 
     def instantiate_trainer(self, **kwargs) -> L.Trainer:
-        """Lightning's trainer, with `UpdateProgressBar` in place of the `TQDMProgressBar` Lightning
-        adds by default (not of one the config names)."""
+        """Lightning's trainer, with `UpdateProgressBar` in place of the `TQDMProgressBar` and `PeriodicCheckpoint` in
+        place of the `ModelCheckpoint` Lightning adds by default (not of ones the config names)."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         configured = config["trainer"].get("callbacks") or []
         configured = {id(c) for c in (configured if isinstance(configured, list) else [configured])}
@@ -150,6 +278,13 @@ class TorchUdeCLI(LightningCLI):
         bar = trainer.progress_bar_callback
         if type(bar) is TQDMProgressBar and id(bar) not in configured:
             trainer.callbacks[trainer.callbacks.index(bar)] = UpdateProgressBar(bar.refresh_rate, bar._leave)
+        default = [c for c in trainer.callbacks if type(c) is ModelCheckpoint and id(c) not in configured]
+        for c in default:
+            every = int(getattr(self.model, "checkpoint_every", 1000))
+            trainer.callbacks[trainer.callbacks.index(c)] = PeriodicCheckpoint(every_n_updates=every)
+        if self.subcommand == "fit" and not trainer.checkpoint_callbacks:
+            _note("trainer.enable_checkpointing is false: this run saves no checkpoint, so a killed run cannot resume; "
+                  "drop that setting to checkpoint periodically.")
         return trainer
 
 
@@ -157,23 +292,39 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI.
 
     Args:
-        args: command-line arguments (default ``sys.argv[1:]``).
-        run: run the subcommand (False: only parse and instantiate).
+        args: command-line arguments (default ``sys.argv[1:]``); nested overrides holding null,
+            NaN or infinity are rewritten first (`torch_ude.training.overrides.nest_override_values`).
+        run: run the subcommand (False: only parse and instantiate; no run-folder lock).
 
     Returns:
         The `TorchUdeCLI` instance (its ``trainer``, ``model`` and ``datamodule``); the
         warnings of `KNOWN_NOTICES` are silenced while it runs.
 
     Raises:
-        ValueError: for a file `check_files` rejects; any error of the
-            components or the run propagates unchanged.
+        ValueError: for a file `check_files` rejects, and for an argument that cannot be parsed
+            (one line: the setting and the reason); any error of the components or the run
+            propagates unchanged.
+        RuntimeError: (`torch_ude.training.run_folder.FolderInUseError`) for a run folder in use.
     """
-    check_files(sys.argv[1:] if args is None else args)
-    with quiet_known_notices():
-        return TorchUdeCLI(
-            L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
-            seed_everything_default=0, save_config_kwargs={"overwrite": True}, args=args, run=run,
-        )
+    given = sys.argv[1:] if args is None else list(args)
+    check_files(given)
+    nested = nest_override_values(given)
+    saved_argv = sys.argv
+    if args is None and nested != given:
+        sys.argv = [sys.argv[0], *nested]  # (LightningCLI warns when given both args and sys.argv)
+    try:
+        with quiet_known_notices():
+            return TorchUdeCLI(
+                L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
+                seed_everything_default=0, save_config_kwargs={"overwrite": True},
+                args=None if args is None else nested, run=run,
+            )
+    except ArgumentError as err:
+        command = next((a for a in nested if a in ("fit", "validate", "test", "predict")), "fit")
+        raise ValueError(f"{short_parse_error(str(err))}; fix this setting in the config or on the command line "
+                         f"(torch-ude {command} --help lists the settings and their types).") from None
+    finally:
+        sys.argv = saved_argv
 
 
 def _ours(filename: str) -> bool:
@@ -187,36 +338,71 @@ def _ours(filename: str) -> bool:
     return False
 
 
+def _frames(exc: BaseException) -> list:
+    """The frames of ``exc``'s traceback, outermost first."""
+    out, tb = [], exc.__traceback__
+    while tb is not None:
+        out.append(tb.tb_frame)
+        tb = tb.tb_next
+    return out
+
+
+def _reader_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a third-party file reader (`_READERS`) that the project's code called."""
+    frames = _frames(exc)
+    if not frames or not isinstance(exc, READ_ERRORS) or _ours(frames[-1].f_code.co_filename):
+        return False
+    module = str(frames[-1].f_globals.get("__name__", ""))
+    return any(module == r or module.startswith(r + ".") for r in _READERS) and \
+        any(_ours(f.f_code.co_filename) for f in frames)
+
+
 def user_error(exc: BaseException) -> BaseException | None:
     """The error to report in one line: the outermost of ``exc`` and the errors it was raised
     from (jsonargparse wraps constructor errors) that is a `USER_ERRORS` type raised in the
-    project's code; None if there is none."""
+    project's code, or a `READ_ERRORS` type raised by a file reader the project's code called
+    (`_READERS`); None if there is none."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if isinstance(exc, USER_ERRORS) and tb is not None and _ours(tb.tb_frame.f_code.co_filename):
+        frames = _frames(exc)
+        if isinstance(exc, USER_ERRORS) and frames and _ours(frames[-1].f_code.co_filename):
+            return exc
+        if _reader_failure(exc):
             return exc
         exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
     return None
 
 
+def one_line(exc: BaseException) -> str:
+    """The line `console` prints for a `user_error`: its message; for a reader's error, also the file the
+    project's code was reading (its ``path``, ``file`` or ``filename``), the reader and the fix."""
+    if not _reader_failure(exc):
+        return str(exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else exc)
+    frames = _frames(exc)
+    caller = [f for f in frames if _ours(f.f_code.co_filename)][-1]
+    names = [caller.f_locals.get(k) for k in ("path", "file", "filename", "name")]
+    where = next((f"the file {n}" for n in names if isinstance(n, (str, Path))), "a file")
+    reader = frames[-1].f_globals.get("__name__") or "a reader"
+    module = caller.f_globals.get("__name__") or Path(caller.f_code.co_filename).stem
+    return (f"{where} could not be read ({module}.{caller.f_code.co_name} called {reader}, "
+            f"which raised {type(exc).__name__}: {exc}); check that the file is complete and of the format the "
+            f"setting expects.")
+
+
 def console() -> None:
     """Entry point of the ``torch-ude`` script: exit status 0 on success, 2 on an error.
 
-    A `user_error` is printed as ``torch-ude: error: <message>`` without the traceback
-    unless the environment sets ``TORCH_UDE_TRACEBACK=1``.
+    A `user_error` is printed as ``torch-ude: error: <message>`` (`one_line`) without the
+    traceback unless the environment sets ``TORCH_UDE_TRACEBACK=1``.
     """
     try:
         main()
-    except USER_ERRORS as exc:
+    except READ_ERRORS as exc:
         err = user_error(exc)
         if err is None or os.environ.get("TORCH_UDE_TRACEBACK", "") not in ("", "0"):
             raise
-        message = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
-        print(f"torch-ude: error: {message}", file=sys.stderr)
+        print(f"torch-ude: error: {one_line(err)}", file=sys.stderr)
         print("torch-ude: (set TORCH_UDE_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         sys.exit(2)
 

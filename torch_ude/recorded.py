@@ -3,10 +3,14 @@
 A log names one time column, its state columns and (optionally) its input columns. Reading
 it (`read_log`) validates everything once, at the boundary:
 
-* the file must exist and be a ``.csv`` (header line of column names, comma-separated),
-  ``.npz`` (one 1-D array per column) or ``.mat`` (MATLAB v5, read by ``scipy.io.loadmat``;
-  one vector per column) file; every named column must be present (the error lists the
-  columns the file has) and, in NPZ/MAT files, as long as the time column;
+* the file must exist and be a ``.csv`` (UTF-8, a byte-order mark dropped; a header line of
+  column names, comma-separated; fields may be quoted; `read_csv_table`), ``.npz`` (one 1-D
+  numeric array per column; `read_npz_arrays`) or ``.mat`` (MATLAB v5, read by
+  ``scipy.io.loadmat``; one vector per column) file; every named column must be present (the
+  error lists the columns the file has) and, in NPZ/MAT files, as long as the time column. A
+  file that cannot be read is an error naming it and what is wrong: a header without data
+  rows, another separator than commas, a decimal comma or another field that is not a number
+  (its line and column), a truncated archive, an array of Python objects;
 * rows with a NaN or Inf in the time, a state or an input are **rejected and counted**
   (`LogReport`), never trained on;
 * the remaining time stamps must increase strictly (a step back or a repeated stamp is an
@@ -30,7 +34,9 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import warnings
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-__all__ = ["RecordedLog", "LogReport", "read_log", "RATE_TOLERANCE"]
+__all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "read_npz_arrays", "RATE_TOLERANCE"]
 
 #: Relative disagreement allowed between the median time step and ``1 / (k fs)``.
 RATE_TOLERANCE = 0.02
@@ -108,34 +114,126 @@ class RecordedLog:
         return sum(s.shape[0] for s in self.segments)
 
 
+_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+
+
+def read_csv_table(path: str | Path, comment: str = "") -> tuple[list[str], np.ndarray]:
+    """The header names and the numbers of a comma-separated log, validated (module doc).
+
+    The file is UTF-8 text (a byte-order mark is dropped), a header line of names, then rows of
+    as many fields; a field may be quoted (``"1.5"``), an empty field reads NaN (a missing
+    value: the row is then rejected and counted by `read_log`), blank lines are skipped.
+
+    Args:
+        path: the ``.csv`` file.
+        comment: characters stripped from the start of the first name (e.g. ``"#"``).
+
+    Returns:
+        The names, and the values as a float64 array (rows, names).
+
+    Raises:
+        ValueError: for a file that is not UTF-8 text, empty, separated by another character
+            than commas, a row with another number of fields than the header, a field that is
+            not a number (naming its line and column), or no data row; each names the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.object[err.start]:#04x} at position {err.start}); "
+                         f"save the log as a UTF-8 CSV file.") from None
+    reader = csv.reader(text.splitlines())
+    header = next(reader, None)
+    if not header or not any(h.strip() for h in header):
+        raise ValueError(f"{path} is empty; a log needs a header line of column names and rows of numbers.")
+    names = [h.strip() for h in header]
+    names[0] = names[0].lstrip(comment).strip() if comment else names[0]
+    other = [name for sep, name in _SEPARATORS.items() if len(names) == 1 and sep in names[0]]
+    if other:
+        raise ValueError(f"{path}: the header line {header[0]!r} is separated by {other[0]}, not commas; save the "
+                         f"log comma-separated with '.' as the decimal point (e.g. pandas: df.to_csv(path, "
+                         f"index=False)).")
+    rows, lines = [], []
+    for row in reader:
+        if not row or not any(field.strip() for field in row):
+            continue
+        if len(row) != len(names):
+            raise ValueError(f"{path}: line {reader.line_num} has {len(row)} fields but the header names "
+                             f"{len(names)} columns ({names}); every row needs one value per column.")
+        rows.append([field.strip() or "nan" for field in row])
+        lines.append(reader.line_num)
+    if not rows:
+        raise ValueError(f"{path} holds the header line and no data rows; a log needs rows of numbers under "
+                         f"its header.")
+    try:
+        return names, np.array(rows, dtype=np.float64)
+    except ValueError:
+        pass
+    for row, line in zip(rows, lines):
+        for field, name in zip(row, names):
+            try:
+                float(field)
+            except ValueError:
+                hint = ("; it uses a decimal comma: save the log with '.' as the decimal point"
+                        if re.fullmatch(r"[-+]?\d*,\d+", field) else "; fix or remove that row")
+                raise ValueError(f"{path}: line {line}, column {name!r} holds {field!r}, which is not a "
+                                 f"number{hint}.") from None
+    raise AssertionError("a field failed to convert but every field converts on its own")  # pragma: no cover
+
+
+def read_npz_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of a NumPy ``.npz`` archive, by name.
+
+    Raises:
+        ValueError: for a file that is not a complete archive (truncated, corrupt or another
+            format), or an array of Python objects (``dtype=object``: loading it would run
+            pickled code, so it is refused); each names the file and the array.
+    """
+    path = Path(path)
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise ValueError(f"{path} is not a complete .npz archive ({type(err).__name__}: {err}); the file is "
+                         f"truncated or of another format: write it again with numpy.savez.") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} holds a single .npy array, not a .npz archive of named columns; save the columns "
+                         f"with numpy.savez(path, time=..., position=...).")
+    out = {}
+    with archive:
+        for name in archive.files:
+            try:
+                out[name] = archive[name]
+            except ValueError as err:
+                if "allow_pickle" not in str(err):
+                    raise ValueError(f"{path}: the array {name!r} cannot be read ({err}); write the file again with "
+                                     f"numpy.savez.") from None
+                raise ValueError(f"{path}: the array {name!r} holds Python objects (dtype=object), which are not "
+                                 f"loaded (that would run pickled code); save it as numbers, e.g. "
+                                 f"numpy.savez(path, {name}=numpy.asarray(values, dtype=float)).") from None
+            except (zipfile.BadZipFile, OSError, EOFError) as err:
+                raise ValueError(f"{path}: the array {name!r} is cut short ({type(err).__name__}: {err}); the "
+                                 f"archive is truncated: write it again with numpy.savez.") from None
+    return out
+
+
 def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
     """The named columns of a file as float64 vectors (validated for presence and length)."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as fh:
-            header = [h.strip() for h in next(csv.reader(fh), [])]
+        header, data = read_csv_table(path)
         missing = [c for c in wanted if c not in header]
         if missing:
             raise ValueError(f"{path}: column(s) {missing} named in the config are not in the file's header; "
                              f"it has {header}. Fix data.time/states/inputs.")
-        try:
-            data = np.genfromtxt(path, delimiter=",", skip_header=1, dtype=np.float64, invalid_raise=True, ndmin=2)
-        except ValueError as err:
-            # numpy names the line: "Line #12 (got 3 columns instead of 4)"
-            raise ValueError(f"{path}: a row does not have the {len(header)} columns of the header: "
-                             f"{str(err).strip().splitlines()[-1].strip()} (file lines, the header is line 1).") from None
-        if data.shape[0] and data.shape[1] != len(header):
-            raise ValueError(f"{path}: the rows have {data.shape[1]} columns but the header names {len(header)}.")
         return {c: data[:, header.index(c)] for c in wanted}
     if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as archive:
-            content = {k: archive[k] for k in archive.files}
+        content = read_npz_arrays(path)
     elif suffix == ".mat":
         try:
             if scipy.io.matlab.matfile_version(path)[0] == 2:
                 raise ValueError("it is MATLAB v7.3, an HDF5 file")
             content = {k: v for k, v in scipy.io.loadmat(path).items() if not k.startswith("__")}
-        except (ValueError, scipy.io.matlab.MatReadError) as err:
+        except (ValueError, TypeError, OSError, EOFError, scipy.io.matlab.MatReadError) as err:
             raise ValueError(f"{path}: scipy.io.loadmat cannot read it ({err}); save it as MATLAB v5 "
                              f"(save -v7) or as CSV/NPZ.") from None
     else:
@@ -212,7 +310,7 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
     if (step <= 0).any():
         j = int(np.flatnonzero(step <= 0)[0])
         raise ValueError(f"{path}: the time column {time!r} does not increase at data row {rows[j + 1] + 1} "
-                         f"(t = {t[j + 1]!r} s after {t[j]!r} s at row {rows[j] + 1}); sort the log or remove "
+                         f"(t = {float(t[j + 1]):.9g} s after {float(t[j]):.9g} s at row {rows[j] + 1}); sort the log or remove "
                          f"repeated rows.")
     if t.shape[0] < 2:
         raise ValueError(f"{path}: fewer than two valid rows; nothing to learn from.")

@@ -8,12 +8,29 @@ set. Under DDP, Lightning's distributed sampler hands each process the indices `
 """
 from __future__ import annotations
 
+import math
+
 import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
 from ..identification import IdentificationProblem
 
-__all__ = ["WindowIndices", "IdentificationData"]
+__all__ = ["WindowIndices", "IdentificationData", "nonfinite_settings"]
+
+#: How `IdentificationProblem.describe` names a setting that the config names otherwise.
+_CONFIG_NAMES = (("physics.start.", "physics.init_args.values."), ("recording.", "recording.init_args."))
+
+
+def nonfinite_settings(node: object, path: str = "") -> list[tuple[str, float]]:
+    """The NaN and infinite numbers of a problem's settings (`IdentificationProblem.describe`), with their
+    dotted paths (``mhe.process_std[0]``)."""
+    if isinstance(node, dict):
+        return [hit for k, v in node.items() for hit in nonfinite_settings(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, (list, tuple)):
+        return [hit for i, v in enumerate(node) for hit in nonfinite_settings(v, f"{path}[{i}]")]
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(path, node)]
+    return []
 
 
 class WindowIndices(Dataset):
@@ -35,10 +52,22 @@ class IdentificationData(L.LightningDataModule):
     Args:
         problem: model, data, measured outputs, MHE settings and arrival cost, e.g. the
             simulated racing car of ``configs/mhe_racing_physics_gn.yaml``.
+
+    Raises:
+        ValueError: for a setting of the problem that is NaN or infinite (a standard deviation, an
+            arrival cost, a start value, ...): named by its config key, before any work.
     """
 
     def __init__(self, problem: IdentificationProblem) -> None:
         super().__init__()
+        bad = nonfinite_settings(problem.describe())
+        if bad:
+            path, value = bad[0]
+            for short, full in _CONFIG_NAMES:
+                path = full + path[len(short):] if path.startswith(short) else path
+            raise ValueError(f"data.problem.{path} is {value}, not a finite number ({len(bad)} such setting"
+                             f"{'s' if len(bad) > 1 else ''} in the problem); set a finite value in the config (a "
+                             f"standard deviation must be a positive number).")
         self.problem = problem
 
     def setup(self, stage: str | None = None) -> None:

@@ -7,8 +7,12 @@ windows, with Lightning's all-reduce and all-gather as its `mhe.outer.Collective
 process then takes the same step), then one step of a no-op optimizer so that
 ``trainer.global_step`` (and ``max_steps``) counts PEM iterations. When a Gauss-Newton
 stopping test fires the module sets ``trainer.should_stop``. The loop's state (optimizer,
-damping, counters) is saved in checkpoints; the run ends with the run files
-(`mhe.training.outputs.write_pem_outputs`) and a one-line summary.
+damping, counters, accepted losses) and its warm starts (`mhe.training.resume`) are saved in
+checkpoints, with the iterate ``alpha`` in the state dict and the physical arrival cost, so a
+resumed run takes the iterates the uninterrupted run takes; ``torch-ude fit`` saves one after
+every iteration (`checkpoint_every`) and resumes a killed run from the newest
+(`torch_ude.cli`). The run ends with the run files (`mhe.training.outputs.write_pem_outputs`)
+and a one-line summary.
 
 ``torch-ude validate --ckpt_path RUN.ckpt`` scores a trained run on the data module's problem,
 typically another recording given on the command line
@@ -47,6 +51,7 @@ from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..report import PEMResult, PEMStep
 from ..solver import SolverSettings, WindowSolver, lowest_cost_solve
 from .outputs import pem_outputs, write_pem_outputs
+from .resume import restore_warm_state, warm_state
 
 __all__ = ["PEMModule"]
 
@@ -80,6 +85,10 @@ class PEMModule(L.LightningModule):
     Raises:
         ValueError: for ``validation_starts < 1`` or ``validation_passes < 0``.
     """
+
+    #: ``torch-ude fit`` checkpoints after every PEM iteration: one takes seconds to minutes, and
+    #: the checkpoint (``alpha``, the loop's state and warm starts) is small next to that.
+    checkpoint_every = 1
 
     def __init__(self, outer: OuterSettings = OuterSettings(), solver: SolverSettings = SolverSettings(),
                  validation_starts: int = 3, validation_passes: int = 3) -> None:
@@ -123,6 +132,9 @@ class PEMModule(L.LightningModule):
         self.loop = PEMLoop(self.estimator, self.solver, self.outer, self.trainer.max_steps, collective)
         if self._restored is not None:
             self.loop.load_state_dict(self._restored)
+            restore_warm_state(self.loop, self._restored.get("warm", {}))
+            if self.loop.stop_reason:  # killed after a stopping test fired and before the run files were written
+                self.trainer.should_stop = True
         self.outputs = pem_outputs(self.trainer.default_root_dir, self.problem,
                                    {"outer": self.outer, "solver": self.solver_settings})
         if self.global_rank == 0:
@@ -193,9 +205,9 @@ class PEMModule(L.LightningModule):
         self.log_dict(stats, on_step=True, prog_bar=False, batch_size=max(step.n_used, 1))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """Add the loop's state (optimizer, damping, counters) and the physical arrival cost."""
+        """Add the loop's state (optimizer, damping, counters, warm starts) and the physical arrival cost."""
         if self.loop is not None:
-            checkpoint["pem_loop"] = self.loop.state_dict()
+            checkpoint["pem_loop"] = {**self.loop.state_dict(), "warm": warm_state(self.loop)}
         if self.estimator is not None:
             checkpoint["arrival"] = {"mean": self.estimator.arrival_mean.detach().tolist(),
                                      "std": self.estimator.arrival_std().detach().tolist()}

@@ -94,10 +94,17 @@ def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
 def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypatch):
+    # the default config holds the form that won on its validation files (issue 31: input-affine and, for the
+    # single pendulum, trained physical parameters); the _linear variant is the same run with the plain linear
+    # term and the known model's fixed parameters
     base, linear = (yaml.safe_load((ROOT / "configs" / f"{n}.yaml").read_text()) for n in (name, f"{name}_linear"))
-    assert linear["model"]["init_args"].pop("linear") is True and "linear" not in base["model"]["init_args"]
+    assert linear["model"]["init_args"].pop("linear") is True and "input_affine" not in linear["model"]["init_args"]
+    assert "trainable" not in linear["data"]["init_args"]["known"]["init_args"]
     assert linear["trainer"].pop("default_root_dir") == f"runs/{name}_linear"
     base["trainer"].pop("default_root_dir")
+    for key in ("linear", "input_affine"):
+        base["model"]["init_args"].pop(key, None)
+    base["data"]["init_args"]["known"]["init_args"].pop("trainable", None)
     assert linear == base
     folder = ROOT.parent / "shared" / "data" / name
     if not folder.is_dir():
@@ -110,17 +117,17 @@ def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypa
 @pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
 def test_a_tiny_run_with_the_linear_term_gives_the_baseline_the_same_field_form(tmp_path, monkeypatch):
     out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum_linear.yaml", SINGLE, "tiny_linear")
-    # 3 inputs (q, q', tau), 2 outputs: 2-16-16-2 has 370 weights, L adds 6
-    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": False, "num_parameters": 376}
-    assert out["rk4_baseline"][0]["num_parameters"] == 376
+    # 4 inputs (sin q, cos q, q', tau: the angle is periodic), 2 outputs: 4-16-16-2 has 386 weights, L adds 8
+    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": False, "num_parameters": 394}
+    assert out["rk4_baseline"][0]["num_parameters"] == 394
 
 
 @pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
 def test_a_tiny_input_affine_run_gives_the_baseline_the_same_field_form(tmp_path, monkeypatch):
     out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum_affine.yaml", SINGLE, "tiny_affine")
-    # the tanh layers read (q, q') only: 2-16-16-2 has 370 weights, less 16 for tau's column, L adds 6
-    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": True, "num_parameters": 360}
-    assert out["rk4_baseline"][0]["num_parameters"] == 360
+    # the tanh layers read (sin q, cos q, q') only: 386 weights less 16 for tau's column, L adds 8
+    assert out["field"] == {"hidden": [16, 16], "linear": True, "input_affine": True, "num_parameters": 378}
+    assert out["rk4_baseline"][0]["num_parameters"] == 378
 
 
 @pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])

@@ -6,8 +6,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from torch_ude.cli import console, main, user_error
+import torch_ude
+from torch_ude.cli import console, main, one_line, user_error
+from torch_ude.systems import SinglePendulum
+from torch_ude.training.overrides import nest_override_values, short_parse_error
 
 CONFIG = "configs/pendulum_case_a.yaml"
 
@@ -96,3 +100,83 @@ def test_a_missing_or_truncated_checkpoint_is_one_line_naming_the_file(tmp_path)
     with pytest.raises(ValueError, match=rf"^the checkpoint {re.escape(str(truncated))} is not a complete "
                                          r"checkpoint file \(it is truncated or corrupt\)"):
         main(["fit", "--config", CONFIG, f"--ckpt_path={truncated}"], run=False)
+
+
+# ----- issue 36: parse errors in one line, overrides that behave as in YAML ------------------------------------------
+
+def test_a_value_jsonargparse_rejects_is_one_line_naming_the_setting(monkeypatch, capsys):
+    status, err = _console(monkeypatch, capsys, "fit", "--config", CONFIG, "--model.stream.capacity", "many")
+    assert status == 2 and "usage:" not in err and len(err.splitlines()) == 2
+    assert err.splitlines()[0] == ("torch-ude: error: model.stream.capacity: expected an int, got many; fix this "
+                                   "setting in the config or on the command line (torch-ude fit --help lists the "
+                                   "settings and their types).")
+
+
+@pytest.mark.parametrize("message, short", [
+    ("unrecognized arguments: --x 3", "unrecognized arguments: --x 3"),
+    ('Parser key "trainer.max_steps":\n  Expected a <class \'int\'>. Got value: abc',
+     "trainer.max_steps: expected an int, got abc"),
+    ('Parser key "data":\n  Does not validate against any of the Union subtypes\n  Subtypes: [A, B]\n  Errors:\n'
+     '    - Problem with given class_path \'x.Y\':\n        Parser key "known":\n'
+     '          - Expected a dot import path string: Nope\n'
+     '          - Import path x.Y does not correspond to a subclass of VectorField\n'
+     "    - Expected a <class 'NoneType'>\n  Given value type: <class 'str'>\n  Given value: Nope",
+     "data.known: expected a dot import path string: Nope"),
+])
+def test_short_parse_error_keeps_the_setting_and_the_innermost_reason(message, short):
+    assert short_parse_error(message) == short
+
+
+def _single_pendulum_config(tmp_path) -> Path:
+    config = yaml.safe_load(Path(CONFIG).read_text())
+    config["data"]["init_args"]["system"] = {"class_path": "torch_ude.systems.SinglePendulum",
+                                             "init_args": {"length": 2.0, "damping": 0.3}}
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_class_changed_on_the_command_line_takes_its_own_defaults(tmp_path, capsys):
+    config = _single_pendulum_config(tmp_path)
+    cli = main(["--config", str(config), "--data.system.class_path", "torch_ude.systems.FrictionPendulum"], run=False)
+    plant = cli.datamodule.system
+    # (jsonargparse passed the SinglePendulum's length on: FrictionPendulum took length 2.0 without a word)
+    assert type(plant).__name__ == "FrictionPendulum" and plant.length == 1.0
+    note = capsys.readouterr().err
+    assert ("torch-ude: data.system is FrictionPendulum on the command line, not SinglePendulum: the settings given for "
+            "SinglePendulum (length: 2.0) are not passed to it") in note
+    cli = main(["--config", str(config), "--data.system", "FrictionPendulum", "--data.system.length", "1.5"], run=False)
+    assert type(cli.datamodule.system).__name__ == "FrictionPendulum" and cli.datamodule.system.length == 1.5
+    cli = main(["--config", str(config), "--data.system.class_path", "torch_ude.systems.SinglePendulum"], run=False)
+    assert cli.datamodule.system.length == 2.0 and cli.datamodule.system.damping == 0.3  # same class: kept
+
+
+class _SamePendulum(SinglePendulum):
+    """A specialization that keeps SinglePendulum's constructor."""
+
+
+def test_a_subclass_with_the_same_constructor_keeps_the_settings(tmp_path, capsys):
+    config = _single_pendulum_config(tmp_path)
+    cli = main(["--config", str(config), "--data.system.class_path", f"{__name__}._SamePendulum"], run=False)
+    assert type(cli.datamodule.system).__name__ == "_SamePendulum" and cli.datamodule.system.length == 2.0
+    assert "not passed to it" not in capsys.readouterr().err
+
+
+def test_nested_null_and_nan_on_the_command_line_are_the_yaml_values():
+    args = ["fit", "--data.problem.arrival.box", "[[0.0, 15.0], null]", "--model.x=[.nan]", "--data.fs", "100"]
+    assert nest_override_values(args) == ["fit", "--data", "{problem: {arrival: {box: [[0.0, 15.0], null]}}}",
+                                          "--model", "{x: [.nan]}", "--data.fs", "100"]
+
+
+def test_an_error_of_a_file_reader_the_project_calls_is_one_line_naming_the_file(tmp_path):
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(b"PK\x03\x04 not a whole archive")
+    code = compile("import numpy\ndef read(path):\n    return numpy.load(path)\n",
+                   str(Path(torch_ude.__file__).parent / "reader_under_test.py"), "exec")
+    space: dict = {}
+    exec(code, space)  # a function whose frames belong to the project's package
+    with pytest.raises(Exception) as err:
+        space["read"](cut)
+    assert user_error(err.value) is err.value
+    assert one_line(err.value).startswith(f"the file {cut} could not be read (reader_under_test.read called zipfile, "
+                                          f"which raised BadZipFile: File is not a zip file); check that the file")

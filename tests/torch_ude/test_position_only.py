@@ -143,3 +143,29 @@ def test_the_derived_state_of_a_simulated_axis_is_the_truth_within_the_stated_no
     assert noise.std() == pytest.approx(predicted, rel=0.1)
     assert abs(noise.mean()) < 0.1 * predicted
     assert np.sqrt(np.mean((v - truth_v) ** 2)) < 0.05 * np.sqrt(np.mean(truth_v**2))
+
+
+def test_a_stream_too_short_after_trimming_names_the_settings_of_the_recorded_log_module(tmp_path):
+    """Issue 36, item 4: the error named ``data.duration``, which the recorded-log module does not have."""
+    import yaml
+
+    from torch_ude.cli import main
+    from tests.torch_ude.helpers import write_csv
+
+    log = forced_axis_log(duration=12.0, fs=1000.0, noise=1e-5, seed=0)
+    write_csv(tmp_path / "axis.csv", {k: log[k] for k in ("time", "position", "force")})
+    config = {"trainer": {"max_steps": 10, "logger": False, "enable_progress_bar": False},
+              "model": {"class_path": "torch_ude.training.JetMatchingModule"},
+              "data": {"class_path": "torch_ude.training.RecordedDataModule",
+                       "init_args": {"known": {"class_path": "torch_ude.systems.LinearAxisModel"},
+                                     "files": [str(tmp_path / "axis.csv")], "fs": 1000.0, "time": "time",
+                                     "states": ["position"], "inputs": ["force"],
+                                     "velocity_from_position": {"half_width": 5500, "order": 2}}}}
+    (tmp_path / "axis.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(ValueError) as err:
+        main(["fit", "--config", str(tmp_path / "axis.yaml"), "--trainer.default_root_dir", str(tmp_path / "run")])
+    assert str(err.value) == (
+        "model.stream.calibration_s = 3 s is not shorter than the stream (the training logs data.files hold 1 s at "
+        "data.fs = 1000 Hz after velocity_from_position trimmed 11000 samples at segment ends), so nothing would be "
+        "left to train on; add training logs to data.files, lower data.velocity_from_position.half_width or shorten "
+        "model.stream.calibration_s.")

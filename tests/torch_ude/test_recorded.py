@@ -1,4 +1,6 @@
 """Reading recorded logs: formats, jitter, gaps, rejected rows and every kind of bad input."""
+import re
+
 import numpy as np
 import pytest
 import scipy.io
@@ -112,7 +114,7 @@ def test_a_ragged_csv_row_names_the_line(tmp_path, log):
     lines = (tmp_path / "a.csv").read_text().splitlines()
     lines[5] = ",".join(lines[5].split(",")[:3])
     (tmp_path / "a.csv").write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"a.csv: a row does not have the 4 columns of the header: .*Line #6 \(got 3 columns"):
+    with pytest.raises(ValueError, match=r"a.csv: line 6 has 3 fields but the header names 4 columns"):
         read_log(tmp_path / "a.csv", fs=500.0, **COLS)
 
 
@@ -130,3 +132,64 @@ def test_a_rate_that_disagrees_with_the_time_stamps_is_an_error(tmp_path, log, f
     with pytest.raises(ValueError, match=rf"a.csv: the time stamps have a median step of 0.002\d* s \(49\d\.?\d* Hz\), which is "
                                          rf"not the nominal rate data.fs = {fs:g} Hz"):
         read_log(tmp_path / "a.csv", fs=fs, **COLS)
+
+
+# ----- files a user gets wrong (issue 36, items 3 and 4): one sentence naming the file and the fix -----------------
+
+def _text(log) -> tuple[str, list[str]]:
+    names = list(log)
+    rows = [",".join(repr(float(log[c][i])) for c in names) for i in range(log["time"].size)]
+    return ",".join(names), rows
+
+
+def test_a_csv_with_a_byte_order_mark_or_quoted_numbers_reads_as_the_plain_file(tmp_path, log):
+    write_csv(tmp_path / "plain.csv", log)
+    header, rows = _text(log)
+    (tmp_path / "bom.csv").write_text("\ufeff" + header + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    quoted = ['"' + r.replace(",", '","') + '"' for r in rows]
+    (tmp_path / "quoted.csv").write_text('"' + header.replace(",", '","') + '"\n' + "\n".join(quoted) + "\n")
+    plain = read_log(tmp_path / "plain.csv", fs=500.0, **COLS)
+    for name in ("bom.csv", "quoted.csv"):
+        rec = read_log(tmp_path / name, fs=500.0, **COLS)  # (quoted numbers used to read as NaN: every row rejected)
+        assert rec.report.rejected_nonfinite == 0
+        assert np.array_equal(rec.segments[0], plain.segments[0])
+
+
+@pytest.mark.parametrize("content, message", [
+    ("time,position,velocity,torque\n", r"h.csv holds the header line and no data rows"),
+    ("", r"h.csv is empty; a log needs a header line"),
+    ("time;position;velocity;torque\n0;1;2;3\n", r"h.csv: the header line 'time;position;velocity;torque' is "
+                                                 r"separated by semicolons, not commas; save the log comma-separated"),
+    ("time\tposition\tvelocity\ttorque\n0\t1\t2\t3\n", r"separated by tabs, not commas"),
+    ("time,position,velocity,torque\n0,1,2,3\n0.002,1,abc,3\n", r"h.csv: line 3, column 'velocity' holds 'abc', "
+                                                                 r"which is not a number; fix or remove that row"),
+    ('time,position,velocity,torque\n0,1,2,3\n0.002,"1,5",2,3\n', r"line 3, column 'position' holds '1,5', which is "
+                                                                  r"not a number; it uses a decimal comma"),
+])
+def test_a_csv_that_cannot_be_read_is_one_sentence_naming_the_file(tmp_path, content, message):
+    (tmp_path / "h.csv").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_log(tmp_path / "h.csv", fs=500.0, **COLS)
+
+
+def test_a_truncated_or_object_npz_is_one_sentence_naming_the_file(tmp_path, log):
+    np.savez(tmp_path / "good.npz", **log)
+    data = (tmp_path / "good.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut.npz is not a complete .npz archive \(BadZipFile: .*\); the file is "
+                                         r"truncated or of another format: write it again with numpy.savez"):
+        read_log(tmp_path / "cut.npz", fs=500.0, **COLS)
+    np.savez(tmp_path / "objects.npz", **dict(log, time=log["time"].astype(object)))
+    with pytest.raises(ValueError, match=r"objects.npz: the array 'time' holds Python objects \(dtype=object\), which "
+                                         r"are not loaded"):
+        read_log(tmp_path / "objects.npz", fs=500.0, **COLS)
+
+
+def test_a_time_step_back_is_reported_in_plain_numbers(tmp_path, log):
+    back = dict(log, time=log["time"].copy())
+    back["time"][100] = back["time"][98]
+    write_csv(tmp_path / "a.csv", back)
+    with pytest.raises(ValueError) as err:
+        read_log(tmp_path / "a.csv", fs=500.0, **COLS)
+    assert "np.float64" not in str(err.value)
+    assert re.search(r"\(t = 0\.19\d* s after 0\.19\d* s at row 100\)", str(err.value))

@@ -1,6 +1,8 @@
 """Streaming jet matching (Algorithm 1) as a LightningModule with manual optimization."""
 from __future__ import annotations
 
+import copy
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,12 +14,16 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.optim.swa_utils import AveragedModel
 
-from ..calibration import Calibration
+from ..calibration import Calibration, calibration_notes
+from ..envelope import DEFAULT_MARGIN, describe_envelope, envelope_from_span
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
+from ..physical import physical_report
+from ..prediction import held_out_metric
 from ..stream import StreamEstimator, StreamSettings, reject_rate
 from ..update import ExponentialAverage, apply_calibration, due_updates, flatten_parameters, jet_update, link_gradients
 from .outputs import RunOutputs, tensor_bytes
+from .quality import stream_quality
 from .resume import check_extends, extend_cosine_schedule
 
 __all__ = ["JetMatchingModule", "StreamStatus"]
@@ -113,6 +119,25 @@ class JetMatchingModule(L.LightningModule):
         input_affine: the network's tanh layers read the states only and the recorded
             inputs enter the residual through the linear term alone (needs ``linear`` and a
             plant with inputs; `torch_ude.field.HybridField`).
+        periodic: read the states the plant declares periodic (angles) as ``(sin q, cos q)``
+            (`torch_ude.input_map`); False reads them scaled like the others.
+        invariant: leave out of the network's input the states the plant declares invariant
+            (cyclic coordinates its dynamics do not depend on); False reads them too.
+        envelope: fade the trained residual to zero outside the region of the network's
+            inputs that training saw (`torch_ude.envelope`; recorded at the end of the run from
+            every jet offered to the sample buffer): True, False, or None (default) for on
+            with recorded logs and off with a simulated plant.
+        envelope_margin: the envelope's fade band as a fraction of its width per input column.
+        residual_check: at the end, score the hybrid field and its physics alone on held-out
+            data (validation logs, or a held-back simulated stretch) and export the physics
+            alone, with status ``"residual rejected"``, if the residual predicts worse
+            (`check_residual`).
+        keep_rejected_residual: export the hybrid field even when the check rejects its residual.
+        physics_first: for a known model that trains physical parameters
+            (`torch_ude.systems.parameters`), the share of ``trainer.max_steps`` during which
+            they train alone, the network held at its initial weights: the physics then explains
+            what it can before the residual, which could imitate a physical term, starts
+            learning what is left. In [0, 1).
         stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
         batch_size: minibatch size (64; v1: 32).
         lr: Adam learning rate (initial value of the cosine schedule).
@@ -146,6 +171,9 @@ class JetMatchingModule(L.LightningModule):
     trainer_name = "jet_matching"  # recorded in the run's output files
 
     def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, input_affine: bool = False,
+                 periodic: bool = True, invariant: bool = True, envelope: bool | None = None,
+                 envelope_margin: float = DEFAULT_MARGIN,
+                 residual_check: bool = True, keep_rejected_residual: bool = False, physics_first: float = 0.25,
                  stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
@@ -172,6 +200,20 @@ class JetMatchingModule(L.LightningModule):
             raise ValueError(f"ema_decay must be in (0, 1) or null; got {ema_decay}.")
         self.hidden, self.batch_size, self.lr, self.lr_min = tuple(hidden), int(batch_size), float(lr), float(lr_min)
         self.linear, self.input_affine = bool(linear), bool(input_affine)
+        for name, value in (("periodic", periodic), ("invariant", invariant), ("envelope", envelope)):
+            if not (isinstance(value, bool) or (name == "envelope" and value is None)):
+                raise TypeError(f"model.{name} must be true or false{' or null' if name == 'envelope' else ''}; "
+                                f"got {value!r}.")
+        if isinstance(envelope_margin, bool) or not (isinstance(envelope_margin, (int, float)) and
+                                                     math.isfinite(envelope_margin) and envelope_margin > 0):
+            raise ValueError(f"model.envelope_margin must be a positive fraction of the envelope's width; got "
+                             f"{envelope_margin!r}.")
+        self.periodic, self.envelope, self.envelope_margin = periodic, envelope, float(envelope_margin)
+        self.invariant = invariant
+        self.residual_check, self.keep_rejected_residual = bool(residual_check), bool(keep_rejected_residual)
+        if isinstance(physics_first, bool) or not (isinstance(physics_first, (int, float)) and 0 <= physics_first < 1):
+            raise ValueError(f"model.physics_first must be a share of the updates in [0, 1); got {physics_first!r}.")
+        self.physics_first = float(physics_first)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
@@ -192,6 +234,8 @@ class JetMatchingModule(L.LightningModule):
         self._fit_t0: float | None = None
         self.wall_s: float | None = None
         self.outputs: RunOutputs | None = None
+        self.exported: HybridField | None = None  # the field the run exported (on_train_end)
+        self._physics_updates = 0  # updates in which only the physical parameters train (on_train_start)
         self._warned_partial_buffer = False
 
     # ----- construction ------------------------------------------------------------------------
@@ -207,9 +251,12 @@ class JetMatchingModule(L.LightningModule):
             return
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
-        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
-                                            linear=self.linear, input_affine=self.input_affine)
-        self._weights = flatten_parameters(self.field.parameters_list())
+        known = copy.deepcopy(dm.system.known_field(dm.case))  # trained physics stay out of the plant's record
+        self.field = HybridField.from_seed(known, dm.seed, hidden=self.hidden,
+                                            linear=self.linear, input_affine=self.input_affine,
+                                            periodic=self.periodic_states(dm.system),
+                                            invariant=self.invariant_states(dm.system))
+        self._weights = flatten_parameters(self.field.mlp.ordered_parameters())
         if self.ema_decay is not None:
             self.ema = ExponentialAverage(self.field, self.ema_decay)
         self.stream = StreamEstimator(dm.system.n_states, dm.fs, self.stream_settings, seed=dm.seed,
@@ -221,23 +268,61 @@ class JetMatchingModule(L.LightningModule):
 
     def _check_stream_length(self, duration: float) -> None:
         if self.stream_settings.calibration_s >= duration:
+            length, longer = self.stream_length(duration)
             raise ValueError(
                 f"model.stream.calibration_s = {self.stream_settings.calibration_s:g} s is not shorter than the "
-                f"stream (data.duration = {duration:g} s), so nothing would be left to train on; lengthen "
-                f"data.duration or shorten model.stream.calibration_s.")
+                f"stream ({length}), so nothing would be left to train on; {longer} or shorten "
+                f"model.stream.calibration_s.")
+
+    def stream_length(self, duration: float | None = None) -> tuple[str, str]:
+        """How the data module names the stream's length and how to make it longer, for messages.
+
+        A data module with a ``stream_length()`` method (recorded logs: their files, fs and
+        trimming) answers itself; otherwise the stream is ``data.duration`` seconds long.
+
+        Returns:
+            ``(length, fix)``, e.g. ``("data.duration = 12 s", "lengthen data.duration")``.
+        """
+        dm = self.trainer.datamodule
+        describe = getattr(dm, "stream_length", None)
+        if callable(describe):
+            return describe()
+        return f"data.duration = {dm.duration if duration is None else duration:g} s", "lengthen data.duration"
+
+    def periodic_states(self, system) -> tuple[int, ...]:
+        """The state indices the network reads as ``(sin, cos)``: the plant's angles, or none
+        with ``periodic`` off."""
+        return tuple(system.periodic) if self.periodic else ()
+
+    def invariant_states(self, system) -> tuple[int, ...]:
+        """The state indices the network does not read: the plant's cyclic coordinates, or none
+        with ``invariant`` off."""
+        return tuple(getattr(system, "invariant", ())) if self.invariant else ()
+
+    def physics_updates(self) -> int:
+        """The first updates in which only the physical parameters train (``physics_first`` of
+        ``trainer.max_steps``; 0 for a known model that trains none)."""
+        if self.field is None or not self.field.physical or not self.trainer.max_steps:
+            return 0
+        return int(self.physics_first * max(self.trainer.max_steps, 0))
 
     def configure_optimizers(self) -> dict:
         """Adam (AdamW with weight decay) with a cosine-annealed (or constant) learning rate.
 
         The schedule spans ``trainer.max_steps`` updates. A noise-adaptive decay is set
-        at calibration, before the first update. The optimizer holds the field's flat weight
-        vector (`torch_ude.update.flatten_parameters`).
+        at calibration, before the first update. The optimizer holds the network's flat weight
+        vector (`torch_ude.update.flatten_parameters`) and, for a known model that trains
+        physical parameters, their ``theta`` in a second group that is never decayed
+        (``"physical": True``; decay would pull them to their configured values).
         """
         fused = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4)  # fused CPU Adam
+        groups = [{"params": [self._weights]}]
+        if self.field.physical:
+            groups.append({"params": [self.field.known.theta], "weight_decay": 0.0, "physical": True})
         if self.weight_decay > 0:
-            opt = torch.optim.AdamW([self._weights], lr=self.lr, weight_decay=self.weight_decay, fused=fused or None)
+            opt = torch.optim.AdamW(groups, lr=self.lr, weight_decay=self.weight_decay, fused=fused or None)
         else:
-            opt = torch.optim.Adam([self._weights], lr=self.lr, fused=fused or None)
+            opt = torch.optim.Adam(groups, lr=self.lr, fused=fused or None)
         total = self.trainer.max_steps
         if self.schedule == "cosine":
             if total is None or total < 1:
@@ -262,8 +347,11 @@ class JetMatchingModule(L.LightningModule):
     def on_train_start(self) -> None:
         """Point the field's gradients at the flat gradient again (Lightning's ``zero_grad``
         before training set them to None); nothing for an engine without flat weights."""
+        self._physics_updates = self.physics_updates()
         if self._weights is not None:
-            link_gradients(self.field.parameters_list(), self._weights)
+            link_gradients(self.field.mlp.ordered_parameters(), self._weights)
+            if self.field.physical:
+                self.field.known.theta.grad = torch.zeros_like(self.field.known.theta)
 
     def training_step(self, dataloader_iter: Iterator) -> None:
         """Consume up to ``chunks_per_step`` live chunks of the stream, each followed by the
@@ -381,13 +469,19 @@ class JetMatchingModule(L.LightningModule):
             return False
         if not status.full and not self._warned_partial_buffer:
             self._warned_partial_buffer = True
+            longer = self.stream_length()[1]
             rank_zero_warn(
                 f"the stream ended with the sample buffer {status.fill}/{status.capacity} full; replay trains on the "
-                f"{status.fill} jets it holds (metrics.json: buffer_full false). Lengthen data.duration or lower "
-                f"model.stream.capacity to fill it.")
+                f"{status.fill} jets it holds (metrics.json: buffer_full false). {longer[0].upper()}{longer[1:]} or "
+                f"lower model.stream.capacity to fill it.")
         return True
 
     def _on_calibrated(self) -> None:
+        dm = self.trainer.datamodule
+        notes = calibration_notes(self.stream.calibration, dm.fs, self.stream_settings.half_width, dm.system.n_states)
+        rank_zero_info(notes[0])
+        for note in notes[1:]:
+            rank_zero_warn(note)
         apply_calibration(self.stream.calibration, [self.field, self.averaged_field()], self.loss, self.optimizers(),
                           self.weight_decay, self.weight_decay_full_at)
 
@@ -398,8 +492,9 @@ class JetMatchingModule(L.LightningModule):
     def _update(self, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler) -> None:
         t0 = time.perf_counter()
         logging = (self.stats["updates"] + 1) % self.log_every == 0
+        frozen = self._weights.grad if self.stats["updates"] < self._physics_updates else None
         step = jet_update(self.field, self.loss, self.stream.buffer, self.batch_size, self._gen, opt, sched, self.ema,
-                          self.grad_clip, report_r2=logging)
+                          self.grad_clip, report_r2=logging, frozen=frozen)
         if step.skipped:
             self.stats["skipped_updates"] += 1
             return
@@ -416,6 +511,8 @@ class JetMatchingModule(L.LightningModule):
             "train/loss": res.loss, "train/loss_r1": res.loss_r1, "train/loss_r2": res.loss_r2,
             "train/lambda2": cal.lambda2, "train/lr": lr, "train/grad_norm": norm,
             "train/weight_decay": self.weight_decay_in_use(),
+            **{f"physics/{k}": v for k, v in (self.field.known.values().items() if self.field.physical else ())
+               if k in self.field.known.trainable_names},
             "stream/m": float(cal.m), "stream/reject_rate": reject_rate(status.counters),
             "stream/reservoir_fill": float(status.fill), "stream/seen": float(status.seen),
             "stream/snr2": min(cal.snr2, 1e9),
@@ -430,9 +527,11 @@ class JetMatchingModule(L.LightningModule):
 
     # ----- evaluation --------------------------------------------------------------------------
     def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
-        """The data module's metrics of the averaged field: field error and recovered damping on a
-        simulated plant (`evaluate_field`), prediction errors on recorded logs."""
-        return self.trainer.datamodule.evaluate(self.averaged_field(), states)
+        """The data module's metrics of the averaged field (of the exported field once the run
+        ended: the physics alone if its residual was rejected): field error and recovered damping
+        on a simulated plant (`evaluate_field`), prediction errors on recorded logs."""
+        field = self.exported if self.exported is not None else self.averaged_field()
+        return self.trainer.datamodule.evaluate(field, states)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat`` of the averaged field."""
@@ -446,6 +545,84 @@ class JetMatchingModule(L.LightningModule):
         out = self.evaluate(states)
         self.log_dict({f"{prefix}/{k}": out[k] for k in self.trainer.datamodule.eval_keys if out[k] is not None},
                       batch_size=1)
+
+    # ----- trust: the envelope and the residual check ----------------------------------------------
+    def training_span(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The range of every channel over the jets training was offered (`SampleBuffer.span`),
+        states then inputs, or None before calibration."""
+        buffer = self.stream.buffer if isinstance(self.stream, StreamEstimator) else None
+        return None if buffer is None else buffer.span()
+
+    def envelope_wanted(self) -> bool:
+        """Whether the run fades its residual outside the envelope (``envelope``; None: recorded logs)."""
+        if self.envelope is not None:
+            return self.envelope
+        return bool(getattr(self.trainer.datamodule, "recorded", False))
+
+    def install_envelope(self, fields: list[HybridField]) -> dict | None:
+        """Record the envelope of the jets training saw on ``fields`` (`torch_ude.envelope`) and
+        return its description for the run's outputs (None when the run has none).
+
+        Raises:
+            ValueError: when asked for an envelope with no jet seen (`envelope_from_span`).
+        """
+        if not self.envelope_wanted():
+            return None
+        span = self.training_span()
+        if span is None:
+            raise ValueError("model.envelope is on but training saw no jet, so there is no envelope to record; "
+                             "train longer or set model.envelope: false.")
+        field = fields[0]
+        low, high, margin = envelope_from_span(*span, field.input_map, field.in_scale,
+                                               field.input_scale if field.n_inputs else None, self.envelope_margin)
+        for f in {id(f): f for f in fields}.values():
+            f.set_envelope(low, high, margin)
+        return describe_envelope(field, self.trainer.datamodule.system, span)
+
+    def check_residual(self, field: HybridField) -> tuple[HybridField, dict | None]:
+        """Score the hybrid field and its physics alone on held-out data (the data module's
+        `held_out_errors`) and keep the residual only where it does not make prediction worse.
+
+        Returns:
+            ``(field to export, report)``: the field itself, or its physics alone
+            (`HybridField.without_residual`) when the residual made the held-out score worse
+            and ``keep_rejected_residual`` is off; the report holds both scores, the metric,
+            and ``"rejected"``. ``(field, None)`` when the check is off or the data module has
+            no held-out data.
+        """
+        dm = self.trainer.datamodule
+        if not self.residual_check or not hasattr(dm, "held_out_errors"):
+            return field, None
+        physics = field.without_residual()
+        hybrid_errors, physics_errors = dm.held_out_errors(field), dm.held_out_errors(physics)
+        if hybrid_errors is None:
+            return field, None
+        metric = held_out_metric(hybrid_errors)
+        report = {"metric": metric, "hybrid": hybrid_errors[metric], "physics": physics_errors[metric],
+                  "on": hybrid_errors["scored_on"]}
+        report["rejected"] = not report["hybrid"] <= report["physics"]
+        if report["rejected"]:
+            keep = self.keep_rejected_residual
+            rank_zero_warn(
+                f"residual rejected: on {report['on']} the hybrid model predicts worse than its physics alone "
+                f"({metric} {report['hybrid']:.4g} against {report['physics']:.4g}); "
+                + ("the residual is kept (model.keep_rejected_residual)." if keep else
+                   "the exported field is the physics alone (set model.keep_rejected_residual: true to keep it)."))
+            if not keep:
+                return physics, report
+        return field, report
+
+    def physical_parameters(self, field: HybridField) -> dict | None:
+        """The trained physical parameters of ``field`` with their standard errors on the jets the
+        sample buffer holds (`torch_ude.physical.physical_report`); None when nothing is trained."""
+        buffer = self.stream.buffer if isinstance(self.stream, StreamEstimator) else None
+        if not field.physical or buffer is None or buffer.fill == 0:
+            return None
+        jets, n = buffer.data[: buffer.fill], field.n_states
+        if field.n_inputs:
+            return physical_report(field, self.loss, jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n],
+                                   jets[:, 0, n:], jets[:, 1, n:])
+        return physical_report(field, self.loss, jets[:, 0], jets[:, 1], jets[:, 2])
 
     def run_metrics(self) -> dict:
         """The keys every trainer reports in ``metrics.json``, plus stream diagnostics."""
@@ -470,8 +647,27 @@ class JetMatchingModule(L.LightningModule):
             "buffer_capacity": status.capacity,
             "buffer_full": status.full,
             "state_bytes": self.state_bytes(),
+            "quality": self.stream_quality(status),
         })
         return out
+
+    def stream_quality(self, status: StreamStatus | None = None) -> dict:
+        """The stream's quality indicators and why the run is degraded, if it is
+        (`torch_ude.training.quality.stream_quality`; the misfit gate's history where the engine has one)."""
+        status = self.stream_status() if status is None else status
+        gate = getattr(self.stream, "gate", None) if isinstance(self.stream, StreamEstimator) else None
+        return stream_quality(status.calibration, status.counters, self.stream_settings,
+                              self.trainer.datamodule.system.n_states, None if gate is None else gate.history)
+
+    def quality_status(self, metrics: dict) -> str:
+        """``"degraded"`` with a one-line warning when the run's quality indicators (``metrics["quality"]``) say
+        it learned from a stream it could not trust, else ``"finished"``."""
+        reasons = metrics["quality"]["degraded"]
+        if not reasons:
+            return "finished"
+        rank_zero_warn(f"degraded run: {'; '.join(reasons)}. The model was trained on these jets and may be wrong; "
+                       f"check the sensor data (metrics.json: status \"degraded\", quality).")
+        return "degraded"
 
     def state_bytes(self) -> int:
         """Bytes of the training state: the estimator (its buffer), the weights and their gradients,
@@ -483,21 +679,22 @@ class JetMatchingModule(L.LightningModule):
     def failure(self) -> str | None:
         """Why the run has no trained model, or None if it has one (see the class doc)."""
         status, updates = self.stream_status(), self.stats["updates"]
+        longer = self.stream_length()[1]
         if status.calibration is None:
-            return ("the stream ended before the calibration phase finished, so nothing was trained; lengthen "
-                    "data.duration or shorten model.stream.calibration_s (or check data.faults: the calibration "
-                    "needs the phase's samples).")
+            return (f"the stream ended before the calibration phase finished, so nothing was trained; {longer} or "
+                    f"shorten model.stream.calibration_s (or check data.faults: the calibration needs the phase's "
+                    f"samples).")
         if updates > 0:
             return None
         fill, capacity = status.fill, status.capacity
         if fill < self.batch_size:
             return (f"the run made 0 updates: the sample buffer holds {fill} jets, fewer than one minibatch "
                     f"(model.batch_size = {self.batch_size}; {status.counters['accepted']} of {status.counters['windows']} "
-                    f"windows accepted); lengthen data.duration, lower model.batch_size or check the sensor faults.")
+                    f"windows accepted); {longer}, lower model.batch_size or check the sensor faults.")
         if not (self.replay or status.full):
             return (f"the run made 0 updates: the stream ended with the sample buffer {fill}/{capacity} full and "
-                    f"model.replay is false, so training never started; set model.replay true, lengthen "
-                    f"data.duration or lower model.stream.capacity.")
+                    f"model.replay is false, so training never started; set model.replay true, {longer} or lower "
+                    f"model.stream.capacity.")
         return (f"the run made 0 updates: all {self.stats['skipped_updates']} were skipped for a non-finite loss "
                 f"or gradient; check the sensor data and lower model.lr.")
 
@@ -510,12 +707,18 @@ class JetMatchingModule(L.LightningModule):
         """
         self.wall_s = time.perf_counter() - self._fit_t0
         dm = self.trainer.datamodule
-        metrics = self.run_metrics()
         reason = self.failure()
         if reason is not None:
-            self.outputs.fail(reason, metrics)
+            self.outputs.fail(reason, self.run_metrics())
             raise RuntimeError(reason)
-        paths = self.outputs.finish(self.averaged_field(), metrics)
+        envelope = self.install_envelope([self.field, self.averaged_field()])
+        self.exported, check = self.check_residual(self.averaged_field())
+        metrics = self.run_metrics()
+        metrics.update({"envelope": envelope, "residual_check": check,
+                        "physical_parameters": self.physical_parameters(self.exported)})
+        degraded = self.quality_status(metrics)
+        status = "residual rejected" if self.exported is not self.averaged_field() else degraded
+        paths = self.outputs.finish(self.exported, metrics, status)
         buffer = f"buffer {metrics['buffer_fill']}/{metrics['buffer_capacity']}" + (
             "" if metrics["buffer_full"] else " (never full: trained on what it held)")
         rank_zero_info(

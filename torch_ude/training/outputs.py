@@ -5,9 +5,12 @@ file moved into place, `torch_ude.atomic`):
 
 * at fit start, stale ``field.pt``/``field.json`` of an earlier run in the folder are
   deleted and ``metrics.json`` says ``"status": "running"``; a run killed from here on
-  leaves exactly that behind, never an earlier run's model that looks current;
+  leaves exactly that behind, never an earlier run's model that looks current, and
+  ``torch-ude fit`` run again in the folder resumes it (`torch_ude.training.run_folder`);
 * at the end, ``field.pt`` and ``field.json`` are written, then ``metrics.json`` with
-  ``"status": "finished"`` and the metrics;
+  ``"status": "finished"`` and the metrics, or ``"degraded"`` for a streaming run whose
+  quality indicators say it learned from a stream it could not trust
+  (`torch_ude.training.quality`);
 * a run that ends without a trained model (see the trainers) writes ``metrics.json``
   with ``"status": "failed"`` and the ``reason``, and no ``field.pt``/``field.json``.
 
@@ -167,6 +170,8 @@ class RunOutputs:
         extra = {k: self.record[k] for k in ("trainer", "seed", "config", "started")}
         if status != "finished":
             extra["status"] = status
+        if metrics.get("physical_parameters"):
+            extra["physical_parameters"] = metrics["physical_parameters"]
         pt, js = write_field(self.directory, extra)
         return {"field": pt, "sidecar": js, "metrics": self._write_metrics(status, metrics)}
 

@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..position_only import VelocityFromPosition, velocity_name, with_velocities
+from ..input_map import check_periodic
 from ..prediction import prediction_errors
 from ..recorded import RecordedLog, read_log
 from ..systems.base import System, VectorField
@@ -51,12 +52,17 @@ class RecordedPlant(System):
             its spec ``{"class_path": ..., "init_args": ...}``.
         states: the state channel names.
         inputs: the input channel names.
+        periodic: the state channels that are angles in rad (names from ``states``); None
+            takes the known model's declaration (its ``periodic`` indices, none if it has none).
+        invariant: the state channels the dynamics do not depend on (the residual does not
+            read them); None takes the known model's ``invariant``.
     """
 
     cases = ("RECORDED",)
 
     def __init__(self, known: ControlledField | VectorField | dict, states: Sequence[str],
-                 inputs: Sequence[str] = ()) -> None:
+                 inputs: Sequence[str] = (), periodic: Sequence[str] | None = None,
+                 invariant: Sequence[str] | None = None) -> None:
         if isinstance(known, dict):
             module, _, name = str(known.get("class_path")).rpartition(".")
             known = getattr(importlib.import_module(module), name)(**known.get("init_args", {}))
@@ -70,6 +76,18 @@ class RecordedPlant(System):
                              f"columns {list(inputs)}.")
         self.known = known
         self.state_names, self.input_names = tuple(states), tuple(inputs)
+        self.periodic = self._indices(periodic, "periodic")
+        self.invariant = self._indices(invariant, "invariant")
+
+    def _indices(self, names: Sequence[str] | None, what: str) -> tuple[int, ...]:
+        """The state indices of ``names`` (None: the known model's ``what`` declaration), validated."""
+        if names is None:
+            return check_periodic(tuple(getattr(self.known, what, ())), len(self.state_names),
+                                  f"the known model's {what}")
+        if isinstance(names, str) or any(name not in self.state_names for name in names):
+            raise ValueError(f"data.{what} must list state columns of data.states {list(self.state_names)}; got "
+                             f"{names!r}.")
+        return check_periodic([self.state_names.index(name) for name in names], len(self.state_names), f"data.{what}")
 
     def true_field(self) -> VectorField:
         """Raises: a recorded machine has no known true field."""
@@ -95,7 +113,9 @@ class RecordedPlant(System):
     def init_args(self) -> dict:
         """The known model's spec and the channel names."""
         return {"known": self.known.spec() if hasattr(self.known, "spec") else repr(self.known),
-                "states": list(self.state_names), "inputs": list(self.input_names)}
+                "states": list(self.state_names), "inputs": list(self.input_names),
+                "periodic": [self.state_names[i] for i in self.periodic],
+                "invariant": [self.state_names[i] for i in self.invariant]}
 
 
 class _Replay(IterableDataset):
@@ -130,6 +150,10 @@ class RecordedDataModule(L.LightningDataModule):
         velocity_from_position: derive the velocities from the positions
             (`torch_ude.position_only.VelocityFromPosition`) for a position-only log; None
             (default) reads every state from the file.
+        periodic: the state columns that are angles in rad (`RecordedPlant`); None (default)
+            takes the known model's declaration, ``[]`` declares none.
+        invariant: the state columns the residual does not read (`RecordedPlant`); None
+            (default) takes the known model's declaration, ``[]`` declares none.
 
     Raises:
         TypeError, ValueError, FileNotFoundError: for a bad setting or a bad file, here,
@@ -140,7 +164,8 @@ class RecordedDataModule(L.LightningDataModule):
                  time: str = "time", states: Sequence[str] = ("position", "velocity"),
                  inputs: Sequence[str] = (), fs: float = 100.0, train_rate: float = 25.0,
                  max_gap: float | None = None, horizons: Sequence[float] = (1.0, 5.0),
-                 seed: int | None = None, velocity_from_position: VelocityFromPosition | None = None) -> None:
+                 seed: int | None = None, velocity_from_position: VelocityFromPosition | None = None,
+                 periodic: Sequence[str] | None = None, invariant: Sequence[str] | None = None) -> None:
         super().__init__()
         if velocity_from_position is not None:
             if not isinstance(velocity_from_position, VelocityFromPosition):
@@ -150,7 +175,7 @@ class RecordedDataModule(L.LightningDataModule):
         self.velocity_from_position = velocity_from_position
         derived = [velocity_name(c) for c in states] if velocity_from_position is not None else []
         try:
-            self.system = RecordedPlant(known, [*states, *derived], inputs)
+            self.system = RecordedPlant(known, [*states, *derived], inputs, periodic, invariant)
         except ValueError as err:
             if velocity_from_position is None:
                 raise
@@ -189,6 +214,21 @@ class RecordedDataModule(L.LightningDataModule):
         """The run seed unless set explicitly."""
         return run_seed() if self._seed is None else int(self._seed)
 
+    def stream_length(self) -> tuple[str, str]:
+        """How long the training stream is and how to lengthen it, in this module's settings (for the
+        trainer's messages; a recorded log has no ``data.duration``).
+
+        Returns:
+            ``(length, fix)``: the seconds the training logs hold at ``data.fs`` (after the trimming
+            of ``velocity_from_position``), and the settings that make the stream longer.
+        """
+        trimmed = sum(log.report.trimmed for log in self.train_logs if log.report is not None)
+        length = (f"the training logs data.files hold {self.duration:g} s at data.fs = {self.fs:g} Hz" +
+                  (f" after velocity_from_position trimmed {trimmed} samples at segment ends" if trimmed else ""))
+        fix = "add training logs to data.files" + (
+            ", lower data.velocity_from_position.half_width" if self.velocity_from_position is not None else "")
+        return length, fix
+
     @property
     def true_sigma(self) -> None:
         """A recorded log has no known noise level."""
@@ -216,12 +256,21 @@ class RecordedDataModule(L.LightningDataModule):
 
     # ----- evaluation ---------------------------------------------------------------------------
     eval_keys = ("one_step_nrmse", "open_loop_nrmse")
+    #: a recorded machine: the trust envelope is on by default (`torch_ude.training.JetMatchingModule`)
+    recorded = True
+
+    def held_out_errors(self, field) -> dict:
+        """Prediction errors of ``field`` on the validation logs (the training logs when there are
+        none), with ``"scored_on"`` saying which: the residual check's evidence."""
+        out = prediction_errors(field, self.val_logs or self.train_logs, self.horizons, periodic=self.system.periodic)
+        out["scored_on"] = "the validation files" if self.val_logs else "the training files (no validation files)"
+        return out
 
     def evaluate(self, field, states: dict | None = None) -> dict:
         """Prediction errors of ``field`` on the validation logs (the training logs without any),
         see `torch_ude.prediction.prediction_errors`; the field-error keys are None (no truth)."""
         logs = self.val_logs or self.train_logs
-        out = prediction_errors(field, logs, self.horizons)
+        out = prediction_errors(field, logs, self.horizons, periodic=self.system.periodic)
         out.update({"e_field": None, "e_field_visited": None, "c_hat": None,
                     "evaluated_on": "val_files" if self.val_logs else "files"})
         return out

@@ -16,6 +16,7 @@ from torch_ude.stream import StreamEstimator, StreamSettings
 from torch_ude.systems import SensorFaults, SinglePendulum, System, VectorField
 from torch_ude.training import JetMatchingModule, StreamDataModule
 from torch_ude.training.outputs import METRIC_KEYS
+from torch_ude.training.run_folder import LOCK_FILE
 
 SHORT = ["--data.duration", "12", "--model.stream.capacity", "512", "--model.stream.calibration_s", "1.0",
          "--trainer.max_steps", "300", "--trainer.enable_progress_bar", "false",
@@ -295,7 +296,8 @@ def test_a_run_without_replay_whose_buffer_never_fills_fails_through_the_cli(tmp
     assert re.search(r"torch-ude: error: the run made 0 updates: the stream ended with the sample buffer "
                      r"\d+/4096 full and model.replay is false", err) and "Traceback" not in err
     assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "failed"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "metrics.json"]  # no model, no checkpoint
+    # no model, no checkpoint (the run folder's lock file stays, unlocked: torch_ude.training.run_folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE, "config.yaml", "metrics.json"]
 
 
 def test_outputs_record_the_run_and_replace_an_earlier_runs(tmp_path):
