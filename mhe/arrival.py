@@ -13,8 +13,9 @@ minima, with ``J`` = 21-46 instead of 9.8e-4.
 `arrival_bounds` returns the `mhe.bounds.Bound` of every component:
 
 * ``s_bar_j`` in ``[lo_j - margin (hi_j - lo_j), hi_j + margin (hi_j - lo_j)]``, where
-  ``[lo_j, hi_j]`` is the range of the measured output of state ``j`` over all windows,
-  or the box given for a state that is not measured (the data cannot tell its range);
+  ``[lo_j, hi_j]`` is the range of the measured output of state ``j`` over all windows (through
+  the output map's `mhe.output.OutputMap.state_guess` where the model has one), or the box given
+  for a state that is not measured (the data cannot tell its range);
 * ``sigma_j`` in ``[std_range[0] W_j, std_range[1] W_j]`` with ``W_j`` the width of that
   ``s_bar`` box, log-sigmoid (a step in the unconstrained coordinate is a relative change).
   A prior narrower than a few % of the range would pin ``x^_0`` of every window to one value;
@@ -65,7 +66,7 @@ def arrival_bounds(windows: Windows, model: StateSpaceModel, hidden: Mapping[int
     if not margin >= 0 or len(std_range) != 2 or not 0 < std_range[0] < std_range[1]:
         raise ValueError(f"Need margin >= 0 and std_range = (a, b) with 0 < a < b; got {margin} and "
                          f"{tuple(std_range)}.")
-    y = windows.y.reshape(-1, windows.y.shape[-1])
+    y = model.state_guess(windows.y.reshape(-1, windows.y.shape[-1])).detach()
     for row, j in enumerate(measured):
         if j not in boxes:
             boxes[j] = (float(y[:, row].min()), float(y[:, row].max()))

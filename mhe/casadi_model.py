@@ -12,7 +12,12 @@ not depend on the decision variables, i.e. when the network is called at the top
 of a constraint. Inside a composed Runge-Kutta step it is not, so models with a residual are
 *lifted* (`CasadiDynamics.lifted`): the stage derivatives of the model's tableau
 (`mhe.discretization`) become NLP variables with constraints
-``k_j = f_c(x + h sum_{l<j} a_jl k_l, u, w)``. Physics-only models use the composed step in SX. L4CasADi evaluates in float32; `mhe.kkt.refine` polishes in float64.
+``k_j = f_c(x + h sum_{l<j} a_jl k_l, u(c_j), w)``, ``u(c_j)`` the input of the model's hold at the
+stage's node (`mhe.hold`). Physics-only models use the composed step in SX. L4CasADi evaluates in
+float32; `mhe.kkt.refine` polishes in float64.
+
+The output ``y = h(x, u; q)`` is a function too (`CasadiDynamics.output`): ``C x`` by default, or the
+model's `mhe.output.OutputMap` with its parameter values as a symbolic vector ``q``.
 """
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ from .model import NeuralResidual, StateSpaceModel
 __all__ = ["CASADI_OPS", "CasadiDynamics"]
 
 CASADI_OPS = SimpleNamespace(sin=cs.sin, cos=cs.cos, tan=cs.tan, atan=cs.atan, atan2=cs.atan2, tanh=cs.tanh,
-                             exp=cs.exp, log=cs.log, sqrt=cs.sqrt, fabs=cs.fabs)
+                             exp=cs.exp, log=cs.log, sqrt=cs.sqrt, fabs=cs.fabs,
+                             softplus=lambda z: cs.fmax(z, 0.0) + cs.log1p(cs.exp(-cs.fabs(z))))
 """The math functions of `mhe.model.TORCH_OPS`, for CasADi symbols."""
 
 
@@ -54,20 +60,26 @@ class CasadiDynamics:
         name: unique name of the compiled library inside ``build_dir``.
 
     Attributes:
-        step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed step of ``tableau``.
+        step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed step of ``tableau``;
+            ``u`` is the step input row, n_u_step entries (`mhe.hold`).
         stages: ``casadi.Function('k', [x, u, w, p], [K])``, the stage derivatives as columns
             of K (n_x, tableau.stages), for numeric start values of a lifted NLP.
+        output: ``casadi.Function('h', [x, u, q], [y])``, the output at the sample's input ``u``
+            (n_u entries) and the output map's parameter values ``q`` (n_q).
         tableau: the model's discretization (`mhe.discretization.ButcherTableau`).
         symbol: ``casadi.SX`` for physics-only models, ``casadi.MX`` with a residual.
         lifted: whether NLPs must lift the stages (models with a residual).
         n_p: number of physical parameter values in ``p`` (all, identified or fixed).
+        n_q: number of output-map parameter values in ``q`` (0 for ``y = C x``).
+        n_u: inputs of the field; a step reads ``hold.columns(n_u)`` of them.
+        hold: the model's input hold (`mhe.hold.InputHold`).
         dt: the sample time.
     """
 
     def __init__(self, model: StateSpaceModel, build_dir: str | Path, name: str = "residual") -> None:
         self.lifted = model.residual is not None
         self.symbol = cs.MX if self.lifted else cs.SX
-        self.dt = model.dt
+        self.dt, self.hold, self.n_u = model.dt, model.hold, model.n_u
         self.tableau: ButcherTableau = model.tableau
         names = model.physics.params.names if model.physics is not None else ()
         self.n_p = len(names)
@@ -91,13 +103,21 @@ class CasadiDynamics:
             self._l4c = l4casadi.L4CasADi(self._rows, name=name, build_dir=str(folder), mutable=True,
                                           generate_jac_jac=False)
         sym = self.symbol
-        x, u, w = sym.sym("x", model.n_x), sym.sym("u", model.n_u), sym.sym("w", model.n_w)
+        x, u, w = sym.sym("x", model.n_x), sym.sym("u", model.n_u_step), sym.sym("w", model.n_w)
         p = sym.sym("p", self.n_p)
-        self.step = cs.Function("f_d", [x, u, w, p], [self.tableau.step(lambda s: self.field(s, u, w, p), x, model.dt)])
+        step = self.tableau.step_timed(lambda s, c: self.field(s, self.input_at(u, c), w, p), x, model.dt)
+        self.step = cs.Function("f_d", [x, u, w, p], [step])
         ks: list = []
-        for j in range(self.tableau.stages):
-            ks.append(self.field(self.tableau.stage_state(x, ks, j, model.dt), u, w, p))
+        for j, c in enumerate(self.tableau.nodes):
+            ks.append(self.field(self.tableau.stage_state(x, ks, j, model.dt), self.input_at(u, c), w, p))
         self.stages = cs.Function("k", [x, u, w, p], [cs.horzcat(*ks)])
+        self.output, self.n_q = _output_function(model)
+
+    def input_at(self, u, c: float):
+        """The field's input at the node ``c`` of a step from step input rows ``u`` (n_u_step, B) -> (n_u, B)."""
+        if not self.hold.paired:
+            return u
+        return self.hold.at(u[:self.n_u, :], u[self.n_u:, :], c)
 
     def field(self, x, u, w, p):
         """The expression ``f_c`` on columns ``(n_x, B)``, ``(n_u, B)``, ``(n_w, B)`` and ``p`` (n_p, 1).
@@ -120,6 +140,13 @@ class CasadiDynamics:
             return np.zeros(0)
         return np.array([float(v.detach()) for v in model.physics.params().values()])
 
+    @staticmethod
+    def output_values(model: StateSpaceModel) -> np.ndarray:
+        """The output map's values ``q`` of the torch model, shape (n_q,) (empty for ``y = C x``)."""
+        if model.output_map is None:
+            return np.zeros(0)
+        return np.array([float(v.detach()) for v in model.output_map.params().values()])
+
     def load_residual(self, state: dict[str, Tensor], version: int) -> None:
         """Push new neural weights (a ``NeuralResidual.state_dict()``) into the compiled function.
 
@@ -134,3 +161,16 @@ class CasadiDynamics:
         self._rows.residual.load_state_dict(state)
         self._l4c.update()
         self._version = version
+
+
+def _output_function(model: StateSpaceModel) -> tuple[cs.Function, int]:
+    """``casadi.Function('h', [x, u, q], [y])`` of the model's output and the size of ``q``."""
+    x, u = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u)
+    out = model.output_map
+    if out is None:
+        return cs.Function("h", [x, u, cs.SX.sym("q", 0)], [cs.mtimes(cs.DM(model.C.numpy()), x)]), 0
+    names = out.params.names
+    q = cs.SX.sym("q", len(names))
+    ys = out.output([x[i] for i in range(model.n_x)], [u[j] for j in range(model.n_u)] if out.feedthrough else [],
+                    {n: q[i] for i, n in enumerate(names)}, CASADI_OPS)
+    return cs.Function("h", [x, u, q], [cs.vertcat(*ys)]), len(names)

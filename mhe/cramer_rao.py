@@ -38,12 +38,14 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
         ``F``, shape (n_p, n_p), in ``free_names`` order (dimensionless: relative parameters).
 
     Raises:
-        ValueError: for a model with a neural residual or no identified parameter, shapes that do
-            not match the model, or a non-positive ``r``.
+        ValueError: for a model with a neural residual or no identified parameter, a hold other than
+            ``"zoh"``, shapes that do not match the model, or a non-positive ``r``.
     """
     if model.physics is None or model.residual is not None or not model.physics.params.free_names:
         raise ValueError("one_step_fisher needs a physics-only model with identified parameters; got physics="
                          f"{model.physics is not None}, residual={model.residual is not None}.")
+    if model.hold.paired:
+        raise ValueError(f"one_step_fisher reads one input per step (a zero-order hold); got hold={model.hold.name!r}.")
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
     if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (states.shape[0], model.n_u) \
             or r.shape != (model.n_y,) or not bool((r > 0).all()):

@@ -1,7 +1,8 @@
 """The discretization ``f_d`` of ``f_c``: one explicit Runge-Kutta step of a Butcher tableau (Eq. 1-2).
 
 ``f_d(x, u, w) = x + h sum_j b_j k_j`` with stage derivatives
-``k_j = f_c(x + h sum_{l<j} a_jl k_l, u, w)`` (``u`` and ``w`` held over the sample). Three
+``k_j = f_c(x + h sum_{l<j} a_jl k_l, u(c_j), w)`` (``w`` held over the sample; the input at the
+stage's node ``c_j`` as the model's input hold says, `mhe.hold`: ``u_k`` for a zero-order hold). Three
 tableaus, chosen by name (`TABLEAUS`, the ``discretization`` of a `mhe.model.StateSpaceModel`
 and of a `mhe.identification.IdentificationProblem`):
 
@@ -53,6 +54,12 @@ class ButcherTableau:
         """Number of stage derivatives (evaluations of ``f_c`` per step)."""
         return len(self.b)
 
+    @property
+    def nodes(self) -> tuple[float, ...]:
+        """``c_j = sum_l a_jl``: the fraction of the step at which stage ``j`` evaluates ``f_c`` (where an
+        input that varies over the sample is read, `mhe.hold`)."""
+        return tuple(float(sum(row)) for row in self.a)
+
     def stage_state(self, x: Any, ks: Sequence[Any], j: int, h: float) -> Any:
         """The state ``x + h sum_{l<j} a_jl k_l`` at which stage ``j`` evaluates ``f_c``.
 
@@ -79,9 +86,14 @@ class ButcherTableau:
 
     def step(self, field: Callable[[Any], Any], x: Any, h: float) -> Any:
         """One step of ``x' = field(x)`` over ``h`` seconds, for torch tensors or CasADi symbols."""
+        return self.step_timed(lambda s, _c: field(s), x, h)
+
+    def step_timed(self, field: Callable[[Any, float], Any], x: Any, h: float) -> Any:
+        """One step of ``x' = field(x, c)`` over ``h`` seconds, ``c`` the stage's `nodes` entry (the time in
+        the step as a fraction of ``h``): a field whose input varies over the sample (`mhe.hold`)."""
         ks: list[Any] = []
-        for j in range(self.stages):
-            ks.append(field(self.stage_state(x, ks, j, h)))
+        for j, c in enumerate(self.nodes):
+            ks.append(field(self.stage_state(x, ks, j, h), c))
         return self.combine(x, ks, h)
 
 

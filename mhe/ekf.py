@@ -2,7 +2,8 @@
 
 The model of Eq. (1)-(2) as a filter: ``x_{k+1} = f_d(x_k, u_k, w_k)`` with ``w_k ~ N(0, Q)``
 held over the sample in the units of ``dx/dt`` (as in the MHE's weights), ``y_k = C x_k + eta_k``
-with ``eta_k ~ N(0, R)``. The Jacobians ``A = df_d/dx`` and ``G = df_d/dw`` at ``w = 0`` come from
+(or the model's output map ``h(x_k, u_k) + eta_k``, linearized at the prior, `mhe.output`) with
+``eta_k ~ N(0, R)``. The Jacobians ``A = df_d/dx`` and ``G = df_d/dw`` at ``w = 0`` come from
 CasADi (`mhe.casadi_model.CasadiDynamics`, the same discretization as the MHE), so the
 prediction is ``P- = A P A^T + G Q G^T``; the update uses the Joseph form. A row after a
 break of the recording (`mhe.simulate.Recording.breaks`) restarts the filter from its prior.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import casadi as cs
 import numpy as np
+import torch
 
 from .casadi_model import CasadiDynamics
 from .model import StateSpaceModel
@@ -93,7 +95,7 @@ class ExtendedKalmanFilter:
                              f"{len(settings.initial_std)} and {len(settings.measurement_std)}.")
         dyn = CasadiDynamics(model, build_dir, name="ekf")
         sym = dyn.symbol
-        x, u, p = sym.sym("x", model.n_x), sym.sym("u", model.n_u), sym.sym("p", dyn.n_p)
+        x, u, p = sym.sym("x", model.n_x), sym.sym("u", model.n_u_step), sym.sym("p", dyn.n_p)
         w = sym.sym("w", model.n_w)
         nxt = dyn.step(x, u, w, p)
         zero = cs.DM.zeros(model.n_w)
@@ -101,13 +103,16 @@ class ExtendedKalmanFilter:
         self._predict = cs.Function("ekf_predict", [x, u, p], jac(x, u, zero, p), ["x", "u", "p"], ["x+", "A", "G"])
         self.p = CasadiDynamics.parameter_values(model)
         self.model, self.settings = model, settings
-        self.C = model.C.detach().numpy()
+        xo, uo = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u)
+        h = dyn.output(xo, uo, CasadiDynamics.output_values(model))
+        self._observe = cs.Function("ekf_output", [xo, uo], [h, cs.jacobian(h, xo)])  # y = C x or the output map
         self.Q = np.diag(np.square(settings.process_std))
         self.R = np.diag(np.square(settings.measurement_std))
 
     def _prior(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.array(self.settings.initial_mean)
-        x[list(self.model.measured)] = y
+        with torch.no_grad():
+            x[list(self.model.measured)] = self.model.state_guess(torch.as_tensor(y)).numpy()
         return x, np.diag(np.square(self.settings.initial_std))
 
     def run(self, recording: Recording) -> EKFResult:
@@ -132,7 +137,7 @@ class ExtendedKalmanFilter:
         states, covs = np.zeros((n, n_x)), np.zeros((n, n_x, n_x))
         predicted, innovations = np.zeros((n, n_x)), np.zeros_like(y)
         restarts = set(recording.breaks) | {0}
-        eye, c = np.eye(n_x), self.C
+        eye, n_u = np.eye(n_x), self.model.n_u
         x, p_cov = self._prior(y[0])
         for k in range(n):
             if k in restarts:
@@ -142,7 +147,8 @@ class ExtendedKalmanFilter:
                 x = nxt[:, 0]
                 p_cov = a @ p_cov @ a.T + g @ self.Q @ g.T
             predicted[k] = x
-            innovations[k] = y[k] - c @ x
+            h, c = (v.full() for v in self._observe(x, u[k, :n_u]))
+            innovations[k] = y[k] - h[:, 0]
             s = c @ p_cov @ c.T + self.R
             gain = np.linalg.solve(s, c @ p_cov).T
             x = x + gain @ innovations[k]

@@ -136,11 +136,14 @@ class MovingHorizonEstimator(nn.Module):
         return self.arrival_std() ** -2
 
     def parameter_values(self) -> dict[str, float]:
-        """Current values of the identified physical parameters (by name), ``s_bar_i`` and ``sigma_i``."""
+        """Current values of the identified physical and output-map parameters (by name), ``s_bar_i`` and ``sigma_i``."""
         out = {}
         if self.model.physics is not None:
             values = self.model.physics.params()
             out.update({n: float(values[n].detach()) for n in self.model.physics.params.free_names})
+        if self.model.output_map is not None:
+            values = self.model.output_map.params()
+            out.update({n: float(values[n].detach()) for n in self.model.output_map.params.free_names})
         out.update({f"s_bar_{i}": float(v) for i, v in enumerate(self.arrival_mean.detach())})
         out.update({f"sigma_{i}": float(v) for i, v in enumerate(self.arrival_std().detach())})
         return out
@@ -150,13 +153,14 @@ class MovingHorizonEstimator(nn.Module):
         """The part ``l_k`` of the Lagrangian (6) owned by stage k, batched over stages.
 
         ``l_k = [k=0] ||x_0 - s_bar||^2_{Sigma^-1} + ||w_k||^2_{Q^-1}
-        + [k>=1] (||eta_k||^2_{R^-1} + mu^eta_k . (y~_k - C x_k - F eta_k))
+        + [k>=1] (||eta_k||^2_{R^-1} + mu^eta_k . (y~_k - h(x_k, u~_k) - F eta_k))
         + mu^w_k . (x_{k+1} - f_d(x_k, u~_k, w_k))`` for k = 0..N-1.
 
         Args:
             a: stage vectors ``z_k``, shape (B, s).
             b: next stage vectors ``z_{k+1}`` (only ``x_{k+1}`` is used), shape (B, s).
-            u: inputs ``u~_k``, shape (B, n_u).
+            u: step inputs ``u~_k``, shape (B, n_u_step) (`mhe.hold`); ``h = C x`` unless the model has an
+                output map.
             y: outputs ``y~_k`` (ignored where ``measured`` is 0), shape (B, n_y).
             first: 1.0 at k = 0, else 0.0, shape (B,).
             measured: 1.0 for k >= 1, else 0.0, shape (B,).
@@ -169,7 +173,8 @@ class MovingHorizonEstimator(nn.Module):
         mu_w, mu_eta = a[:, sl["mu_w"]], a[:, sl["mu_eta"]]
         dx = x - self.arrival_mean
         cost = first * (dx * dx * self.arrival_precision()).sum(-1) + (w * w * self.q_inv).sum(-1)
-        meas = (eta * eta * self.r_inv).sum(-1) + (mu_eta * (y - x @ model.C.T - eta @ model.F.T)).sum(-1)
+        meas = (eta * eta * self.r_inv).sum(-1)
+        meas = meas + (mu_eta * (y - model.output(x, u) - eta @ model.F.T)).sum(-1)
         dyn = (mu_w * (b[:, sl["x"]] - model.step(x, u, w))).sum(-1)
         return cost + measured * meas + dyn
 
@@ -219,16 +224,25 @@ class MovingHorizonEstimator(nn.Module):
         return self(primal, windows)
 
     def prediction_error(self, z: Tensor, windows: Windows) -> Tensor:
-        """One-step prediction residuals ``r^(i) = C x^_N - y~_N`` (Eq. 9), shape (M, n_y)."""
-        return self.model.output(z[:, -1, self.layout.slices["x"]]) - windows.y[:, -1]
+        """One-step prediction residuals ``r^(i) = h(x^_N, u~_N) - y~_N`` (Eq. 9; ``h = C x`` by default), (M, n_y).
+
+        Raises:
+            ValueError: for an output map that reads the input (feedthrough) and windows without ``u_end``.
+        """
+        out = self.model.output_map
+        if out is not None and out.feedthrough and windows.u_end is None:
+            raise ValueError("The output map reads the input, so the prediction at x_N needs u~_N: windows made by "
+                             "mhe.make_windows carry it (Windows.u_end); these windows do not.")
+        return self.model.output(z[:, -1, self.layout.slices["x"]], windows.u_end) - windows.y[:, -1]
 
     def initial_point(self, windows: Windows) -> KKTPoint:
-        """A first guess: measured states from the data, the others from ``s_bar``, zero noise and multipliers."""
+        """A first guess: measured states from the data (through the output map's `state_guess`), the others
+        from ``s_bar``, zero noise and multipliers."""
         m, n, lay, model = len(windows), windows.horizon, self.layout, self.model
         with torch.no_grad():
             x = self.arrival_mean.detach().expand(m, n + 1, lay.n_x).clone()
             y_states = torch.cat([windows.y[:, :1], windows.y], dim=1)
-            x[:, :, list(model.measured)] = y_states
+            x[:, :, list(model.measured)] = model.state_guess(y_states)
             zeros = windows.y.new_zeros
         return KKTPoint(x, zeros(m, n, lay.n_w), zeros(m, n - 1, lay.n_eta), zeros(m, n, lay.n_x),
                         zeros(m, n - 1, lay.n_y))

@@ -51,7 +51,7 @@ from torch.func import vjp, vmap
 
 from .blocktri import block_tridiagonal_solve
 from .estimator import MovingHorizonEstimator
-from .kkt import kkt_blocks, kkt_residual, outer_parameters, prediction_rhs
+from .kkt import kkt_blocks, kkt_residual, outer_parameters, output_parameter_jacobian, prediction_rhs
 from .windows import Windows
 
 __all__ = ["ResidualJacobian", "residual_jacobian", "LevenbergMarquardt", "LMStep", "levenberg_marquardt_step",
@@ -93,7 +93,8 @@ def residual_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Win
     ``K_i lambda_ij = (d(C x^_N)/dz)^T e_j`` (Eq. 13 with ``b`` replaced by each output
     direction) shares one block-tridiagonal factorization per window, and row ``j`` of
     window ``i`` is ``-grad_alpha (F_i^T lambda_ij)`` (Eq. 12 for one window and output):
-    M n_y VJPs, vectorized; the result holds M n_y n_alpha numbers.
+    M n_y VJPs, vectorized; the result holds M n_y n_alpha numbers. With an output map the
+    columns of its parameters also get ``dh/dp_y`` at fixed ``z`` (`mhe.kkt.output_parameter_jacobian`).
 
     Args:
         estimator: the MHE (its parameters are ``alpha``).
@@ -106,7 +107,7 @@ def residual_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Win
     m, n_y = len(windows), estimator.model.n_y
     d, e = kkt_blocks(estimator, z, windows)
     eye = torch.eye(n_y, dtype=z.dtype).expand(m, n_y, n_y)
-    lam = block_tridiagonal_solve(d, e, prediction_rhs(estimator, z, eye))
+    lam = block_tridiagonal_solve(d, e, prediction_rhs(estimator, z, eye, windows))
     params = outer_parameters(estimator)
 
     def rows(zi: Tensor, ui: Tensor, yi: Tensor, si: Tensor, li: Tensor) -> Tensor:
@@ -116,6 +117,10 @@ def residual_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Win
 
     with torch.no_grad():
         jac = -vmap(rows)(z, windows.u, windows.y, windows.start, lam)
+        direct = output_parameter_jacobian(estimator, z, windows)
+        if direct:  # the output map's parameters also move r directly (mhe.kkt)
+            jac = jac + torch.cat([direct[n].reshape(m, n_y, -1) if n in direct else
+                                   jac.new_zeros(m, n_y, p.numel()) for n, p in params.items()], dim=-1)
         return ResidualJacobian(estimator.prediction_error(z, windows), jac)
 
 

@@ -8,7 +8,10 @@ states, the MHE settings (horizon, weights, IPOPT), the windows cut from the rec
 benchmarks all build their estimator from it (`IdentificationProblem.estimator`), so one
 experiment gives one result whichever way it is run. Dimensions come from the model and the
 recording: the sample time is the recording's, ``n_u`` the physics' or the recording's (times
-``1 + input_lags`` with an input history, `mhe.input_history`).
+``1 + input_lags`` with an input history, `mhe.input_history`). The input between samples is the
+problem's ``hold`` (`mhe.hold`; zero-order by default): with a first-order or midpoint hold the
+recording's step inputs are the rows ``[u_k, u_{k+1}]``. The output is ``C x`` unless the problem
+has an output map (`mhe.output`).
 """
 from __future__ import annotations
 
@@ -24,8 +27,10 @@ import torch
 from .arrival import arrival_bounds
 from .discretization import tableau
 from .estimator import MHESettings, MovingHorizonEstimator
+from .hold import held_inputs, input_hold
 from .input_history import with_input_history
 from .model import NeuralResidual, PhysicsField, StateSpaceModel
+from .output import OutputMap
 from .simulate import Recording
 from .windows import Windows, make_windows
 
@@ -166,17 +171,27 @@ class IdentificationProblem:
         discretization: the model's ``f_d``, one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
             (`mhe.discretization`); the one that generated the data where known (BayesRace's
             ``dstates``: Euler).
+        hold: the input between samples, ``"zoh"`` (zero-order), ``"foh"`` (first-order) or
+            ``"midpoint"`` (`mhe.hold`).
+        output: the output map ``y = h(x, u; p_y)`` with its start values (None: ``y = C x``); its
+            ``measured`` must be ``measured``.
 
     Raises:
         ValueError: without physics and residual, for ``windows < 1``, for an arrival box
-            whose length is not the number of states, or for an unknown discretization.
+            whose length is not the number of states, for an unknown discretization or hold, or
+            for an output map that observes other states than ``measured``.
     """
 
     def __init__(self, recording: RecordingSource | Recording, mhe: MHESettings, arrival: ArrivalCost,
                  measured: Sequence[int], physics: PhysicsField | None = None,
                  residual: ResidualSettings | None = None, stride: int = 1, windows: int | None = None,
-                 n_x: int | None = None, discretization: str = "rk4") -> None:
+                 n_x: int | None = None, discretization: str = "rk4", hold: str = "zoh",
+                 output: OutputMap | None = None) -> None:
         tableau(discretization)
+        input_hold(hold)
+        if output is not None and output.measured != tuple(int(i) for i in measured):
+            raise ValueError(f"The output map observes the states {list(output.measured)} but measured is "
+                             f"{list(measured)}; give the output map the problem's measured states.")
         if physics is None and residual is None:
             raise ValueError("An identification problem needs physics, a residual or both; got neither.")
         if windows is not None and windows < 1:
@@ -186,6 +201,7 @@ class IdentificationProblem:
         self.source, self.mhe, self.arrival = recording, mhe, arrival
         self.measured, self.physics, self.residual = tuple(int(i) for i in measured), physics, residual
         self.stride, self.limit, self.discretization = stride, windows, discretization
+        self.hold, self.output = hold, output
         self.n_x = physics.n_x if physics is not None else int(n_x)
         if arrival.box is not None and len(arrival.box) != self.n_x:
             raise ValueError(f"arrival.box needs one entry ([lo, hi] or null) per state, {self.n_x}; got "
@@ -199,7 +215,7 @@ class IdentificationProblem:
         """
         args = {"recording": self.source, "mhe": self.mhe, "arrival": self.arrival, "measured": self.measured,
                 "physics": self.physics, "residual": self.residual, "stride": self.stride, "windows": self.limit,
-                "n_x": self.n_x, "discretization": self.discretization}
+                "n_x": self.n_x, "discretization": self.discretization, "hold": self.hold, "output": self.output}
         unknown = sorted(set(changes) - set(args))
         if unknown:
             raise ValueError(f"replace() takes the constructor arguments {sorted(args)}; got unknown {unknown}.")
@@ -219,8 +235,10 @@ class IdentificationProblem:
     @cached_property
     def recording(self) -> Recording:
         """The recording the model runs on: `logged`, its inputs extended by the residual's input
-        history (`mhe.input_history`) where ``residual.input_lags > 0``."""
-        return with_input_history(self.logged, 0 if self.residual is None else self.residual.input_lags)
+        history (`mhe.input_history`) where ``residual.input_lags > 0``, then turned into the step
+        inputs ``[u_k, u_{k+1}]`` of a paired hold (`mhe.hold.held_inputs`)."""
+        history = with_input_history(self.logged, 0 if self.residual is None else self.residual.input_lags)
+        return held_inputs(history, input_hold(self.hold))
 
     @cached_property
     def windows(self) -> Windows:
@@ -244,7 +262,8 @@ class IdentificationProblem:
         n_u = physics.n_u if physics is not None else self.logged.inputs.shape[-1]
         residual = None if self.residual is None else self.residual.build(self.n_x, n_u)
         return StateSpaceModel(physics, residual, dt=self.logged.dt, measured=self.measured, n_x=self.n_x,
-                               n_u=n_u if residual is None else residual.n_u, discretization=self.discretization)
+                               n_u=n_u if residual is None else residual.n_u, discretization=self.discretization,
+                               hold=self.hold, output=copy.deepcopy(self.output))
 
     def estimator(self) -> MovingHorizonEstimator:
         """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set)."""
@@ -256,17 +275,22 @@ class IdentificationProblem:
         return MovingHorizonEstimator(model, self.mhe, a.mean, a.std, *bounds)
 
     def relative_errors(self, estimator: MovingHorizonEstimator) -> dict[str, float]:
-        """``|theta^_j - theta*_j| / |theta*_j|`` of the identified physical parameters with a known truth.
+        """``|theta^_j - theta*_j| / |theta*_j|`` of the identified physical and output-map parameters with a
+        known truth.
 
         Returns:
-            By parameter name; empty without a truth or without physics.
+            By parameter name; empty without a truth.
         """
-        truth, physics = self.truth, estimator.model.physics
-        if truth is None or physics is None:
+        truth, model = self.truth, estimator.model
+        if truth is None:
             return {}
-        values = physics.params()
-        return {n: abs(float(values[n].detach()) - truth[n]) / abs(truth[n])
-                for n in physics.params.free_names if n in truth}
+        out = {}
+        for part in (model.physics, model.output_map):
+            if part is not None:
+                values = part.params()
+                out.update({n: abs(float(values[n].detach()) - truth[n]) / abs(truth[n])
+                            for n in part.params.free_names if n in truth})
+        return out
 
     def describe(self) -> dict[str, object]:
         """The problem's settings as plain values (for run files)."""
@@ -279,5 +303,9 @@ class IdentificationProblem:
                     "identified": list(self.physics.params.free_names)},
                 "residual": None if self.residual is None else asdict(self.residual),
                 "measured": list(self.measured), "stride": self.stride, "windows": self.limit,
-                "discretization": self.discretization,
+                "discretization": self.discretization, "hold": self.hold,
+                "output": None if self.output is None else {
+                    "class": type(self.output).__name__,
+                    "start": {n: float(v.detach()) for n, v in self.output.params().items()},
+                    "identified": list(self.output.params.free_names)},
                 "mhe": asdict(self.mhe), "arrival": asdict(self.arrival)}

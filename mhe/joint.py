@@ -177,8 +177,8 @@ class JointMHE:
         physics: the augmented physics (`AugmentedPhysics`).
 
     Raises:
-        ValueError: for a problem with a neural residual or without physics, or a stride
-            longer than the horizon.
+        ValueError: for a problem with a neural residual or without physics, an output map with
+            identified parameters, or a stride longer than the horizon.
     """
 
     def __init__(self, problem: IdentificationProblem, settings: JointSettings = JointSettings(),
@@ -186,6 +186,10 @@ class JointMHE:
         if problem.physics is None or problem.residual is not None:
             raise ValueError("Joint-MHE estimates physical parameters of a physics-only problem; got physics="
                              f"{problem.physics is not None}, residual={problem.residual is not None}.")
+        if problem.output is not None and problem.output.params.free_names:
+            raise ValueError(f"Joint-MHE estimates physical parameters only; the output map's identified parameters "
+                             f"{list(problem.output.params.free_names)} would stay at their start: fix them (identify "
+                             f"none) or use PEM-MHE.")
         if settings.stride > problem.mhe.horizon:
             raise ValueError(f"stride must not exceed the horizon {problem.mhe.horizon} (consecutive windows must "
                              f"overlap or touch so the arrival mean can be carried over); got {settings.stride}.")
@@ -193,7 +197,8 @@ class JointMHE:
         physics = AugmentedPhysics(copy.deepcopy(problem.physics))
         n_p = len(physics.free_names)
         model = StateSpaceModel(physics, dt=problem.recording.dt, measured=problem.measured,
-                                discretization=problem.discretization)
+                                discretization=problem.discretization, hold=problem.hold,
+                                output=copy.deepcopy(problem.output))
         mhe = dataclasses.replace(problem.mhe, process_std=problem.mhe.process_std + (settings.random_walk_std,) * n_p,
                                   refine_steps=0)
         self.state_mean = torch.tensor(problem.arrival.mean, dtype=torch.float64)

@@ -10,6 +10,11 @@ layout of `mhe.point`, ``K = dF/dz`` (block tridiagonal, Prop. 2), ``A = dF/dalp
 * adjoint-VJP (Eq. 12-13): ``K_i lambda_i = b_i`` solved block-tridiagonally, then
   ``dJ/dalpha = -grad_alpha sum_i F_i^T lambda_i``, one VJP; ``A`` is never formed.
 
+With an output map ``y = h(x, u; p_y)`` (`mhe.output`) in place of ``C x``, ``b`` holds
+``(dh/dx)^T r`` at ``x^_N`` and ``J`` also depends on ``p_y`` directly, not only through the
+MHE's solution: both forms add ``sum_i (dh/dp_y)^T r_i`` (`output_parameter_jacobian`), the
+partial derivative at fixed ``z``; the Gauss-Newton rows add ``dh/dp_y`` alike.
+
 ``F`` itself is a VJP of the Lagrangian (``torch.func.grad``), so the second step is a
 reverse-over-reverse product. Everything is batched over the M windows.
 """
@@ -25,8 +30,9 @@ from .blocktri import block_tridiagonal_dense, block_tridiagonal_solve
 from .estimator import MovingHorizonEstimator
 from .windows import Windows
 
-__all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "prediction_rhs", "prediction_loss", "refine",
-           "hypergradient_adjoint", "hypergradient_explicit", "explicit_memory_bytes", "outer_parameters"]
+__all__ = ["Hypergradient", "kkt_residual", "kkt_blocks", "output_jacobian", "prediction_rhs", "prediction_loss",
+           "output_parameter_jacobian", "refine", "hypergradient_adjoint", "hypergradient_explicit",
+           "explicit_memory_bytes", "outer_parameters"]
 
 Params = dict[str, Tensor]
 
@@ -92,8 +98,26 @@ def kkt_blocks(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -
         return d, h[..., :s, s:].contiguous()
 
 
-def prediction_rhs(estimator: MovingHorizonEstimator, z: Tensor, v: Tensor) -> Tensor:
-    """``(d(C x^_N)/dz)^T v``: ``C^T v`` in the ``x_N`` entries of the stages, zeros elsewhere.
+def output_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows | None = None) -> Tensor:
+    """``dh/dx`` at the last states ``x^_N`` of the windows: ``C`` for ``y = C x``, shape (M, n_y, n_x).
+
+    Args:
+        estimator: the MHE.
+        z: padded stage vectors, shape (M, N + 1, s).
+        windows: the M windows (their ``u_end`` for an output map that reads the input).
+    """
+    model = estimator.model
+    x = z[:, -1, estimator.layout.slices["x"]]
+    if model.output_map is None:
+        return model.C.expand(x.shape[0], *model.C.shape)
+    u = None if windows is None or not model.output_map.feedthrough else windows.u_end
+    if u is None:
+        return vmap(jacrev(lambda xi: model.output(xi[None])[0]))(x)
+    return vmap(jacrev(lambda xi, ui: model.output(xi[None], ui[None])[0]))(x, u)
+
+
+def prediction_rhs(estimator: MovingHorizonEstimator, z: Tensor, v: Tensor, windows: Windows | None = None) -> Tensor:
+    """``(d h(x^_N)/dz)^T v``: ``(dh/dx)^T v`` (``C^T v`` for ``y = C x``) in the ``x_N`` entries, zeros elsewhere.
 
     With ``v = r`` this is ``b = grad_z J`` of Eq. (11); with ``v = I`` its ``n_y``
     columns are the right-hand sides of the residual Jacobian's adjoints.
@@ -102,12 +126,15 @@ def prediction_rhs(estimator: MovingHorizonEstimator, z: Tensor, v: Tensor) -> T
         estimator: the MHE.
         z: padded stage vectors, shape (M, N + 1, s).
         v: output-space vectors, shape (M, n_y), or (M, n_y, k) for ``k`` of them.
+        windows: the M windows (needed only for an output map that reads the input).
 
     Returns:
         Shape (M, N + 1, s), or (M, N + 1, s, k).
     """
     out = z.new_zeros(*z.shape, *v.shape[2:])
-    out[:, -1, estimator.layout.slices["x"]] = torch.einsum("yx,my...->mx...", estimator.model.C, v)
+    with torch.no_grad():
+        jac = output_jacobian(estimator, z, windows)
+    out[:, -1, estimator.layout.slices["x"]] = torch.einsum("myx,my...->mx...", jac, v)
     return out
 
 
@@ -119,7 +146,42 @@ def prediction_loss(estimator: MovingHorizonEstimator, z: Tensor, windows: Windo
     """
     with torch.no_grad():
         r = estimator.prediction_error(z, windows)
-        return 0.5 * (r * r).sum(-1), prediction_rhs(estimator, z, r)
+        return 0.5 * (r * r).sum(-1), prediction_rhs(estimator, z, r, windows)
+
+
+def output_parameter_jacobian(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows) -> Params:
+    """``dr_i/dp_y`` at fixed ``z``: how the residuals ``r_i = h(x^_N, u~_N; p_y) - y~_N`` move with the output
+    map's parameters directly (the term the KKT adjoint does not carry).
+
+    Args:
+        estimator: the MHE.
+        z: padded stage vectors, shape (M, N + 1, s).
+        windows: the M windows.
+
+    Returns:
+        By the estimator's parameter name (``model.output_map.params.raw``) the Jacobian, shape
+        (M, n_y, *parameter shape); empty for ``y = C x``.
+    """
+    model = estimator.model
+    out = model.output_map
+    if out is None:
+        return {}
+    x = z[:, -1, estimator.layout.slices["x"]].detach()
+    u = windows.u_end[..., :model.n_u] if out.feedthrough else None
+    params = {n: p.detach() for n, p in out.named_parameters()}
+    with torch.no_grad():
+        jac = jacrev(lambda p: functional_call(out, p, (x, u)))(params)
+    return {f"model.output_map.{n}": j for n, j in jac.items()}
+
+
+def _with_output_term(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows, grads: Params) -> Params:
+    """``grads`` plus ``sum_i (dr_i/dp_y)^T r_i``, the direct part of ``dJ/dp_y`` (module docstring)."""
+    direct = output_parameter_jacobian(estimator, z, windows)
+    if not direct:
+        return grads
+    with torch.no_grad():
+        r = estimator.prediction_error(z, windows)
+    return {n: g + torch.einsum("my...,my->...", direct[n], r) if n in direct else g for n, g in grads.items()}
 
 
 def refine(estimator: MovingHorizonEstimator, z: Tensor, windows: Windows, steps: int) -> tuple[Tensor, Tensor]:
@@ -163,7 +225,7 @@ def hypergradient_adjoint(estimator: MovingHorizonEstimator, z: Tensor, windows:
     lam = block_tridiagonal_solve(d, e, b)
     _, pull = vjp(lambda p: kkt_residual(estimator, z, windows, p), outer_parameters(estimator))
     (g,) = pull(lam)
-    return Hypergradient(loss, {n: -v for n, v in g.items()})
+    return Hypergradient(loss, _with_output_term(estimator, z, windows, {n: -v for n, v in g.items()}))
 
 
 def explicit_memory_bytes(estimator: MovingHorizonEstimator, chunk_size: int) -> int:
@@ -209,4 +271,4 @@ def hypergradient_explicit(estimator: MovingHorizonEstimator, z: Tensor, windows
         total -= a.T @ torch.linalg.solve(dense[i], rhs[i])
     del a
     grads = dict(zip(params, (t.reshape(p.shape) for t, p in zip(total.split(sizes), params.values()))))
-    return Hypergradient(loss, grads)
+    return Hypergradient(loss, _with_output_term(estimator, z, windows, grads))

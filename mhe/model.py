@@ -12,8 +12,12 @@ The continuous-time field ``f_c(x, u, w; theta)`` is written once, in torch:
 
 Process noise enters additively in continuous time, ``f_c = h(x, u; theta) + w``, held
 constant over a sample (``n_w = n_x``); ``f_d`` is one explicit Runge-Kutta step of ``f_c`` at
-the sample time with ``u`` and ``w`` held (zero-order hold): Euler, RK4 or RKF45
-(`mhe.discretization`, RK4 by default).
+the sample time: Euler, RK4 or RKF45 (`mhe.discretization`, RK4 by default), with the input
+between samples as the model's ``hold`` says (`mhe.hold`: zero-order by default, first-order or
+midpoint; those two read the step input ``[u_k, u_{k+1}]``).
+
+The output is ``C x`` (the ``measured`` states) by default, or an `mhe.output.OutputMap`
+``h(x, u; p_y)`` with its own identified parameters (offsets, gains, a smooth saturation).
 """
 from __future__ import annotations
 
@@ -28,12 +32,23 @@ from torch_ude.mlp import TanhMLP
 
 from .bounds import BoundedParameters
 from .discretization import tableau
+from .hold import input_hold
+from .output import OutputMap
 
 __all__ = ["TORCH_OPS", "PhysicsField", "NeuralResidual", "StateSpaceModel"]
 
+
+
+def _softplus(z: Tensor) -> Tensor:
+    """``log(1 + e^z)`` without overflow, the same formula as CasADi's (`mhe.casadi_model.CASADI_OPS`)."""
+    return torch.clamp(z, min=0.0) + torch.log1p(torch.exp(-torch.abs(z)))
+
+
 TORCH_OPS = SimpleNamespace(sin=torch.sin, cos=torch.cos, tan=torch.tan, atan=torch.atan, atan2=torch.atan2,
-                            tanh=torch.tanh, exp=torch.exp, log=torch.log, sqrt=torch.sqrt, fabs=torch.abs)
-"""The math functions a `PhysicsField` may use, for torch tensors."""
+                            tanh=torch.tanh, exp=torch.exp, log=torch.log, sqrt=torch.sqrt, fabs=torch.abs,
+                            softplus=_softplus)
+"""The math functions a `PhysicsField` (or a `mhe.output.OutputMap`) may use, for torch tensors; `mhe.smooth`
+builds smooth positive parts and clips from ``softplus``."""
 
 
 class PhysicsField(nn.Module, abc.ABC):
@@ -149,24 +164,33 @@ class StateSpaceModel(nn.Module):
         physics: the known physics, or None.
         residual: the neural residual, or None.
         dt: sample time in seconds.
-        measured: indices of the measured states; ``C`` selects them, ``F = I``.
+        measured: indices of the measured states, one per output; ``C`` selects them, ``F = I``
+            (None: the output map's, else ``(0,)``).
         n_x: state dimension, needed only without physics.
         n_u: input dimension, needed only without physics (default: the residual's, else the
             physics'). The physics reads the first ``physics.n_u`` inputs; a residual may read more
             (the inputs of earlier samples, `mhe.input_history`).
         discretization: ``f_d`` as one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
             (`mhe.discretization.TABLEAUS`).
+        hold: the input between samples, ``"zoh"``, ``"foh"`` or ``"midpoint"`` (`mhe.hold`).
+        output: the output map ``y = h(x, u; p_y)`` (None: ``y = C x``).
 
     Raises:
-        ValueError: for no part at all, inconsistent dimensions, bad indices or an unknown
-            discretization.
+        ValueError: for no part at all, inconsistent dimensions, bad indices, an unknown
+            discretization or hold, or ``measured`` other than the output map's.
     """
 
     def __init__(self, physics: PhysicsField | None = None, residual: NeuralResidual | None = None,
-                 dt: float = 0.02, measured: Sequence[int] = (0,), n_x: int | None = None,
-                 n_u: int | None = None, discretization: str = "rk4") -> None:
+                 dt: float = 0.02, measured: Sequence[int] | None = None, n_x: int | None = None,
+                 n_u: int | None = None, discretization: str = "rk4", hold: str = "zoh",
+                 output: OutputMap | None = None) -> None:
         super().__init__()
         self.tableau = tableau(discretization)
+        self.hold = input_hold(hold)
+        if output is not None and measured is not None and tuple(int(i) for i in measured) != output.measured:
+            raise ValueError(f"measured {list(measured)} differs from the output map's {list(output.measured)}; give "
+                             f"it once, in the output map.")
+        measured = output.measured if output is not None else (0,) if measured is None else measured
         if physics is None and residual is None:
             raise ValueError("A StateSpaceModel needs physics, a neural residual or both; got neither.")
         if not dt > 0:
@@ -186,10 +210,16 @@ class StateSpaceModel(nn.Module):
         if not measured or len(set(measured)) != len(measured) or not all(0 <= i < self.n_x for i in measured):
             raise ValueError(f"measured must list distinct state indices in [0, {self.n_x}); got {measured}.")
         self.physics, self.residual, self.dt, self.measured = physics, residual, float(dt), measured
+        self.output_map = output
         c = torch.zeros(len(measured), self.n_x, dtype=torch.float64)
         c[torch.arange(len(measured)), torch.tensor(measured)] = 1.0
         self.register_buffer("C", c)
         self.register_buffer("F", torch.eye(len(measured), dtype=torch.float64))
+
+    @property
+    def n_u_step(self) -> int:
+        """Columns of one step's input row: ``n_u``, or ``2 n_u`` (``[u_k, u_{k+1}]``) for a paired hold."""
+        return self.hold.columns(self.n_u)
 
     @property
     def n_w(self) -> int:
@@ -216,9 +246,29 @@ class StateSpaceModel(nn.Module):
         return out
 
     def step(self, x: Tensor, u: Tensor, w: Tensor) -> Tensor:
-        """``f_d``: one step of ``f_c`` over ``dt`` with ``u``, ``w`` held, (B, n_x) -> (B, n_x)."""
-        return self.tableau.step(lambda s: self.field(s, u, w), x, self.dt)
+        """``f_d``: one step of ``f_c`` over ``dt``, ``w`` held and the input as the hold says.
 
-    def output(self, x: Tensor) -> Tensor:
-        """Noise-free output ``C x``, (..., n_x) -> (..., n_y)."""
-        return x @ self.C.T
+        Args:
+            x: states, (B, n_x).
+            u: step inputs, (B, n_u_step): ``u_k``, or ``[u_k, u_{k+1}]`` for a paired hold.
+            w: process noise, (B, n_w).
+
+        Returns:
+            ``x_{k+1}``, (B, n_x).
+        """
+        if not self.hold.paired:
+            return self.tableau.step(lambda s: self.field(s, u, w), x, self.dt)
+        now, nxt = u[..., :self.n_u], u[..., self.n_u:]
+        return self.tableau.step_timed(lambda s, c: self.field(s, self.hold.at(now, nxt, c), w), x, self.dt)
+
+    def output(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """Noise-free output ``C x`` or ``h(x, u; p_y)``, (..., n_x), step inputs (..., n_u_step) or None ->
+        (..., n_y); an output map reads the input at the sample, the first ``n_u`` columns."""
+        if self.output_map is None:
+            return x @ self.C.T
+        return self.output_map(x, None if u is None else u[..., :self.n_u])
+
+    def state_guess(self, y: Tensor) -> Tensor:
+        """The measured states that give the outputs ``y`` (the output map's inverse guess; ``y`` itself for
+        ``C x``), (..., n_y) -> (..., n_y)."""
+        return y if self.output_map is None else self.output_map.state_guess(y)

@@ -1,7 +1,8 @@
 """The MHE NLP of Eq. (4) in CasADi, solved by IPOPT with warm starts.
 
 Decision vector ``(x_0..x_N, w_0..w_{N-1}, eta_1..eta_{N-1})`` and constraints
-``(x_{k+1} - f_d(x_k, u~_k, w_k), y~_k - C x_k - F eta_k)`` come first, in the order of
+``(x_{k+1} - f_d(x_k, u~_k, w_k), y~_k - h(x_k, u~_k) - F eta_k)`` (``h = C x`` unless the model has an
+output map, `mhe.output`; ``u~_k`` the step input row of the model's hold, `mhe.hold`) come first, in the order of
 `mhe.point.KKTPoint.primal` / `KKTPoint.dual`; CasADi's Lagrangian is
 ``f + lam_g^T g``, so IPOPT's ``lam_g`` are the multipliers ``mu`` of Eq. (6) without a
 sign change. For lifted models (`CasadiDynamics.lifted`) the Runge-Kutta stage derivatives and
@@ -12,7 +13,7 @@ one solver object serves all windows and all outer iterations.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import casadi as cs
 import numpy as np
@@ -34,6 +35,7 @@ class OuterValues:
         arrival_precision: diagonal of ``Sigma^{-1}``, shape (n_x,).
         physics: physical parameter values, shape (n_p,).
         residual: the neural residual's ``state_dict``, or None.
+        output: the output map's parameter values, shape (n_q,) (empty for ``y = C x``).
     """
 
     version: int
@@ -41,6 +43,7 @@ class OuterValues:
     arrival_precision: np.ndarray
     physics: np.ndarray
     residual: dict[str, Tensor] | None
+    output: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @staticmethod
     def of(estimator: MovingHorizonEstimator, version: int) -> "OuterValues":
@@ -50,7 +53,7 @@ class OuterValues:
                                                         for k, v in model.residual.state_dict().items()}
         return OuterValues(version, estimator.arrival_mean.detach().numpy().copy(),
                            estimator.arrival_precision().detach().numpy().copy(),
-                           CasadiDynamics.parameter_values(model), residual)
+                           CasadiDynamics.parameter_values(model), residual, CasadiDynamics.output_values(model))
 
 
 @dataclass(frozen=True)
@@ -121,10 +124,10 @@ class MHEProblem:
         xs = cs.reshape(v[:o1], lay.n_x, n + 1)
         ws = cs.reshape(v[o1:o2], lay.n_w, n)
         es = cs.reshape(v[o2:self.n_v], lay.n_eta, n - 1)
-        sizes = [n * model.n_u, (n - 1) * lay.n_y, lay.n_x, lay.n_x, dyn.n_p]
+        sizes = [n * model.n_u_step, (n - 1) * lay.n_y, lay.n_x, lay.n_x, dyn.n_p, dyn.n_q]
         p = sym.sym("p", sum(sizes))
-        us, ys, s_bar, prec, theta = cs.vertsplit(p, list(np.cumsum([0] + sizes)))
-        us, ys = cs.reshape(us, model.n_u, n), cs.reshape(ys, lay.n_y, n - 1)
+        us, ys, s_bar, prec, theta, q_out = cs.vertsplit(p, list(np.cumsum([0] + sizes)))
+        us, ys = cs.reshape(us, model.n_u_step, n), cs.reshape(ys, lay.n_y, n - 1)
         q_inv, r_inv = cs.DM(estimator.q_inv.numpy()), cs.DM(estimator.r_inv.numpy())
         dx = xs[:, 0] - s_bar
         cost = cs.dot(dx * dx, prec) + cs.sum2(cs.mtimes(q_inv.T, ws * ws)) + cs.sum2(cs.mtimes(r_inv.T, es * es))
@@ -133,13 +136,18 @@ class MHEProblem:
             ks = cs.reshape(v[self.n_v:], lay.n_x, n_s * n)
             k = [ks[:, j * n:(j + 1) * n] for j in range(n_s)]
             nodes = [tab.stage_state(xs[:, :n], k, j, h) for j in range(n_s)]
-            rhs = dyn.field(cs.horzcat(*nodes), cs.repmat(us, 1, n_s), cs.repmat(ws, 1, n_s), theta)
+            inputs = cs.horzcat(*[dyn.input_at(us, c) for c in tab.nodes])
+            rhs = dyn.field(cs.horzcat(*nodes), inputs, cs.repmat(ws, 1, n_s), theta)
             x_next = tab.combine(xs[:, :n], k, h)
             g_stage = [cs.vec(ks - rhs)]
         else:
             x_next, g_stage = dyn.step.map(n)(xs[:, :n], us, ws, cs.repmat(theta, 1, n)), []
-        c, f = cs.DM(model.C.numpy()), cs.DM(model.F.numpy())
-        g_meas = ys - cs.mtimes(c, xs[:, 1:n]) - cs.mtimes(f, es)
+        f = cs.DM(model.F.numpy())
+        if model.output_map is None:
+            y_model = cs.mtimes(cs.DM(model.C.numpy()), xs[:, 1:n])
+        else:
+            y_model = dyn.output.map(n - 1)(xs[:, 1:n], us[:model.n_u, 1:n], cs.repmat(q_out, 1, n - 1))
+        g_meas = ys - y_model - cs.mtimes(f, es)
         return v, p, cost, cs.vertcat(cs.vec(xs[:, 1:] - x_next), cs.vec(g_meas), *g_stage)
 
     def set_outer(self, values: OuterValues) -> None:
@@ -156,7 +164,7 @@ class MHEProblem:
         Stage derivatives of a lifted NLP are evaluated at the point, their multipliers set to 0.
 
         Args:
-            u: inputs of the window, shape (N, n_u).
+            u: step inputs of the window, shape (N, n_u_step).
             v: primal point, shape (n_v,).
             mu: multipliers, shape (n_mu,).
         """
@@ -174,7 +182,7 @@ class MHEProblem:
         """Solve the MHE of ``windows`` windows in one NLP.
 
         Args:
-            u: inputs ``u~_0..u~_{N-1}`` per window, shape (B, N, n_u) with B = ``windows``.
+            u: step inputs ``u~_0..u~_{N-1}`` per window, shape (B, N, n_u_step) with B = ``windows``.
             y: outputs ``y~_1..y~_N`` per window, shape (B, N, n_y) (``y~_N`` is not used).
             starts: per window a full NLP primal and dual start (`MHESolution.start` or `start_from`).
 
@@ -193,7 +201,7 @@ class MHEProblem:
                              f"{y.shape[0]} outputs and {len(starts)} starts.")
         a = self._values
         p = np.concatenate([np.concatenate([u[i].reshape(-1), y[i, : self._horizon - 1].reshape(-1), a.arrival_mean,
-                                            a.arrival_precision, a.physics]) for i in range(self.windows)])
+                                            a.arrival_precision, a.physics, a.output]) for i in range(self.windows)])
         x0, lam0 = np.concatenate([s[0] for s in starts]), np.concatenate([s[1] for s in starts])
         t0 = time.perf_counter()
         try:

@@ -4,6 +4,11 @@
 the units of ``dx/dt``) and ``y_t = C x_t + eta_t`` with ``eta_t ~ N(0, diag(r^2))``.
 `vehicle_policy` excites the racing model of `mhe.vehicle`: smooth random steering and
 a throttle that tracks a smooth random speed reference.
+
+`simulate_plant` is the reference for plants whose input is a function of continuous time (an
+analogue signal, not a sampled one): the physics integrated with RK4 on ``substeps`` steps per
+sample, the input read at every stage's time, the state recorded at the samples. It tells how
+much a model's input hold (`mhe.hold`) costs.
 """
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .model import StateSpaceModel
+from .model import PhysicsField, StateSpaceModel
 
-__all__ = ["Recording", "simulate", "smooth_signal", "vehicle_policy"]
+__all__ = ["Recording", "simulate", "simulate_plant", "smooth_signal", "vehicle_policy"]
 
 Policy = Callable[[int, Tensor], Tensor]
 
@@ -70,8 +75,12 @@ def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps:
         The `Recording`.
 
     Raises:
-        ValueError: for wrong sizes, or if the state becomes non-finite.
+        ValueError: for wrong sizes, a model whose hold reads the next input (a closed loop does not
+            know it yet), or if the state becomes non-finite.
     """
+    if model.hold.paired:
+        raise ValueError(f"simulate drives the model in closed loop, where u_(k+1) is not known at step k; give the "
+                         f"data-generating model hold='zoh' (got {model.hold.name!r}), or use simulate_plant.")
     q = torch.as_tensor(process_std, dtype=torch.float64)
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
     x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)
@@ -93,6 +102,47 @@ def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps:
         xs = torch.stack(states)
         ys = model.output(xs) + r * torch.randn(steps, model.n_y, generator=gen, dtype=torch.float64)
     return Recording(xs, torch.stack(inputs), ys, model.dt)
+
+
+def simulate_plant(physics: PhysicsField, x0: Sequence[float], signal: Callable[[Tensor], Tensor], dt: float,
+                   steps: int, substeps: int = 20) -> tuple[Tensor, Tensor]:
+    """The noise-free plant ``x' = h(x, u(t))`` at the samples, its input a function of continuous time.
+
+    Args:
+        physics: the true physics (its current parameter values), float64.
+        x0: the state at ``t = 0``, n_x numbers.
+        signal: ``u(t)`` for times of shape (K,) in seconds -> inputs (K, n_u).
+        dt: sample time in seconds.
+        steps: samples T >= 2.
+        substeps: classical RK4 steps per sample, >= 1 (the input read at each stage's time).
+
+    Returns:
+        States ``x(k dt)`` (T, n_x) and inputs ``u(k dt)`` (T, n_u).
+
+    Raises:
+        ValueError: for a bad ``x0``, ``steps`` or ``substeps``, or a state that becomes non-finite.
+    """
+    x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)
+    if x.shape[1] != physics.n_x or steps < 2 or substeps < 1:
+        raise ValueError(f"Need x0 of {physics.n_x} numbers, steps >= 2 and substeps >= 1; got {x.shape[1]}, {steps} "
+                         f"and {substeps}.")
+    h = dt / substeps
+    states = [x[0]]
+    with torch.no_grad():
+        for k in range(steps - 1):
+            for j in range(substeps):
+                t0 = k * dt + j * h
+                u = signal(torch.tensor([t0, t0 + 0.5 * h, t0 + h], dtype=torch.float64))
+                k1 = physics(x, u[:1])
+                k2 = physics(x + 0.5 * h * k1, u[1:2])
+                k3 = physics(x + 0.5 * h * k2, u[1:2])
+                k4 = physics(x + h * k3, u[2:3])
+                x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"The simulated plant became non-finite at sample {k + 1}; soften the input.")
+            states.append(x[0])
+        inputs = signal(torch.arange(steps, dtype=torch.float64) * dt)
+    return torch.stack(states), inputs
 
 
 def smooth_signal(steps: int, dt: float, amplitude: float, max_hz: float, seed: int, n_tones: int = 8) -> Tensor:

@@ -37,7 +37,7 @@ import os
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -196,11 +196,11 @@ class WindowSolver:
         new = OuterValues.of(self.estimator, 0 if self._values is None else self._values.version)
         old = self._values
         same = old is not None and all(np.array_equal(getattr(old, f), getattr(new, f))
-                                       for f in ("arrival_mean", "arrival_precision", "physics"))
+                                       for f in ("arrival_mean", "arrival_precision", "physics", "output"))
         if same and old.residual is not None:
             same = all(torch.equal(old.residual[k], new.residual[k]) for k in old.residual)
         if not same:
-            new = OuterValues(new.version + 1, new.arrival_mean, new.arrival_precision, new.physics, new.residual)
+            new = replace(new, version=new.version + 1)
             self._values = new
         return self._values
 

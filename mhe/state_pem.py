@@ -104,10 +104,10 @@ def fit_on_states(model: StateSpaceModel, states: np.ndarray, inputs: np.ndarray
                          f"with physics={model.physics is not None} and residual={model.residual is not None}.")
     states, inputs = np.asarray(states, dtype=np.float64), np.asarray(inputs, dtype=np.float64)
     q = np.asarray(process_std, dtype=np.float64)
-    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (len(states), model.n_u) \
+    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (len(states), model.n_u_step) \
             or q.shape != (model.n_x,) or not (q > 0).all():
-        raise ValueError(f"Need states (T, {model.n_x}), inputs (T, {model.n_u}) and {model.n_x} positive process_std; "
-                         f"got {states.shape}, {inputs.shape} and {q.shape}.")
+        raise ValueError(f"Need states (T, {model.n_x}), step inputs (T, {model.n_u_step}) and {model.n_x} positive "
+                         f"process_std; got {states.shape}, {inputs.shape} and {q.shape}.")
     params = model.physics.params
     names, free = params.names, params.free_names
     current = dict(zip(names, CasadiDynamics.parameter_values(model)))
@@ -119,7 +119,7 @@ def fit_on_states(model: StateSpaceModel, states: np.ndarray, inputs: np.ndarray
     count = x.shape[1]
 
     dyn = CasadiDynamics(model, build_dir="build/state_pem")
-    xs, us, xns = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u), cs.SX.sym("xn", model.n_x)
+    xs, us, xns = cs.SX.sym("x", model.n_x), cs.SX.sym("u", model.n_u_step), cs.SX.sym("xn", model.n_x)
     theta, fixed = cs.SX.sym("theta", len(free)), cs.SX.sym("p", len(names))
     p = cs.vertcat(*[theta[free.index(n)] if n in free else fixed[i] for i, n in enumerate(names)])
     r = (xns - dyn.step(xs, us, cs.SX.zeros(model.n_w), p)) / (model.dt * q)

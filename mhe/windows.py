@@ -24,11 +24,14 @@ class Windows:
         u: inputs ``u~_0..u~_{N-1}``, shape (M, N, n_u), float64.
         y: outputs ``y~_1..y~_N``, shape (M, N, n_y), float64.
         start: index of each window's first sample in its recording, shape (M,).
+        u_end: the input row at the prediction instant, ``u~_N``, shape (M, n_u), or None: what an output
+            map that reads the input (`mhe.output.OutputMap.feedthrough`) needs at ``x^_N``.
     """
 
     u: Tensor
     y: Tensor
     start: Tensor
+    u_end: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.u.ndim != 3 or self.y.ndim != 3 or self.u.shape[:2] != self.y.shape[:2]:
@@ -36,6 +39,9 @@ class Windows:
                              f"got {tuple(self.u.shape)} and {tuple(self.y.shape)}.")
         if self.start.shape != self.u.shape[:1]:
             raise ValueError(f"start must have shape (M,) = ({self.u.shape[0]},); got {tuple(self.start.shape)}.")
+        if self.u_end is not None and self.u_end.shape != (self.u.shape[0], self.u.shape[2]):
+            raise ValueError(f"u_end must have shape (M, n_u) = {(self.u.shape[0], self.u.shape[2])}; got "
+                             f"{tuple(self.u_end.shape)}.")
 
     def __len__(self) -> int:
         return self.u.shape[0]
@@ -47,7 +53,8 @@ class Windows:
 
     def __getitem__(self, index: Tensor | slice | list[int]) -> "Windows":
         """The windows at ``index`` (indices, mask or slice)."""
-        return Windows(self.u[index], self.y[index], self.start[index])
+        u_end = None if self.u_end is None else self.u_end[index]
+        return Windows(self.u[index], self.y[index], self.start[index], u_end)
 
 
 def _as_table(value: object, name: str) -> Tensor:
@@ -78,7 +85,7 @@ def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1,
 
     Returns:
         The `Windows` starting at ``0, stride, 2 stride, ...`` that fit in the recording
-        (and span no break).
+        (and span no break), with the input row at each window's last sample (`Windows.u_end`).
 
     Raises:
         ValueError: for NaN or Inf rows, a different number of input and output rows,
@@ -103,4 +110,4 @@ def make_windows(inputs: object, outputs: object, horizon: int, stride: int = 1,
             raise ValueError(f"No stretch between the breaks {list(breaks)[:5]} of the recording holds N + 1 = "
                              f"{horizon + 1} samples; shorten the horizon or supply longer stretches.")
     k = start[:, None] + torch.arange(horizon)[None, :]
-    return Windows(u[k], y[k + 1], start)
+    return Windows(u[k], y[k + 1], start, u[start + horizon])
