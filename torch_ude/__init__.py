@@ -1,7 +1,7 @@
 """torch-ude: universal differential equations, trained solver-free by Lie-Taylor jet matching."""
 __version__ = "0.1.0"
 
-from .export import export_field as export_field, load_field as load_field
+from .export import LoadedField as LoadedField, export_field as export_field, load_field as load_field
 from .field import FieldJet as FieldJet, HybridField as HybridField
 from .jet import JetLoss as JetLoss, JetResult as JetResult
 from .metrics import (
@@ -34,7 +34,7 @@ __all__ = [
     "HybridField", "FieldJet", "TanhMLP", "JetLoss", "JetResult",
     "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2",
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
-    "rk4_step", "rk4_rollout", "export_field", "load_field", "fit_residual", "Library", "ResidualEquations",
+    "rk4_step", "rk4_rollout", "export_field", "load_field", "LoadedField", "fit_residual", "Library", "ResidualEquations",
     "System", "VectorField", "SinglePendulum", "DoublePendulum", "FrictionPendulum", "Simulator", "simulate",
     "ControlledField", "TorquePendulumModel", "read_log", "RecordedLog", "prediction_errors", "rk4_input_rollout",
 ]

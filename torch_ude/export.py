@@ -17,6 +17,8 @@ A field with the residual's linear term (``HybridField(..., linear=True)``) expo
 TorchScript like any other; its sidecar says ``"linear": true`` (and ``"input_affine": true``
 when the inputs enter through it alone), and the C port (`microcontroller.generate`), which has
 no linear term, refuses it.
+`load_field` returns a `LoadedField`: ``F(x, u)`` on separate states and inputs, RK4 rollouts with a
+recorded input, and the interface `torch_ude.prediction` scores (it also unpacks as ``(program, sidecar)``).
 TorchScript is deprecated upstream in favour of ``torch.export``; it is kept here
 because a TorchScript file loads in any libtorch without Python, and its deprecation
 warnings are silenced around the calls that trigger them.
@@ -24,18 +26,23 @@ warnings are silenced around the calls that trigger them.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from . import __version__
 from .atomic import atomic_path, write_text_atomic
+from .envelope import outside as envelope_outside
 from .field import HybridField
-from .systems.base import System
+from .input_map import InputMap
+from .prediction import rk4_input_rollout
+from .systems.base import System, check_states
 
-__all__ = ["export_field", "load_field", "FIELD_FILE", "SIDECAR_FILE"]
+__all__ = ["export_field", "load_field", "LoadedField", "FIELD_FILE", "SIDECAR_FILE"]
 
 FIELD_FILE = "field.pt"
 SIDECAR_FILE = "field.json"
@@ -154,26 +161,184 @@ def export_field(field: HybridField, directory: str | Path, system: System, case
     return pt_path, json_path
 
 
-def load_field(directory: str | Path) -> tuple[torch.jit.ScriptModule, dict]:
-    """Load an exported field.
+def _no_model(folder: Path, missing: Path) -> str:
+    """Why ``folder`` holds no exported field: its run's ``metrics.json`` status, or no run at all."""
+    metrics = folder / "metrics.json"
+    try:
+        record = json.loads(metrics.read_text()) if metrics.is_file() else None
+    except (OSError, ValueError):
+        record = None
+    status = record.get("status") if isinstance(record, dict) else None
+    if status == "failed":
+        return (f"the run in {folder} has no trained model: its metrics.json says \"failed\" ({record.get('reason')}); "
+                f"train it again (torch-ude fit) before loading or scoring it.")
+    if status == "running":
+        return (f"the run in {folder} has no trained model yet: its metrics.json says \"running\" (a run in progress, "
+                f"or one that was killed: run its torch-ude fit command again to resume it).")
+    return f"{missing} does not exist; export a field there with export_field() (every torch-ude fit run writes one)."
+
+
+class LoadedField(NamedTuple):
+    """An exported field as a user object: ``F(x, u)`` on separate states and inputs, rollouts, and the
+    interface `torch_ude.prediction.prediction_errors` reads (``evaluate_unchecked``, ``n_states``,
+    ``n_inputs``, ``dtype``, ``input_map``, ``envelope``, ``outside``).
+
+    It unpacks as ``(program, sidecar)``, the pair `load_field` returned before it was an object.
+
+    Attributes:
+        program: the TorchScript program of ``field.pt``: ``(N, n + n_u)`` rows (states, then
+            inputs) in `dtype` -> ``(N, n)`` time derivatives.
+        sidecar: ``field.json`` as a dictionary (plant, scales, layer sizes, envelope, run settings).
+    """
+
+    program: torch.jit.ScriptModule
+    sidecar: dict
+
+    @property
+    def n_states(self) -> int:
+        """``n``, the states."""
+        return len(self.sidecar["state_names"])
+
+    @property
+    def n_inputs(self) -> int:
+        """``n_u``, the recorded inputs (0 for an autonomous field)."""
+        return len(self.sidecar.get("input_names", ()))
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The state names, in the field's order."""
+        return tuple(self.sidecar["state_names"])
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The input names, in the field's order (empty without inputs)."""
+        return tuple(self.sidecar.get("input_names", ()))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the program computes in (its states and inputs must have it)."""
+        return getattr(torch, self.sidecar["dtype"])
+
+    @property
+    def input_map(self) -> InputMap:
+        """The network's input map ``z = phi(x, u)`` (`torch_ude.input_map`): periodic and invariant states."""
+        return InputMap(self.n_states, self.n_inputs, self.sidecar.get("periodic", ()),
+                        self.sidecar.get("invariant", ()))
+
+    @property
+    def envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        """``(low, high, margin)`` of the trust envelope in the network's inputs ``z`` (each (width,)), or None."""
+        env = self.sidecar.get("envelope")
+        if env is None:
+            return None
+        return tuple(torch.tensor(env[k], dtype=self.dtype) for k in ("low", "high", "margin"))
+
+    def _check(self, x: object, u: object) -> None:
+        check_states(x, self.n_states, "x", dtype=self.dtype)
+        if self.n_inputs == 0:
+            if u is not None:
+                raise ValueError("u was given but this field has no inputs (it computes F(x)); call it with x alone.")
+            return
+        if u is None:
+            raise ValueError(f"this field reads {self.n_inputs} recorded input(s) {list(self.input_names)}: pass u of "
+                             f"shape (N, {self.n_inputs}) beside the states.")
+        check_states(u, self.n_inputs, "u", dtype=self.dtype)
+        if u.shape[0] != x.shape[0]:
+            raise ValueError(f"u must have one row per state: {x.shape[0]} rows; got {u.shape[0]}.")
+
+    def evaluate(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """``F(x, u)`` (``F(x)`` without inputs), validated.
+
+        Args:
+            x: states, (N, n), in `dtype`, finite.
+            u: inputs, (N, n_u), in `dtype`; None for a field without inputs.
+
+        Returns:
+            Time derivatives of the states, (N, n) (units of the states per second).
+
+        Raises:
+            TypeError, ValueError: for a wrong shape, dtype or non-finite value (one line each).
+        """
+        self._check(x, u)
+        return self.evaluate_unchecked(x, u)
+
+    __call__ = evaluate
+
+    def evaluate_unchecked(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """`evaluate` without validation, for the library's loops (the program still checks shape and dtype)."""
+        with torch.no_grad():
+            return self.program(x if u is None or self.n_inputs == 0 else torch.cat((x, u), dim=1))
+
+    def outside(self, x: Tensor, u: Tensor | None = None) -> Tensor:
+        """Which states (N, n) [with inputs (N, n_u)] lie outside the trust envelope, (N,) bool; all False
+        without one (`torch_ude.envelope.outside`)."""
+        env = self.envelope
+        if env is None:
+            return torch.zeros(x.shape[0], dtype=torch.bool)
+        scale = torch.tensor(self.sidecar["in_scale"], dtype=self.dtype)
+        u_scale = torch.tensor(self.sidecar["input_scale"], dtype=self.dtype) if self.n_inputs else None
+        return envelope_outside(self.input_map(x, u if self.n_inputs else None, scale, u_scale), env[0], env[1])
+
+    def rollout(self, x0: Tensor, inputs: Tensor | None, h: float, steps: int | None = None) -> Tensor:
+        """Simulate from ``x0`` with recorded inputs by classical RK4 (inputs interpolated linearly over a
+        step, `torch_ude.prediction.rk4_input_rollout`).
+
+        Args:
+            x0: the initial state, (n,) or (B, n), in `dtype`.
+            inputs: the inputs at the step times ``t_0 .. t_K``, (K + 1, n_u) or (K + 1, B, n_u); None
+                for a field without inputs (then ``steps`` gives K).
+            h: the step in s (the log's sample period: ``1 / fs``).
+            steps: K for a field without inputs; ignored otherwise.
+
+        Returns:
+            The trajectory including ``x0``, (K + 1, n) or (K + 1, B, n).
+
+        Raises:
+            ValueError, TypeError: for shapes, dtypes or a step that do not fit the field.
+        """
+        single = x0.dim() == 1
+        x = x0.reshape(1, -1) if single else x0
+        check_states(x, self.n_states, "x0", dtype=self.dtype)
+        if not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+            raise ValueError(f"h (the step in s) must be a positive number; got {h!r}.")
+        if self.n_inputs:
+            if inputs is None:
+                raise ValueError(f"this field reads {self.n_inputs} input(s): pass inputs of shape (K + 1, "
+                                 f"{self.n_inputs}) at the step times.")
+            u = inputs.unsqueeze(1) if single and inputs.dim() == 2 else inputs
+            if u.dim() != 3 or u.shape[1:] != (x.shape[0], self.n_inputs) or u.dtype != self.dtype:
+                raise ValueError(f"inputs must have shape (K + 1, {self.n_inputs}) for one state or (K + 1, B, "
+                                 f"{self.n_inputs}) for B states, in {self.dtype}; got {tuple(inputs.shape)}, "
+                                 f"{inputs.dtype}.")
+        else:
+            if steps is None or int(steps) < 1:
+                raise ValueError("a field without inputs needs steps (K >= 1) to simulate.")
+            u = torch.zeros(int(steps) + 1, x.shape[0], 0, dtype=self.dtype)
+        traj = rk4_input_rollout(self.evaluate_unchecked, x, u, float(h))
+        return traj[:, 0] if single else traj
+
+
+def load_field(path: str | Path) -> LoadedField:
+    """Load an exported field as a user object (`LoadedField`).
 
     Args:
-        directory: the folder holding ``field.pt`` and ``field.json``.
+        path: a run folder holding ``field.pt`` and ``field.json``, or the path of either file.
 
     Returns:
-        ``(module, sidecar)``: the TorchScript module, ``(N, n) -> (N, n)`` in the
-        sidecar's ``dtype`` (it rejects other shapes and dtypes, see the module doc), and
-        the sidecar dictionary.
+        The `LoadedField`; ``program, sidecar = load_field(path)`` unpacks it into the TorchScript
+        module (rows of states then inputs, in the sidecar's ``dtype``) and the sidecar dictionary.
 
     Raises:
-        FileNotFoundError: if either file is missing.
+        FileNotFoundError: if either file is missing; for a run folder whose ``metrics.json`` says
+            ``"failed"`` or ``"running"``, the message says the run has no trained model and why.
     """
-    folder = Path(directory)
+    given = Path(path)
+    folder = given.parent if given.name in (FIELD_FILE, SIDECAR_FILE) and given.is_file() else given
     pt_path, json_path = folder / FIELD_FILE, folder / SIDECAR_FILE
     for p in (pt_path, json_path):
         if not p.is_file():
-            raise FileNotFoundError(f"{p} does not exist; export a field there with export_field().")
+            raise FileNotFoundError(_no_model(folder, p))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
         module = torch.jit.load(str(pt_path))
-    return module, json.loads(json_path.read_text())
+    return LoadedField(module, json.loads(json_path.read_text()))
