@@ -1,7 +1,8 @@
 """The ``torch-ude`` console script: LightningCLI over every trainer of the project.
 
 ``torch-ude fit --config configs/pendulum_case_a.yaml [--data.noise 0.02] [--seed_everything 3]``
-trains; ``validate`` and ``test`` evaluate a checkpoint (``--ckpt_path``). The model
+trains; ``validate`` and ``test`` evaluate a checkpoint (``--ckpt_path``); ``torch-ude score RUN
+--files A.csv ...`` scores a trained model on any recorded logs (`torch_ude.score`). The model
 and the data module are chosen in YAML by ``class_path``, so any importable
 LightningModule / LightningDataModule (and any `System` plant) works unchanged.
 
@@ -288,8 +289,8 @@ class TorchUdeCLI(LightningCLI):
         return trainer
 
 
-def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
-    """Run the CLI.
+def main(args: list[str] | None = None, run: bool = True) -> LightningCLI | dict:
+    """Run the CLI (``score``: `torch_ude.score.main`, which returns its result dictionary).
 
     Args:
         args: command-line arguments (default ``sys.argv[1:]``); nested overrides holding null,
@@ -307,6 +308,9 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
         RuntimeError: (`torch_ude.training.run_folder.FolderInUseError`) for a run folder in use.
     """
     given = sys.argv[1:] if args is None else list(args)
+    if given[:1] == ["score"]:  # not a Lightning subcommand: its own parser (torch_ude.score)
+        from .score import main as score_main
+        return score_main(given[1:])
     check_files(given)
     nested = nest_override_values(given)
     saved_argv = sys.argv

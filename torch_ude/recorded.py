@@ -26,7 +26,10 @@ Jittery time stamps are handled by **resampling each segment onto the nominal gr
 recorded at ``fs`` (or a multiple) with a jitter of a few percent of a step, each grid value
 is within that jitter of a real sample, so interpolation moves a value by at most
 ``jitter * |xdot|`` and leaves the noise white; a file recorded faster is thus decimated
-without an anti-alias filter (which would colour the noise the estimator measures). Short
+without an anti-alias filter (which would colour the noise the estimator measures). A
+file at any other rate is read with ``antialias`` (``torch-ude score`` reads so): it is
+interpolated onto a grid ``k`` times finer than the nominal one and low-pass filtered before the
+decimation by ``k`` (`resample_segment`), and a file slower than ``fs`` is interpolated. Short
 gaps up to ``max_gap`` are bridged by the same interpolation, as the live stream bridges
 dropped samples (`torch_ude.stream`).
 """
@@ -43,8 +46,10 @@ from pathlib import Path
 
 import numpy as np
 import scipy.io
+import scipy.signal
 
-__all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "read_npz_arrays", "RATE_TOLERANCE"]
+__all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "read_npz_arrays", "resample_segment",
+           "RATE_TOLERANCE"]
 
 #: Relative disagreement allowed between the median time step and ``1 / (k fs)``.
 RATE_TOLERANCE = 0.02
@@ -67,6 +72,8 @@ class LogReport:
         samples: samples after resampling onto the nominal grid, all segments together.
         trimmed: samples dropped at segment ends where no centred velocity window fits
             (position-only logs, `torch_ude.position_only.with_velocities`).
+        antialiased: whether the file was low-pass filtered before decimation (`read_log` with
+            ``antialias``; ``decimation`` is then the factor of `resample_segment`).
     """
 
     file: str
@@ -80,6 +87,7 @@ class LogReport:
     decimation: int = 1
     samples: int = 0
     trimmed: int = 0
+    antialiased: bool = False
 
 
 @dataclass
@@ -258,7 +266,7 @@ def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequence[str] = (), fs: float = 100.0,
-             max_gap: float | None = None) -> RecordedLog:
+             max_gap: float | None = None, antialias: bool | str = False) -> RecordedLog:
     """Read, validate, split and resample one log (module doc).
 
     Args:
@@ -267,8 +275,15 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
         states: the state columns, in the order of the known model's state.
         inputs: the input columns (the known model's inputs), possibly none.
         fs: the nominal rate in Hz; the file's median rate must be ``k * fs``, k = 1, 2, ...
+            (any rate with ``antialias``).
         max_gap: the longest step, in s, bridged by interpolation; a longer one splits the
-            log. None: 5.5 nominal steps (as the live stream bridges up to 5 dropped samples).
+            log. None: 5.5 nominal steps (with ``antialias``: 5.5 nominal steps or 5.5 of the
+            file's median steps, whichever is longer).
+        antialias: False: the rate rule above. True: a file at any rate is accepted (module doc,
+            `resample_segment`); a faster file is low-pass filtered before it is decimated to
+            ``fs``, a slower one interpolated. ``"other_rates"``: any rate is accepted, but a file at
+            ``k * fs`` is read as with False (so a score equals the one its run computed), and only
+            files at other rates are filtered.
 
     Returns:
         The `RecordedLog`; its ``report`` counts rejected rows, gaps and segments.
@@ -318,12 +333,18 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
     ratio = 1.0 / (dt * fs)
     k = round(ratio)
     report.dt_median, report.decimation = dt, max(k, 1)
-    if k < 1 or abs(ratio - k) > RATE_TOLERANCE * k:
+    if antialias not in (False, True, "other_rates"):
+        raise ValueError(f"antialias must be False, True or 'other_rates'; got {antialias!r}.")
+    multiple = k >= 1 and abs(ratio - k) <= RATE_TOLERANCE * k
+    if not antialias and not multiple:
         divisors = ", ".join(f"{1 / (dt * j):.6g}" for j in (1, 2, 3, 4, 5))
         raise ValueError(f"{path}: the time stamps have a median step of {dt:.6g} s ({1 / dt:.6g} Hz), which is "
                          f"not the nominal rate data.fs = {fs:g} Hz or an integer multiple of it; set data.fs to "
                          f"the file's rate or a divisor of it ({divisors} Hz).")
-    limit = 5.5 / fs if max_gap is None else float(max_gap)
+    if antialias is True or (antialias and not multiple):
+        report.decimation = max(1, math.ceil(ratio - RATE_TOLERANCE))
+        report.antialiased = report.decimation > 1
+    limit = (5.5 * max(1.0 / fs, dt if antialias else 0.0)) if max_gap is None else float(max_gap)
     long = step > limit
     report.gaps = int(long.sum())
     report.bridged = int(((step > 1.5 * dt) & ~long).sum())
@@ -334,11 +355,39 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
         count = int(math.floor((ts[-1] - ts[0]) * fs + 1e-9)) + 1
         if count < 2:
             continue  # an isolated sample between two gaps: no window fits it
-        grid = ts[0] + np.arange(count) / fs
-        values = np.stack([np.interp(grid, ts, piece[:, j]) for j in range(1, piece.shape[1])], axis=1)
+        values = resample_segment(ts, piece[:, 1:], fs, count, report.decimation if report.antialiased else 1)
         log.segments.append(values)
         log.starts.append(float(ts[0]))
     if not log.segments:
         raise ValueError(f"{path}: no stretch of the log between gaps holds two samples at {fs:g} Hz.")
     report.segments, report.samples = len(log.segments), log.samples
     return log
+
+
+def resample_segment(t: np.ndarray, values: np.ndarray, fs: float, count: int, decimation: int = 1) -> np.ndarray:
+    """One segment of a log on the nominal grid ``t_0 + j / fs``, ``j = 0 .. count - 1``.
+
+    With ``decimation`` 1, each grid value is the linear interpolation between the two neighbouring
+    samples (module doc: no filter, the noise stays white). With ``decimation`` k > 1 (a file faster
+    than ``fs``, `read_log` with ``antialias``), the segment is first interpolated linearly onto the
+    finer grid ``t_0 + i / (k fs)`` (which absorbs jitter and any rate up to ``k fs``), then
+    low-pass filtered and decimated by k by ``scipy.signal.resample_poly`` (a Kaiser-windowed FIR with
+    its cut-off at the new Nyquist frequency, delay compensated, edges padded by a fitted line), so
+    content above ``fs / 2`` does not fold onto the grid.
+
+    Args:
+        t: the sample times of the segment in s, (T,), increasing.
+        values: the samples, (T, c), float64.
+        fs: the nominal rate in Hz.
+        count: grid points to return.
+        decimation: k, fine-grid points per nominal step.
+
+    Returns:
+        The values on the nominal grid, (count, c), float64.
+    """
+    k = int(decimation)
+    grid = t[0] + np.arange((count - 1) * k + 1) / (k * fs)
+    fine = np.stack([np.interp(grid, t, values[:, j]) for j in range(values.shape[1])], axis=1)
+    if k == 1:
+        return fine
+    return scipy.signal.resample_poly(fine, 1, k, axis=0, padtype="line")[:count]

@@ -1,0 +1,425 @@
+"""``torch-ude score``: a trained model's prediction errors on any recorded logs, per file and pooled.
+
+    torch-ude score RUN_OR_FIELD --files A.csv B.mat ... [--horizons 0.5 1 5] [--per-channel]
+                    [--config CONFIG] [--out DIR] [--tensorboard]
+
+``RUN_OR_FIELD`` is a run folder of ``torch-ude fit`` (jet matching or the RK4 baseline) or its
+``field.pt`` (`torch_ude.export.load_field`). The files are read with the columns, the nominal rate
+``fs`` and the velocity derivation the model was trained with (recorded in its ``field.json``;
+``--time``, ``--states``, ``--inputs``, ``--fs`` name them for a model trained on a simulated
+plant), at any rate: a file at an integer multiple of ``fs`` is read as training reads its files
+(so a run's validation file scores what its ``metrics.json`` says), a file at any other rate is
+low-pass filtered before it is decimated to ``fs`` (``--antialias``: every faster file), a slower
+one interpolated (`torch_ude.recorded.read_log` with ``antialias``). Each file is scored
+by `torch_ude.prediction.prediction_errors`: the one-step NRMSE and the open-loop NRMSE at every
+horizon (angles of the plant's periodic states compared on the circle) and the share of its samples
+outside the model's trust envelope; the pooled row scores all files together. A horizon longer
+than every segment of a file is reported as too short for it, never dropped silently.
+
+Outputs (in ``--out``, default ``RUN/score``): ``score.json`` (settings, per-file and pooled
+errors, what reading each file found), one figure per file (``<file stem>.png``: the open-loop
+rollouts at the shortest horizon the file holds against the measured states, the samples outside
+the envelope shaded), and with ``--tensorboard`` the same figures and numbers as TensorBoard events
+under ``OUT/tensorboard``.
+
+It refuses, in one line (``torch-ude: error: ...``, exit status 2), what it cannot score honestly:
+a run with no trained model (its ``metrics.json`` says ``"failed"`` or ``"running"``), a
+``field.pt`` whose network does not match its ``field.json``, and, with ``--config`` (the config
+the user means the model to be), a model of another plant, case, known model, state or input
+layout, or network shape; also column names whose count differs from the model's states or inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from matplotlib.figure import Figure
+
+from .export import LoadedField, load_field
+from .atomic import write_text_atomic
+from .position_only import VelocityFromPosition, velocity_name, with_velocities
+from .prediction import open_loop_rollouts, prediction_errors
+from .recorded import RecordedLog, read_log
+
+__all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
+           "score_table", "rollout_figure", "score", "main", "SCORE_FILE", "DEFAULT_HORIZONS"]
+
+SCORE_FILE = "score.json"
+#: Open-loop horizons in s when ``--horizons`` is not given (the recorded-log trainers' default).
+DEFAULT_HORIZONS = (1.0, 5.0)
+
+
+@dataclass
+class LogColumns:
+    """How to read a log for a model: the columns, the model's grid and the velocity derivation.
+
+    Attributes:
+        time: the time column (s).
+        states: the state columns (the positions only with ``velocity_from_position``).
+        inputs: the input columns.
+        fs: the model's nominal rate in Hz (every file is resampled onto it).
+        max_gap: the longest step bridged in s, or None (`torch_ude.recorded.read_log`).
+        velocity_from_position: the velocity derivation of a position-only log, or None.
+    """
+
+    time: str
+    states: list[str]
+    inputs: list[str]
+    fs: float
+    max_gap: float | None = None
+    velocity_from_position: VelocityFromPosition | None = None
+
+
+def _run_data(field: LoadedField) -> dict:
+    """The data settings the model's run recorded (``field.json`` -> extra -> config -> data), or {}."""
+    data = (field.sidecar.get("extra") or {}).get("config", {}).get("data", {})
+    return data if isinstance(data, dict) else {}
+
+
+def columns_of(field: LoadedField, time: str | None = None, states: Sequence[str] | None = None,
+               inputs: Sequence[str] | None = None, fs: float | None = None) -> LogColumns:
+    """The columns and grid to read logs with for ``field``: the run's recorded settings, replaced by
+    any given here.
+
+    Raises:
+        ValueError: when a setting is neither recorded nor given (a model of a simulated plant: name
+            ``--time``, ``--states``, ``--fs``), or when the given columns do not match the model's
+            number of states or inputs.
+    """
+    data = _run_data(field)
+    vfp = data.get("velocity_from_position")
+    vfp = VelocityFromPosition(**vfp) if isinstance(vfp, dict) else None
+    time = time or data.get("time")
+    states = list(states) if states is not None else data.get("states")
+    inputs = list(inputs) if inputs is not None else data.get("inputs", list(field.input_names))
+    fs = fs if fs is not None else data.get("fs")
+    missing = [f"--{name}" for name, value in (("time", time), ("states", states), ("fs", fs)) if value is None]
+    if missing:
+        raise ValueError(f"the model's field.json records no log columns or rate (it was trained on a simulated plant "
+                         f"or by an older torch-ude); name them with {' '.join(missing)} (its states are "
+                         f"{list(field.state_names)}).")
+    if not (isinstance(fs, (int, float)) and math.isfinite(fs) and fs > 0):
+        raise ValueError(f"--fs (the model's grid in Hz) must be a positive number; got {fs!r}.")
+    n_read = field.n_states // 2 if vfp is not None else field.n_states
+    if len(states) != n_read or len(inputs) != field.n_inputs:
+        raise ValueError(f"the model reads {n_read} state column(s) and {field.n_inputs} input column(s) "
+                         f"({list(field.state_names)}, inputs {list(field.input_names)}); got states {list(states)} "
+                         f"and inputs {list(inputs)}: name columns of the model's layout with --states/--inputs.")
+    return LogColumns(str(time), list(states), list(inputs), float(fs), data.get("max_gap"), vfp)
+
+
+def check_network(field: LoadedField) -> None:
+    """Check that ``field.pt``'s network has the layer sizes its ``field.json`` records.
+
+    Raises:
+        ValueError: for a ``field.pt`` of another network (e.g. copied beside another run's sidecar).
+    """
+    weights = sorted((k, v) for k, v in field.program.state_dict().items() if ".mlp.weight" in k)
+    widths = [int(v.shape[0]) for _, v in sorted(weights, key=lambda kv: int(kv[0].rsplit("weight", 1)[1]))]
+    recorded = list(field.sidecar.get("layer_sizes", []))[1:]
+    if widths != recorded:
+        raise ValueError(f"field.pt holds a network with layer widths {widths} but its field.json records "
+                         f"{recorded}: the two files come from different runs; export the run again (torch-ude fit).")
+
+
+def _class_of(spec: object) -> type | None:
+    """The class a ``{"class_path": ...}`` spec names (None when it names none that imports)."""
+    path = spec.get("class_path") if isinstance(spec, dict) else None
+    if not isinstance(path, str) or "." not in path:
+        return None
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def check_against_config(field: LoadedField, config: str | Path) -> None:
+    """Refuse a model that is not the one ``config`` describes (module doc).
+
+    Compared: the plant (simulated: its class and case; recorded: the known model's class), the state
+    and input columns, and the network's hidden widths, linear term and input-affine form
+    (``model.init_args``; absent keys take the trainers' defaults: ``[16, 16]``, off, off).
+
+    Raises:
+        ValueError: naming the first setting that differs, the model's value and the config's.
+    """
+    path = Path(config)
+    if not path.is_file():
+        raise FileNotFoundError(f"the config {config} given as --config does not exist; pass the YAML the model was "
+                                f"trained with (configs/...).")
+    content = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = (content.get("data") or {}).get("init_args") or {}
+    model = (content.get("model") or {}).get("init_args") or {}
+    plant = field.sidecar.get("plant") or {}
+    mine = plant.get("init_args") or {}
+    fix = f"score the model with the config it was trained with, or train one with {config}"
+
+    def refuse(what: str, ours: object, theirs: object) -> None:
+        raise ValueError(f"the model is not the one {config} describes: its {what} is {ours!r}, the config's is "
+                         f"{theirs!r}; {fix}.")
+
+    if "known" in data:  # a recorded log: the known model's class and the columns
+        known, ours = _class_of(data["known"]), _class_of(mine.get("known"))
+        if known is not ours:
+            refuse("known model", (mine.get("known") or {}).get("class_path"), data["known"].get("class_path"))
+        states = list(data.get("states", ["position", "velocity"]))
+        if data.get("velocity_from_position") is not None:
+            states += [velocity_name(c) for c in states]
+        if states != list(mine.get("states", [])):
+            refuse("state layout", mine.get("states"), states)
+        if list(data.get("inputs", [])) != list(mine.get("inputs", [])):
+            refuse("input layout", mine.get("inputs"), data.get("inputs"))
+    elif "system" in data:  # a simulated plant: its class and case
+        if _class_of(data["system"]) is not _class_of(plant):
+            refuse("plant", plant.get("class_path"), data["system"].get("class_path"))
+        case = str(data.get("case", "A")).upper()
+        if case != str(field.sidecar.get("case", "")).upper():
+            refuse("case", field.sidecar.get("case"), case)
+    hidden = list(model.get("hidden", [16, 16]))
+    if hidden != list(field.sidecar.get("layer_sizes", []))[1:-1]:
+        refuse("network's hidden widths (model.hidden)", list(field.sidecar["layer_sizes"])[1:-1], hidden)
+    for key in ("linear", "input_affine"):
+        if bool(model.get(key, False)) != bool(field.sidecar.get(key, False)):
+            refuse(f"model.{key}", bool(field.sidecar.get(key, False)), bool(model.get(key, False)))
+
+
+def read_scored_log(path: str | Path, columns: LogColumns, antialias: bool = False) -> RecordedLog:
+    """One log on the model's grid, at any file rate, with derived velocities where the model was trained so.
+
+    A file at an integer multiple of the grid's rate is read exactly as training reads its files (so a
+    run's own validation file scores what its ``metrics.json`` says), a file at any other rate is
+    low-pass filtered before decimation (`torch_ude.recorded.read_log` with ``antialias="other_rates"``);
+    ``antialias`` True filters every faster file.
+    """
+    log = read_log(path, columns.time, columns.states, columns.inputs, columns.fs, columns.max_gap,
+                   antialias=True if antialias else "other_rates")
+    return log if columns.velocity_from_position is None else with_velocities(log, columns.velocity_from_position)
+
+
+def _periodic(field: LoadedField) -> tuple[int, ...]:
+    """The plant's periodic states (compared on the circle): the recorded plant's declaration, else the
+    states the field reads as (sin, cos)."""
+    names = ((field.sidecar.get("plant") or {}).get("init_args") or {}).get("periodic")
+    if isinstance(names, list) and all(n in field.state_names for n in names):
+        return tuple(field.state_names.index(n) for n in names)
+    return tuple(field.sidecar.get("periodic", ()))
+
+
+def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
+               periodic: Sequence[int]) -> dict:
+    """Prediction errors of ``field`` per log and pooled (`torch_ude.prediction.prediction_errors`).
+
+    Args:
+        field: a `LoadedField` or `torch_ude.field.HybridField`.
+        logs: logs on the field's grid, all with its channels.
+        horizons: open-loop horizons in s.
+        periodic: the state indices compared on the circle.
+
+    Returns:
+        ``{"files": [per log: its report, duration_s, the errors, too_short: the horizons longer than
+        every segment], "pooled": the errors of all logs together}``.
+    """
+    files = []
+    for log in logs:
+        errors = prediction_errors(field, [log], horizons, periodic=periodic)
+        longest = max(s.shape[0] for s in log.segments) / log.fs
+        too_short = [h for h in horizons if errors[f"open_loop_{h:g}s_nrmse"] is None]
+        files.append({"file": log.report.file if log.report else None, "report": log.report,
+                      "duration_s": log.samples / log.fs, "longest_segment_s": longest, "too_short": too_short,
+                      **errors})
+    pooled = prediction_errors(field, list(logs), horizons, periodic=periodic)
+    pooled["too_short"] = [h for h in horizons if pooled[f"open_loop_{h:g}s_nrmse"] is None]
+    return {"files": files, "pooled": pooled}
+
+
+def _cell(value: float | None, short: bool) -> str:
+    if value is None:
+        return "too short" if short else "n/a"
+    return f"{value:.4f}" if math.isfinite(value) else "inf"
+
+
+def score_table(result: dict, horizons: Sequence[float], per_channel: bool = False,
+                channels: Sequence[str] = ()) -> str:
+    """The per-file table and the pooled row as text: file, rate, seconds, one-step and open-loop NRMSE per
+    horizon (``too short`` where no segment of the file spans it), share outside the envelope; with
+    ``per_channel`` one line per channel under each row."""
+    head = ["file", "rate Hz", "s", "one-step"] + [f"{h:g} s" for h in horizons] + ["outside"]
+    rows = []
+
+    def line(name: str, rate: str, seconds: str, errors: dict) -> None:
+        out = errors.get("outside_envelope")
+        rows.append([name, rate, seconds, _cell(errors["one_step_nrmse"], False)]
+                    + [_cell(errors[f"open_loop_{h:g}s_nrmse"], True) for h in horizons]
+                    + ["-" if out is None else f"{100 * out:.1f} %"])
+        if per_channel:
+            for i, c in enumerate(channels):
+                rows.append([f"  {c}", "", "", _cell(errors["one_step_nrmse_per_channel"][i], False)]
+                            + [_cell(None if errors[f"open_loop_{h:g}s_nrmse_per_channel"] is None else
+                                     errors[f"open_loop_{h:g}s_nrmse_per_channel"][i], True) for h in horizons]
+                            + [""])
+
+    for f in result["files"]:
+        report = f["report"]
+        rate = f"{1.0 / report.dt_median:.1f}" if report is not None else "?"
+        line(Path(f["file"]).name if f["file"] else "?", rate, f"{f['duration_s']:.1f}", f)
+    total = sum(f["duration_s"] for f in result["files"])
+    line("all files (pooled)", "", f"{total:.1f}", result["pooled"])
+    widths = [max(len(r[j]) for r in [head, *rows]) for j in range(len(head))]
+    fmt = lambda r: "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, rows)])
+
+
+def rollout_figure(field, log: RecordedLog, horizon: float, title: str = "") -> Figure:
+    """Open-loop rollouts of ``field`` at ``horizon`` s from the measured states against the measured states,
+    one panel per state, the samples outside the trust envelope shaded (backend-free `Figure`).
+
+    Args:
+        field: a `LoadedField` or `torch_ude.field.HybridField` on the log's channels.
+        log: the log on the field's grid.
+        horizon: the rollout length in s (each segment is cut into stretches of it).
+        title: the figure's title.
+    """
+    n, h = log.n_states, 1.0 / log.fs
+    steps = max(1, int(round(horizon * log.fs)))
+    dtype = field.dtype
+    has_inputs = field.n_inputs > 0
+
+    def f(x, u):
+        return field.evaluate_unchecked(x, u) if has_inputs else field.evaluate_unchecked(x)
+
+    fig = Figure(figsize=(9.0, 2.2 * n + 0.6))
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
+    names = log.names[:n]
+    for seg, start in zip(log.segments, log.starts):
+        s = torch.as_tensor(seg, dtype=dtype)
+        t = start + np.arange(seg.shape[0]) * h
+        rows = torch.as_tensor(seg, dtype=dtype)
+        outside = field.outside(rows[:, :n], rows[:, n:] if has_inputs else None).numpy()
+        rollouts = open_loop_rollouts(f, s, n, steps, h)
+        for i, ax in enumerate(axes):
+            ax.plot(t, seg[:, i], color="k", lw=0.8, label="measured" if start == log.starts[0] else None)
+            if outside.any():
+                ax.fill_between(t, 0, 1, where=outside, transform=ax.get_xaxis_transform(), color="tab:red",
+                                alpha=0.15, lw=0, label="outside envelope" if start == log.starts[0] else None)
+            if rollouts is not None:
+                idx, traj = rollouts
+                tt = np.vstack([t[idx.numpy()], np.full((1, idx.shape[1]), np.nan)]).T.reshape(-1)
+                yy = np.vstack([traj[:, :, i].numpy(), np.full((1, idx.shape[1]), np.nan)]).T.reshape(-1)
+                ax.plot(tt, yy, color="tab:blue", lw=1.0,
+                        label=f"open loop, {horizon:g} s" if start == log.starts[0] else None)
+    for ax, name in zip(axes, names):
+        ax.set_ylabel(name)
+    axes[0].legend(loc="upper right", fontsize=7)
+    axes[-1].set_xlabel("time (s)")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one-line `ValueError`s (the console prints them, exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(f"torch-ude score: {message}; see torch-ude score --help.")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="torch-ude score", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="a run folder of torch-ude fit, or its field.pt")
+    ap.add_argument("--files", nargs="+", required=True, help="the logs to score (.csv, .npz, .mat), any rate")
+    ap.add_argument("--horizons", nargs="+", type=float, default=list(DEFAULT_HORIZONS),
+                    help="open-loop horizons in s (default 1 5)")
+    ap.add_argument("--per-channel", action="store_true", help="also print the NRMSE of every state channel")
+    ap.add_argument("--config", help="the training config the model should match (refused if it does not)")
+    ap.add_argument("--out", help="output folder (default: RUN/score)")
+    ap.add_argument("--tensorboard", action="store_true", help="also write the figures and numbers as TensorBoard "
+                                                               "events under OUT/tensorboard")
+    ap.add_argument("--time", help="the time column (default: the run's)")
+    ap.add_argument("--states", nargs="+", help="the state columns (default: the run's)")
+    ap.add_argument("--inputs", nargs="*", help="the input columns (default: the run's)")
+    ap.add_argument("--fs", type=float, help="the model's grid in Hz (default: the run's data.fs)")
+    ap.add_argument("--antialias", action="store_true", help="low-pass filter every file faster than the grid "
+                                                             "before decimation (default: only files whose rate is "
+                                                             "not a multiple of it, as training reads the others)")
+    return ap
+
+
+def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[float] = DEFAULT_HORIZONS,
+          per_channel: bool = False, config: str | Path | None = None, out: str | Path | None = None,
+          tensorboard: bool = False, time: str | None = None, states: Sequence[str] | None = None,
+          inputs: Sequence[str] | None = None, fs: float | None = None, antialias: bool = False) -> dict:
+    """Score a trained model on logs (module doc): print the table, write ``score.json`` and the figures.
+
+    Args: as the command's options (module doc); ``horizons`` in s, ``fs`` in Hz.
+
+    Returns:
+        The contents of ``score.json`` (``"files"``, ``"pooled"``, the settings), with ``"table"``.
+
+    Raises:
+        FileNotFoundError, ValueError: for a run without a trained model, a model the config does not
+            describe, a file that cannot be read or a bad setting, each in one line (module doc).
+    """
+    if any(not (math.isfinite(h) and h > 0) for h in horizons):
+        raise ValueError(f"--horizons must be positive durations in s; got {list(horizons)}.")
+    if not Path(model).exists():
+        raise FileNotFoundError(f"the model {model} does not exist; pass a run folder of torch-ude fit (holding "
+                                f"field.pt and field.json) or its field.pt.")
+    field = load_field(model)
+    check_network(field)
+    if config is not None:
+        check_against_config(field, config)
+    columns = columns_of(field, time, states, inputs, fs)
+    logs = [read_scored_log(f, columns, antialias) for f in files]
+    periodic = _periodic(field)
+    result = score_logs(field, logs, horizons, periodic)
+    folder = Path(model) if Path(model).is_dir() else Path(model).parent
+    target = Path(out) if out is not None else folder / "score"
+    target.mkdir(parents=True, exist_ok=True)
+    stems = [Path(f).stem for f in files]
+    writer = None
+    if tensorboard:
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter(str(target / "tensorboard"))
+    for j, (log, entry) in enumerate(zip(logs, result["files"])):
+        scorable = [h for h in horizons if h not in entry["too_short"]]
+        if not scorable:
+            entry["figure"] = None
+            continue
+        name = stems[j] if stems.count(stems[j]) == 1 else f"{j}_{stems[j]}"
+        fig = rollout_figure(field, log, min(scorable), title=f"{Path(str(files[j])).name}: {min(scorable):g} s "
+                                                              f"open-loop rollouts")
+        fig.savefig(target / f"{name}.png", dpi=110)
+        entry["figure"] = f"{name}.png"
+        if writer is not None:
+            writer.add_figure(f"score/{name}", fig)
+            for key in ("one_step_nrmse", *(f"open_loop_{h:g}s_nrmse" for h in scorable)):
+                writer.add_scalar(f"score/{name}/{key}", entry[key])
+    if writer is not None:
+        writer.close()
+    table = score_table(result, horizons, per_channel, field.state_names)
+    from .training.outputs import to_jsonable  # (the run outputs' JSON conversion: inf, tensors, dataclasses)
+    record = {"model": str(model), "trainer": (field.sidecar.get("extra") or {}).get("trainer"),
+              "fs": columns.fs, "horizons": list(horizons), "periodic": [field.state_names[i] for i in periodic],
+              "columns": columns, "antialias": "every faster file" if antialias else "files at other rates", **result}
+    write_text_atomic(target / SCORE_FILE, json.dumps(to_jsonable(record), indent=2) + "\n")
+    print(table)
+    print(f"torch-ude score: {SCORE_FILE} and {sum(1 for e in result['files'] if e.get('figure'))} figure(s) in "
+          f"{target}")
+    return record | {"table": table, "out": str(target)}
+
+
+def main(argv: Sequence[str]) -> dict:
+    """``torch-ude score`` from command-line arguments (module doc); returns `score`'s result."""
+    args = _parser().parse_args(list(argv))
+    return score(args.model, args.files, args.horizons, args.per_channel, args.config, args.out, args.tensorboard,
+                 args.time, args.states, args.inputs, args.fs, args.antialias)
