@@ -1,6 +1,9 @@
 """The solver baseline under the ``torch-ude`` CLI: a data module of shooting windows and a module.
 
-``torch-ude fit --config configs/baseline_pendulum_case_a.yaml`` trains it; each
+``torch-ude fit --config configs/baseline_pendulum_case_a.yaml`` trains it on a simulated plant,
+``torch-ude fit --config configs/baseline_dfki_pendulum.yaml`` on recorded logs
+(`RecordedShootingDataModule`: the files of a jet-matching config, scored on its validation files
+by prediction errors, `torch_ude.prediction`); each
 training step is one full-batch Adam iteration (`baselines.optimize.ShootingAdam`),
 so ``trainer.max_steps`` is the iteration count. A run writes the same files as
 every trainer of the project (``field.pt``, ``field.json``, ``metrics.json``, see
@@ -10,6 +13,7 @@ so a killed run resumes exactly (``--ckpt_path``).
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import time
@@ -20,21 +24,23 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, IterableDataset
 
-from torch_ude.calibration import noise_adaptive_weight_decay
+from torch_ude.calibration import Calibration, calibrate, noise_adaptive_weight_decay
+from torch_ude.field import HybridField
 from torch_ude.metrics import evaluate_field, evaluation_states
 from torch_ude.systems.base import System
 from torch_ude.systems.pendulum import SinglePendulum
 from torch_ude.systems.simulate import Recording, simulate
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import RunOutputs, residual_figure, tensor_bytes
+from torch_ude.training.recorded import RecordedDataModule
 from torch_ude.training.resume import check_extends
 
 from .initialization import initial_field, stream_calibration
 from .optimize import ShootingAdam
 from .shooting import ShootingObjective
-from .windows import ShootingWindows, observe, shooting_windows
+from .windows import ShootingWindows, observe, recorded_observations, shooting_windows
 
-__all__ = ["ShootingDataModule", "ShootingModule"]
+__all__ = ["ShootingDataModule", "RecordedShootingDataModule", "ShootingModule"]
 
 
 class _Iterations(IterableDataset):
@@ -97,6 +103,23 @@ class ShootingDataModule(L.LightningDataModule):
             self.recording = simulate(self.system, self.duration, fs=self.fs, noise=self.noise, seed=self.seed)
             self.windows = shooting_windows(observe(self.recording, self.rate), self.steps, self.n_windows)
 
+    def initial_field(self, hidden: tuple[int, ...], linear: bool, input_affine: bool,
+                      periodic: bool) -> tuple[HybridField, Calibration]:
+        """The field jet matching starts from (`baselines.initialization.initial_field`) and the calibration of
+        the stream's head that set its scales."""
+        if input_affine:
+            raise ValueError("model.input_affine needs a known model with recorded inputs "
+                             "(baselines.training.RecordedShootingDataModule); a simulated plant has none.")
+        cal = stream_calibration(self.recording)
+        field = initial_field(self.system, self.case, self.recording, self.seed, hidden=hidden, cal=cal,
+                              linear=linear, periodic=self.system.periodic if periodic else ())
+        return field, cal
+
+    def evaluate(self, field: HybridField, states: dict[str, torch.Tensor] | None = None) -> dict:
+        """Field error and recovered damping (`torch_ude.metrics.evaluate_field`)."""
+        return evaluate_field(field.evaluate, self.system, self.case,
+                              states if states is not None else self.evaluation_states())
+
     def evaluation_states(self) -> dict[str, torch.Tensor]:
         """The states metrics are computed on (cached), as for jet matching."""
         if self._states is None:
@@ -116,6 +139,60 @@ class ShootingDataModule(L.LightningDataModule):
         return self.val_dataloader()
 
 
+class RecordedShootingDataModule(RecordedDataModule):
+    """Recorded logs (`torch_ude.training.RecordedDataModule`, the same settings) observed at ``rate`` and cut
+    into shooting windows inside one segment (`baselines.windows.recorded_observations`); validated on the
+    validation files by one-step and open-loop prediction errors, as jet matching on the same config.
+
+    The field's scales come from the calibration of the first ``calibration_s`` seconds of the training
+    stream at ``fs`` (states and inputs, `torch_ude.calibration.calibrate`), as jet matching measures its own.
+
+    Args:
+        rate: observation rate in Hz; must divide ``fs``.
+        steps: ``K``, RK4 steps per window (>= 1).
+        n_windows: ``B``, windows (>= 1).
+        calibration_s: the head of the training stream the scales are measured on, in s (jet matching's
+            ``model.stream.calibration_s`` of the same config: its first window needs 400 samples).
+        **kwargs: the `RecordedDataModule` settings (known, files, val_files, time, states, inputs, fs, ...).
+    """
+
+    def __init__(self, rate: float = 50.0, steps: int = 40, n_windows: int = 128, calibration_s: float = 5.0,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        if not (math.isfinite(calibration_s) and calibration_s > 0):
+            raise ValueError(f"data.calibration_s must be a positive number of seconds; got {calibration_s!r}.")
+        self.rate, self.steps, self.n_windows = float(rate), int(steps), int(n_windows)
+        self.calibration_s = float(calibration_s)
+        self.windows = shooting_windows(recorded_observations(self.train_logs, self.rate), self.steps,
+                                        self.n_windows)
+
+    def config(self) -> dict:
+        """The data settings of the run (`RecordedDataModule.config`) and the windows'."""
+        return super().config() | {"rate": self.rate, "steps": self.steps, "n_windows": self.n_windows,
+                                   "calibration_s": self.calibration_s}
+
+    def setup(self, stage: str) -> None:
+        """Nothing to do: the logs were read and the windows chosen at construction."""
+
+    def initial_field(self, hidden: tuple[int, ...], linear: bool, input_affine: bool,
+                      periodic: bool) -> tuple[HybridField, Calibration]:
+        """A seeded field on the known model (`HybridField.from_seed`) with the plant's periodic and invariant
+        states, scaled by the calibration of the training stream's head (class doc)."""
+        head = int(round(self.calibration_s * self.fs))
+        n = self.system.known.n_states
+        cal = calibrate(self._y[:head], self.fs, self._segment[:head], n_states=n)
+        field = HybridField.from_seed(copy.deepcopy(self.system.known), self.seed, hidden=hidden, linear=linear,
+                                      input_affine=input_affine,
+                                      periodic=self.system.periodic if periodic else (),
+                                      invariant=self.system.invariant)
+        field.set_scales(cal.x_rms[:n], cal.s1[:n], cal.x_rms[n:] if field.n_inputs else None)
+        return field, cal
+
+    def train_dataloader(self) -> DataLoader:
+        """Iteration numbers, endlessly."""
+        return DataLoader(_Iterations(), batch_size=None)
+
+
 class ShootingModule(L.LightningModule):
     """RK4 multiple shooting with the hand-derived discrete adjoint and full-batch Adam.
 
@@ -133,6 +210,8 @@ class ShootingModule(L.LightningModule):
         hidden: hidden widths of the tanh MLP.
         linear: add the zero-initialised linear term to the residual (`HybridField`),
             as jet matching's ``linear``.
+        input_affine: the tanh layers read the states only and the inputs enter through the linear
+            term (`HybridField`), as jet matching's ``input_affine``; recorded logs with inputs only.
         periodic: read the plant's periodic states (angles) as ``(sin, cos)``, as jet
             matching's ``periodic``.
         lr: initial Adam learning rate of the network.
@@ -156,7 +235,8 @@ class ShootingModule(L.LightningModule):
         num_threads: torch intra-op threads set at start-up (None leaves torch's setting).
     """
 
-    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, periodic: bool = True,
+    def __init__(self, hidden: tuple[int, ...] = (16, 16), linear: bool = False, input_affine: bool = False,
+                 periodic: bool = True,
                  lr: float = 4e-2, lr_final: float | None = 1e-3,
                  fit_states: bool = True, states_lr: float | None = None, normalize: bool = True,
                  betas: tuple[float, float] = (0.9, 0.99), backoff: float = 0.5, weight_decay: float = 0.0,
@@ -164,6 +244,7 @@ class ShootingModule(L.LightningModule):
         super().__init__()
         self.automatic_optimization = False
         self.hidden, self.linear, self.lr, self.lr_final = tuple(hidden), bool(linear), float(lr), lr_final
+        self.input_affine = bool(input_affine)
         self.periodic = bool(periodic)
         self.fit_states, self.states_lr, self.normalize = bool(fit_states), states_lr, bool(normalize)
         self.betas, self.backoff, self.num_threads = (float(betas[0]), float(betas[1])), float(backoff), num_threads
@@ -186,9 +267,7 @@ class ShootingModule(L.LightningModule):
             return
         dm = self.trainer.datamodule
         dm.setup(stage)
-        cal = stream_calibration(dm.recording)
-        field = initial_field(dm.system, dm.case, dm.recording, dm.seed, hidden=self.hidden, cal=cal,
-                             linear=self.linear, periodic=dm.system.periodic if self.periodic else ())
+        field, cal = dm.initial_field(self.hidden, self.linear, self.input_affine, self.periodic)
         decay = noise_adaptive_weight_decay(cal.sigma_rel, self.weight_decay, self.weight_decay_full_at)
         self.field = field
         self.objective = ShootingObjective(field, dm.windows, field.in_scale.clone() if self.normalize else None)
@@ -223,10 +302,9 @@ class ShootingModule(L.LightningModule):
                       on_step=True, on_epoch=False, batch_size=1)
 
     def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
-        """Field error and recovered damping (see `torch_ude.metrics.evaluate_field`)."""
-        dm = self.trainer.datamodule
-        return evaluate_field(self.field.evaluate, dm.system, dm.case,
-                              states if states is not None else dm.evaluation_states())
+        """The data module's metrics of the field: field error and recovered damping on a simulated plant
+        (`torch_ude.metrics.evaluate_field`), prediction errors on recorded logs (`torch_ude.prediction`)."""
+        return self.trainer.datamodule.evaluate(self.field, states)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat``."""
@@ -236,9 +314,12 @@ class ShootingModule(L.LightningModule):
         """Log ``test/...`` metrics."""
         self._log_eval("test", batch)
 
+    def _eval_keys(self) -> tuple[str, ...]:
+        return getattr(self.trainer.datamodule, "eval_keys", ("e_field", "e_field_visited", "c_hat"))
+
     def _log_eval(self, prefix: str, states: dict) -> None:
-        out = self.evaluate(states)
-        self.log_dict({f"{prefix}/{k}": out[k] for k in ("e_field", "e_field_visited", "c_hat")}, batch_size=1)
+        out = self.evaluate(states or None)
+        self.log_dict({f"{prefix}/{k}": out[k] for k in self._eval_keys() if out[k] is not None}, batch_size=1)
 
     def run_metrics(self) -> dict:
         """The keys every trainer reports in ``metrics.json`` (null where they do not apply), plus the baseline's."""
@@ -257,6 +338,8 @@ class ShootingModule(L.LightningModule):
             "window_candidates": windows.candidates, "window_positions_straddling": windows.straddling,
             "final_loss": float(self.objective.loss()),
         })
+        if self.field.physical:  # (trained with the residual; field.json records them too, RunOutputs.finish)
+            out["physical_parameters"] = self.field.known.values()
         return out
 
     def on_train_end(self) -> None:
@@ -276,13 +359,20 @@ class ShootingModule(L.LightningModule):
             self.outputs.fail(reason, metrics)
             raise RuntimeError(reason)
         paths = self.outputs.finish(self.field, metrics)
+        recorded = getattr(dm, "recorded", False)
+        scores = dm.summary(metrics) if recorded else (
+            f"e_field = {metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), c_hat = "
+            f"{metrics['c_hat']:.4f}")
         rank_zero_info(
-            f"RK4 shooting baseline (K = {metrics['steps']}, B = {metrics['n_windows']}): e_field = "
-            f"{metrics['e_field']:.5f} (visited states {metrics['e_field_visited']:.5f}), c_hat = "
-            f"{metrics['c_hat']:.4f}, {metrics['updates']} iterations ({metrics['skipped_steps']} rejected) in "
+            f"RK4 shooting baseline (K = {metrics['steps']}, B = {metrics['n_windows']}): {scores}, "
+            f"{metrics['updates']} iterations ({metrics['skipped_steps']} rejected) in "
             f"{metrics['wall_s']:.1f} s; outputs in {paths['metrics'].parent}")
         logger = self.logger
-        if logger is not None and hasattr(logger.experiment, "add_figure"):
+        if recorded and logger is not None and hasattr(logger.experiment, "add_scalar"):
+            for k in self._eval_keys():
+                if metrics.get(k) is not None:
+                    logger.experiment.add_scalar(f"eval/{k}", metrics[k], global_step=self.global_step)
+        elif logger is not None and hasattr(logger.experiment, "add_figure"):
             fig = residual_figure(self.field, dm.system, dm.case, dm.evaluation_states()["visited"])
             logger.experiment.add_figure("eval/residual", fig, global_step=self.global_step)
             for k in ("e_field", "e_field_visited", "c_hat"):
