@@ -7,6 +7,7 @@ recordings are simulated and CasADi problems compiled on first use.
 """
 from .bounds import Bound as Bound, BoundedParameters as BoundedParameters
 from .estimator import MHESettings as MHESettings, MovingHorizonEstimator as MovingHorizonEstimator
+from .free_run import simulate_free_run as simulate_free_run
 from .gauss_newton import GaussNewtonStopping as GaussNewtonStopping, residual_jacobian as residual_jacobian
 from .identification import (
     ArrivalCost as ArrivalCost,
@@ -29,7 +30,7 @@ from .windows import Windows as Windows, make_windows as make_windows
 __all__ = [
     "IdentificationProblem", "RecordingSource", "Recording", "ArrivalCost", "ResidualSettings", "MHESettings",
     "PhysicsField", "NeuralResidual", "StateSpaceModel", "SingleTrackVehicle", "Bound", "BoundedParameters",
-    "Windows", "make_windows", "simulate",
+    "Windows", "make_windows", "simulate", "simulate_free_run",
     "OuterSettings", "GaussNewtonStopping", "NoiseFitSettings", "SolverSettings", "PEMIdentifier", "PEMLoop",
     "PEMStep", "PEMResult",
     "MovingHorizonEstimator", "WindowSolver", "hypergradient_adjoint", "hypergradient_explicit", "residual_jacobian",

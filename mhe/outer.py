@@ -49,6 +49,7 @@ from .estimator import MovingHorizonEstimator
 from .gauss_newton import GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step
 from .gauss_newton import residual_jacobian
 from .kkt import Hypergradient, hypergradient_adjoint, hypergradient_explicit, prediction_loss
+from .free_run import CRITERIA, OutputErrorSettings
 from .noise_fit import NoiseFitReport, NoiseFitSettings, fit_to_process_noise
 from .report import PEMCounters, PEMResult, PEMStep
 from .solver import Start, WindowSolutions, WindowSolver, cold_solve, lower_cost
@@ -94,6 +95,11 @@ class OuterSettings:
         noise_fit: the two-stage start of a gray-box model (`mhe.noise_fit`): before the first
             iteration, solve the windows from ``max(verify_starts, 1)`` cold starts and fit the
             residual to their process noise (off unless ``noise_fit.steps > 0``; any optimizer).
+        criterion: what the run optimises: ``"prediction"``, the one-step prediction error of PEM (Eq. 5)
+            alone, or ``"simulation"``, PEM followed by the output-error refinement on the free-run error
+            of the whole recording (`mhe.free_run.simulation_criterion`; physics and output-map
+            parameters), both criteria before and after it in the run's metrics.
+        simulation: settings of that refinement (`mhe.free_run.OutputErrorSettings`).
     """
 
     optimizer: str = "adam"
@@ -108,8 +114,13 @@ class OuterSettings:
     weight_decay: float = 0.0
     stopping: GaussNewtonStopping = field(default_factory=GaussNewtonStopping)
     noise_fit: NoiseFitSettings = field(default_factory=NoiseFitSettings)
+    criterion: str = "prediction"
+    simulation: OutputErrorSettings = field(default_factory=OutputErrorSettings)
 
     def __post_init__(self) -> None:
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"outer.criterion must be one of {CRITERIA} (the one-step PEM criterion alone, or PEM then "
+                             f"the free-run refinement); got {self.criterion!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}.")
         if self.method not in HYPERGRADIENTS:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
+from .free_run import simulation_criterion
 from .identification import IdentificationProblem
 from .outer import OuterSettings, PEMLoop
 from .report import PEMResult, PEMStep
 from .solver import SolverSettings, WindowSolver
 
-__all__ = ["PEMIdentifier"]
+__all__ = ["PEMIdentifier", "finish"]
 
 
 class PEMIdentifier:
@@ -45,7 +47,8 @@ class PEMIdentifier:
         return self.loop.step(range(len(windows)), windows)
 
     def fit(self, callback: Callable[[int, PEMStep], None] | None = None) -> PEMResult:
-        """Iterate until ``max_steps`` or until a Gauss-Newton stopping test fires.
+        """Iterate until ``max_steps`` or until a Gauss-Newton stopping test fires; with ``outer.criterion:
+        simulation`` then refine on the free-run error (`mhe.free_run.simulation_criterion`).
 
         Args:
             callback: called as ``callback(i, step)`` after iteration ``i``.
@@ -60,7 +63,8 @@ class PEMIdentifier:
                 callback(i, rec)
             if self.loop.stop_reason:
                 break
-        return self.loop.result(time.perf_counter() - t0, self.problem.relative_errors(self.estimator))
+        return finish(self.loop, self.problem, t0)
+
 
     def close(self) -> None:
         """Shut the window solver's pool down."""
@@ -71,3 +75,20 @@ class PEMIdentifier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResult:
+    """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``.
+
+    Args:
+        loop: the loop after its iterations (its estimator is refined in place).
+        problem: the identification problem.
+        t0: ``time.perf_counter()`` at the run's start.
+    """
+    est = loop.estimator
+    result = loop.result(time.perf_counter() - t0, problem.relative_errors(est))
+    if loop.settings.criterion != "simulation":
+        return result
+    criteria = simulation_criterion(problem, est, loop.solver, loop.settings.simulation)
+    return replace(result, wall_s=time.perf_counter() - t0, parameters=est.parameter_values(),
+                   rel_errors=problem.relative_errors(est), criteria=criteria)

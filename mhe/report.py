@@ -6,7 +6,7 @@ line the CLI and the benchmarks print.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["PEMStep", "PEMCounters", "PEMResult"]
@@ -93,6 +93,8 @@ class PEMResult:
         wall_s: wall time of the iterations in seconds.
         parameters: identified physical values and the arrival cost (``s_bar_i``, ``sigma_i``).
         rel_errors: relative error of each identified parameter with a known truth (empty without).
+        criteria: with ``outer.criterion: simulation``, both criteria before and after the free-run
+            refinement (`mhe.free_run.simulation_criterion`); empty otherwise.
     """
 
     loss: float
@@ -101,6 +103,7 @@ class PEMResult:
     wall_s: float
     parameters: dict[str, float]
     rel_errors: dict[str, float]
+    criteria: dict[str, float] = field(default_factory=dict)
 
     @property
     def mean_rel_error(self) -> float | None:
@@ -114,6 +117,9 @@ class PEMResult:
                if self.rel_errors else "no true parameters to compare with")
         stop = f"stop: {self.stop_reason}" if self.stop_reason else "no stopping test fired"
         out = "" if folder is None else f"; outputs in {folder}"
+        cr = self.criteria
+        free = (f", free-run RMSE {cr['free_run_rmse_pem']:.4g} after PEM -> {cr['free_run_rmse_refined']:.4g} refined "
+                f"(J {cr['J_pem']:.4e} -> {cr['J_refined']:.4e})" if cr else "")
         return (f"PEM-MHE: {err}, J = {self.loss:.4e}, {c.steps} steps ({c.updates} applied, {c.skipped} skipped), "
                 f"{stop}, failed window solves {c.failed} (+{c.failed_trials} in trials and checks), "
-                f"{self.wall_s:.1f} s{out}")
+                f"{self.wall_s:.1f} s{free}{out}")

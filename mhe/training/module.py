@@ -48,6 +48,7 @@ from torch_ude.training.outputs import RunOutputs
 from ..estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
+from ..pem import finish
 from ..report import PEMResult, PEMStep
 from ..solver import SolverSettings, WindowSolver, lowest_cost_solve
 from .outputs import pem_outputs, write_pem_outputs
@@ -226,7 +227,7 @@ class PEMModule(L.LightningModule):
 
     def on_train_end(self) -> None:
         """Write the run files and end with the one-line summary."""
-        self.result = self.loop.result(time.perf_counter() - self._t0, self.problem.relative_errors(self.estimator))
+        self.result = finish(self.loop, self.problem, self._t0)  # with the free-run refinement if outer.criterion asks
         if self.global_rank == 0:
             paths = write_pem_outputs(self.outputs, self.estimator, self.result)
             rank_zero_info(self.result.summary(paths["metrics"].parent))

@@ -75,7 +75,7 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
     metrics.update({"steps": c.steps, "J_final": result.loss, "parameters": result.parameters,
                     "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
                     "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
-                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason})
+                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason, "criteria": result.criteria})
     return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra), metrics)
 
 

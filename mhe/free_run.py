@@ -1,0 +1,333 @@
+"""Free-run simulation of an identified model and the output-error refinement after PEM (``outer.criterion``).
+
+PEM-MHE minimises the one-step prediction error of Eq. (9): each window's MHE re-estimates the
+states from the data before predicting one sample. A user is often judged by the free-run
+(simulation, output-error) error instead: the model driven by the recorded inputs alone, from one
+estimated initial state, over the whole record. The two criteria can disagree (issue 33: PEM-MHE
+started at the output-error optimum of a two-tank model moved away from it), so after PEM a run
+can refine the parameters on the free-run criterion.
+
+* `simulate_free_run` runs ``x_{k+1} = f_d(x_k, u~_k, 0)`` from ``x0`` with the model's input hold
+  (`mhe.hold`), and the outputs ``h(x_k, u_k; p_y)`` (torch, float64, differentiable).
+* `refine_output_error` minimises ``1/2 sum_k ||(y~_k - h(x_k, u_k; p_y)) / r||^2`` over the free-run
+  trajectory, ``r`` the MHE's measurement standard deviations, in the identified physical and
+  output-map parameters and the initial state of every stretch of the recording.
+
+Design of the refinement (multiple shooting, Bock 1984):
+
+* The record is cut into segments of ``segment`` samples; the state at the start of each segment is
+  a decision variable and continuity constraints ``x_end(segment j) = s_{j+1}`` tie the segments
+  into one trajectory. At a solution the constraints hold, so the criterion is exactly the free-run
+  error of one simulation from the estimated initial state (no break inside a stretch); but each
+  segment's sensitivity to its start is that of ``segment`` steps, not of the whole record, so the
+  problem is far better conditioned than single shooting over hundreds of samples, whose cost
+  surface of a lightly damped or nearly unstable model is steep and has many local minima.
+* The segment starts are initialised from a free run of the PEM model (the unmeasured states) with
+  the measured states put at their outputs' `mhe.output.OutputMap.state_guess`: the data pull the
+  start towards the measured trajectory from the first iteration.
+* Parameters are optimised in the unconstrained coordinates ``rho`` of `mhe.bounds.Bound`, as the
+  PEM loop does, so the result stays strictly inside every bound; the physics is CasADi SX with
+  exact Hessians and IPOPT solves the equality-constrained least squares.
+* The score before refinement (``rmse_before``) is the free-run error of the PEM parameters with
+  their initial states estimated by the same problem with the parameters fixed, so both numbers
+  compare models, not initial states.
+
+Models with a neural residual are refused: its weights would enter through L4CasADi (float32, no
+second derivatives inside a composed step) at every sample of the record.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import casadi as cs
+import numpy as np
+import torch
+from torch import Tensor
+
+from .bounds import Bound
+from .casadi_model import CasadiDynamics
+from .estimator import MovingHorizonEstimator
+from .hold import step_inputs
+from .model import StateSpaceModel
+from .simulate import Recording
+from .windows import Windows
+
+if TYPE_CHECKING:  # the problem and the solver build on the model and the estimator, as this module does
+    from .identification import IdentificationProblem
+    from .solver import WindowSolver
+
+__all__ = ["CRITERIA", "FreeRun", "OutputErrorSettings", "OutputErrorResult", "simulate_free_run", "free_run_rmse",
+           "refine_output_error", "simulation_criterion"]
+
+CRITERIA = ("prediction", "simulation")
+"""The outer criteria: the one-step prediction error of PEM alone, or PEM followed by the free-run refinement."""
+
+
+@dataclass(frozen=True)
+class FreeRun:
+    """A free-run simulation.
+
+    Attributes:
+        states: ``x_0..x_{T-1}``, shape (T, n_x).
+        outputs: ``h(x_k, u_k; p_y)``, shape (T, n_y), noise-free.
+    """
+
+    states: Tensor
+    outputs: Tensor
+
+
+def _stretches(t: int, breaks: Sequence[int]) -> list[tuple[int, int]]:
+    edges = [0, *(int(b) for b in breaks), t]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def simulate_free_run(model: StateSpaceModel, x0: Sequence[float] | Tensor, inputs: Tensor,
+                      breaks: Sequence[int] = ()) -> FreeRun:
+    """``x_{k+1} = f_d(x_k, u~_k, 0)`` from ``x0``, the input between samples as the model's hold says.
+
+    Args:
+        model: the identified model (float64).
+        x0: the initial state, (n_x,), or one per stretch between ``breaks``, (S, n_x).
+        inputs: the inputs at the sample instants, (T, n_u) (the model's inputs, not step inputs: the
+            hold pairs them, `mhe.hold.step_inputs`).
+        breaks: rows that do not follow their predecessor (`mhe.simulate.Recording.breaks`); each
+            stretch starts again from its own ``x0``.
+
+    Returns:
+        The `FreeRun` (differentiable in the model's parameters and ``x0``).
+
+    Raises:
+        ValueError: for inputs without ``model.n_u`` columns or ``x0`` of the wrong shape.
+    """
+    inputs = torch.as_tensor(inputs, dtype=torch.float64)
+    if inputs.ndim != 2 or inputs.shape[1] != model.n_u:
+        raise ValueError(f"inputs must have shape (T, n_u) = (T, {model.n_u}) (the inputs at the samples); got "
+                         f"{tuple(inputs.shape)}.")
+    spans = _stretches(inputs.shape[0], breaks)
+    x0 = torch.as_tensor(x0, dtype=torch.float64).reshape(-1, model.n_x) if torch.as_tensor(x0).numel() else None
+    if x0 is None or x0.shape[0] != len(spans):
+        raise ValueError(f"x0 needs one state of {model.n_x} numbers per stretch ({len(spans)}); got "
+                         f"{None if x0 is None else tuple(x0.shape)}.")
+    held = step_inputs(inputs, model.hold, breaks)
+    zero = torch.zeros(1, model.n_w, dtype=torch.float64)
+    states = []
+    for (a, b), x in zip(spans, x0):
+        x = x[None]
+        for t in range(a, b):
+            states.append(x[0])
+            if t + 1 < b:
+                x = model.step(x, held[t:t + 1], zero)
+    xs = torch.stack(states)
+    return FreeRun(xs, model.output(xs, held))
+
+
+def free_run_rmse(run: FreeRun, outputs: Tensor) -> Tensor:
+    """Root-mean-square error of the free run's outputs against measured ``outputs`` (T, n_y), per output (n_y,)."""
+    return ((run.outputs - outputs) ** 2).mean(dim=0).sqrt()
+
+
+@dataclass(frozen=True)
+class OutputErrorSettings:
+    """Settings of the output-error refinement (`refine_output_error`), validated once.
+
+    Attributes:
+        segment: samples per shooting segment, >= 1 (1: every sample's state is a variable).
+        max_iter: IPOPT's iteration limit.
+        tol: IPOPT's convergence tolerance.
+    """
+
+    segment: int = 10
+    max_iter: int = 300
+    tol: float = 1e-9
+
+    def __post_init__(self) -> None:
+        if isinstance(self.segment, bool) or not isinstance(self.segment, int) or self.segment < 1:
+            raise ValueError(f"simulation.segment (samples per shooting segment) must be an integer >= 1; got "
+                             f"{self.segment!r}.")
+        if not (self.max_iter >= 1 and self.tol > 0):
+            raise ValueError(f"simulation.max_iter must be >= 1 and simulation.tol > 0; got {self.max_iter} and "
+                             f"{self.tol}.")
+
+
+@dataclass(frozen=True)
+class OutputErrorResult:
+    """What the refinement did.
+
+    Attributes:
+        initial_states: the estimated initial state of each stretch after refinement, (S, n_x).
+        rmse_before: free-run RMSE per output at the PEM parameters (initial states estimated), (n_y,).
+        rmse_after: free-run RMSE per output at the refined parameters, (n_y,).
+        success: IPOPT reported success.
+        status: IPOPT's return status.
+        iterations: IPOPT iterations of the refinement.
+        wall_s: wall time of both solves in seconds.
+    """
+
+    initial_states: Tensor
+    rmse_before: Tensor
+    rmse_after: Tensor
+    success: bool
+    status: str
+    iterations: int
+    wall_s: float
+
+
+def _from_raw(bound: Bound, raw):
+    """`mhe.bounds.Bound.from_raw` on a CasADi symbol."""
+    lo, hi = bound.lower, bound.upper
+    if bound.log:
+        return cs.exp(math.log(lo) + math.log(hi / lo) / (1 + cs.exp(-raw)))
+    if lo is not None and hi is not None:
+        return lo + (hi - lo) / (1 + cs.exp(-raw))
+    softplus = cs.fmax(raw, 0) + cs.log1p(cs.exp(-cs.fabs(raw)))
+    if lo is not None:
+        return lo + softplus
+    if hi is not None:
+        return hi - softplus
+    return raw
+
+
+def _values(part, raw) -> list:
+    """All parameter values of a `mhe.bounds.BoundedParameters` in ``names`` order, the free ones from ``raw``."""
+    now = part()
+    free = {n: _from_raw(part.bounds[n], raw[i]) for i, n in enumerate(part.free_names)}
+    return [free[n] if n in free else float(now[n].detach()) for n in part.names]
+
+
+def refine_output_error(estimator: MovingHorizonEstimator, recording: Recording,
+                        settings: OutputErrorSettings = OutputErrorSettings()) -> OutputErrorResult:
+    """Refine the identified parameters of ``estimator.model`` on the free-run error of ``recording`` (module docstring).
+
+    The model's identified physical and output-map parameters are overwritten with the refined values
+    (when IPOPT does not report success they are kept only if the free-run error fell).
+
+    Args:
+        estimator: the MHE after PEM (its model and its measurement standard deviations ``r``).
+        recording: the data, inputs at the samples (T, n_u) and outputs (T, n_y), with its breaks.
+        settings: segment length and IPOPT's limits.
+
+    Returns:
+        The `OutputErrorResult`.
+
+    Raises:
+        ValueError: for a model with a neural residual or without identified parameters, or a recording
+            whose inputs or outputs do not fit the model.
+    """
+    model = estimator.model
+    if model.residual is not None:
+        raise ValueError("outer.criterion: simulation refines physical and output-map parameters; this model has a "
+                         "neural residual (set outer.criterion: prediction, or refine its physics-only model).")
+    parts = [p.params for p in (model.physics, model.output_map) if p is not None]
+    n_free = [len(p.free_names) for p in parts]
+    if not sum(n_free):
+        raise ValueError("outer.criterion: simulation needs identified parameters (physics or output map identify); "
+                         "this model has none.")
+    u, y = recording.inputs.to(torch.float64), recording.outputs.to(torch.float64)
+    if u.shape[1] != model.n_u or y.shape[1] != model.n_y:
+        raise ValueError(f"The recording has {u.shape[1]} inputs and {y.shape[1]} outputs; the model needs {model.n_u} "
+                         f"and {model.n_y}.")
+    t0 = time.perf_counter()
+    dyn = CasadiDynamics(model, build_dir="build/free_run")
+    spans = _stretches(len(y), recording.breaks)
+    held = step_inputs(u, model.hold, recording.breaks).numpy()
+    weights = np.sqrt(estimator.r_inv.numpy())
+    raws = [cs.SX.sym(f"rho{i}", n) for i, n in enumerate(n_free)]
+    p = cs.vertcat(*_values(model.physics.params, raws[0]))
+    q = cs.vertcat(*_values(model.output_map.params, raws[1])) if model.output_map is not None else cs.SX(0, 1)
+    zero = cs.DM.zeros(model.n_w)
+    # node states: a free run of the PEM model, measured states at their outputs' state guess
+    with torch.no_grad():
+        guess = model.state_guess(y)
+        x0 = estimator.arrival_mean.detach().expand(len(spans), model.n_x).clone()
+        x0[:, list(model.measured)] = guess[[a for a, _ in spans]]
+        nodes_init = simulate_free_run(model, x0, u, recording.breaks).states.clone()
+        nodes_init[:, list(model.measured)] = guess
+    starts, node_syms, node_init, residuals, defects = [], [], [], [], []
+    for a, b in spans:
+        first = len(node_syms)
+        for s in range(a, b, settings.segment):
+            node_syms.append(cs.SX.sym(f"s{s}", model.n_x))
+            node_init.append(nodes_init[s].numpy())
+        starts.append(first)
+        for j, s in enumerate(range(a, b, settings.segment)):
+            x = node_syms[first + j]
+            for t in range(s, min(s + settings.segment, b)):
+                residuals.append(weights * (y[t].numpy() - dyn.output(x, held[t, :model.n_u], q)))
+                if t + 1 < b:
+                    x = dyn.step(x, held[t], zero, p)
+            if s + settings.segment < b:
+                defects.append(x - node_syms[first + j + 1])
+    e = cs.vertcat(*residuals)
+    v = cs.vertcat(*raws, *node_syms)
+    g = cs.vertcat(*defects) if defects else cs.SX(0, 1)
+    nlp = {"x": v, "f": 0.5 * cs.dot(e, e), "g": g}
+    solver = cs.nlpsol("output_error", "ipopt", nlp, {"print_time": False, "ipopt.print_level": 0, "ipopt.sb": "yes",
+                                                        "ipopt.tol": settings.tol, "ipopt.max_iter": settings.max_iter})
+    raw0 = np.concatenate([p_.raw.detach().numpy() for p_ in parts])
+    v0 = np.concatenate([raw0, *node_init])
+    n_raw = len(raw0)
+
+    def solve(fixed: bool) -> tuple[np.ndarray, dict]:
+        lb = np.full(v0.shape, -np.inf)
+        ub = np.full(v0.shape, np.inf)
+        if fixed:
+            lb[:n_raw] = ub[:n_raw] = raw0
+        sol = solver(x0=v0, lbx=lb, ubx=ub, lbg=0.0, ubg=0.0)
+        return np.asarray(sol["x"]).ravel(), solver.stats()
+
+    def score(raw: np.ndarray, nodes: np.ndarray) -> Tensor:
+        with torch.no_grad():
+            for part, chunk in zip(parts, np.split(raw, np.cumsum(n_free)[:-1])):
+                part.raw.copy_(torch.as_tensor(chunk))
+            x_start = torch.as_tensor(nodes.reshape(-1, model.n_x)[starts])
+            return free_run_rmse(simulate_free_run(model, x_start, u, recording.breaks), y)
+
+    fixed_v, _ = solve(True)
+    before = score(raw0, fixed_v[n_raw:])
+    free_v, stats = solve(False)
+    after = score(free_v[:n_raw], free_v[n_raw:])
+    success = bool(stats.get("success", False)) and bool(np.isfinite(free_v).all())
+    if not success and not bool((after ** 2).sum() < (before ** 2).sum()):
+        after = score(raw0, fixed_v[n_raw:])
+        free_v = fixed_v
+    x_start = torch.as_tensor(free_v[n_raw:].reshape(-1, model.n_x)[starts])
+    return OutputErrorResult(x_start, before, after, success, str(stats.get("return_status", "")),
+                             int(stats.get("iter_count", -1)), time.perf_counter() - t0)
+
+
+def _one_step_loss(estimator: MovingHorizonEstimator, solver: "WindowSolver", windows: Windows) -> float:
+    """``J`` of Eq. (9) over the windows that solve, from cold starts at the estimator's current parameters."""
+    from .kkt import prediction_loss  # the kkt module builds on the estimator, as this one does
+
+    sol = solver.solve(windows)
+    loss = prediction_loss(estimator, sol.point.stages(), windows)[0]
+    return float(loss[sol.ok].sum())
+
+
+def simulation_criterion(problem: "IdentificationProblem", estimator: MovingHorizonEstimator, solver: "WindowSolver",
+                         settings: OutputErrorSettings = OutputErrorSettings()) -> dict[str, float]:
+    """The output-error refinement after PEM (``outer.criterion: simulation``) and both criteria before and after it.
+
+    Refines ``estimator``'s model in place (`refine_output_error` on ``problem.logged``) and scores it.
+
+    Args:
+        problem: the identification problem (its recording and windows).
+        estimator: the MHE after PEM.
+        solver: the window solver of ``estimator`` (for ``J`` at the parameters before and after).
+        settings: the refinement's settings.
+
+    Returns:
+        ``J_pem`` and ``J_refined`` (Eq. 9 over the problem's windows, cold-started solves),
+        ``free_run_rmse_pem`` and ``free_run_rmse_refined`` (mean over outputs of the per-output RMSE, output
+        units, initial states estimated), ``free_run_iterations`` and ``free_run_success`` (IPOPT's).
+    """
+    windows = problem.windows
+    j_pem = _one_step_loss(estimator, solver, windows)
+    res = refine_output_error(estimator, problem.logged, settings)
+    return {"J_pem": j_pem, "J_refined": _one_step_loss(estimator, solver, windows),
+            "free_run_rmse_pem": float(res.rmse_before.mean()), "free_run_rmse_refined": float(res.rmse_after.mean()),
+            "free_run_iterations": res.iterations, "free_run_success": res.success}
