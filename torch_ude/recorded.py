@@ -12,7 +12,8 @@ it (`read_log`) validates everything once, at the boundary:
   rows, another separator than commas, a decimal comma or another field that is not a number
   (its line and column), a truncated archive, an array of Python objects;
 * rows with a NaN or Inf in the time, a state or an input are **rejected and counted**
-  (`LogReport`), never trained on;
+  (`LogReport`), never trained on; so are rows beyond plausible bounds where the caller gives
+  them (``limits``: ``torch-ude score`` flags values 1000 training RMS away from zero);
 * the remaining time stamps must increase strictly (a step back or a repeated stamp is an
   error naming the row);
 * the median time step must be the nominal rate's ``1 / fs`` or an integer fraction of it
@@ -74,6 +75,7 @@ class LogReport:
             (position-only logs, `torch_ude.position_only.with_velocities`).
         antialiased: whether the file was low-pass filtered before decimation (`read_log` with
             ``antialias``; ``decimation`` is then the factor of `resample_segment`).
+        rejected_implausible: rows dropped for a value beyond `read_log`'s ``limits``.
     """
 
     file: str
@@ -88,6 +90,7 @@ class LogReport:
     samples: int = 0
     trimmed: int = 0
     antialiased: bool = False
+    rejected_implausible: int = 0
 
 
 @dataclass
@@ -266,7 +269,8 @@ def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequence[str] = (), fs: float = 100.0,
-             max_gap: float | None = None, antialias: bool | str = False) -> RecordedLog:
+             max_gap: float | None = None, antialias: bool | str = False,
+             limits: Sequence[float] | None = None) -> RecordedLog:
     """Read, validate, split and resample one log (module doc).
 
     Args:
@@ -284,6 +288,9 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
             ``fs``, a slower one interpolated. ``"other_rates"``: any rate is accepted, but a file at
             ``k * fs`` is read as with False (so a score equals the one its run computed), and only
             files at other rates are filtered.
+        limits: the largest plausible absolute value of each state, then input column (its units),
+            or None: rows with a value beyond its bound (a corrupted sample such as 1e30) are
+            flagged, counted (``report.rejected_implausible``) and left out like rows with NaN.
 
     Returns:
         The `RecordedLog`; its ``report`` counts rejected rows, gaps and segments.
@@ -318,6 +325,21 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
         worst = [c for j, c in enumerate(names) if not np.isfinite(table[bad, j]).all()]
         warnings.warn(f"{path}: {bad.size} of {table.shape[0]} rows hold NaN or Inf (columns {worst}; first at data "
                       f"row {bad[0] + 1}); they are rejected and counted, not trained on.", stacklevel=2)
+    if limits is not None:
+        bound = np.asarray(limits, dtype=np.float64)
+        if bound.shape != (table.shape[1] - 1,) or not (bound > 0).all():
+            raise ValueError(f"limits must hold one positive bound per state and input column ({table.shape[1] - 1}); "
+                             f"got {list(np.asarray(limits).reshape(-1))}.")
+        with np.errstate(invalid="ignore"):
+            wild = finite & (np.abs(table[:, 1:]) > bound).any(axis=1)
+        if wild.any():
+            bad = np.flatnonzero(wild)
+            report.rejected_implausible = int(bad.size)
+            worst = [c for j, c in enumerate(names[1:]) if (np.abs(table[bad, j + 1]) > bound[j]).any()]
+            warnings.warn(f"{path}: {bad.size} of {table.shape[0]} rows hold values beyond the plausible bounds "
+                          f"(columns {worst}; first at data row {bad[0] + 1}); they are flagged, counted and left "
+                          f"out (the interpolation bridges them).", stacklevel=2)
+            finite = finite & ~wild
     rows = np.flatnonzero(finite)
     table = table[rows]
     t = table[:, 0]

@@ -13,7 +13,9 @@ low-pass filtered before it is decimated to ``fs`` (``--antialias``: every faste
 one interpolated (`torch_ude.recorded.read_log` with ``antialias``). Each file is scored
 by `torch_ude.prediction.prediction_errors`: the one-step NRMSE and the open-loop NRMSE at every
 horizon (angles of the plant's periodic states compared on the circle) and the share of its samples
-outside the model's trust envelope; the pooled row scores all files together. A horizon longer
+outside the model's trust envelope; the pooled row scores all files together. Rows with NaN, Inf or a
+value more than `PLAUSIBLE_RMS` training RMS from zero (a corrupted sample) are flagged, counted in
+the table and left out. A horizon longer
 than every segment of a file is reported as too short for it, never dropped silently.
 
 Outputs (in ``--out``, default ``RUN/score``): ``score.json`` (settings, per-file and pooled
@@ -50,9 +52,14 @@ from .prediction import open_loop_rollouts, prediction_errors
 from .recorded import RecordedLog, read_log
 
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
-           "score_table", "rollout_figure", "score", "main", "SCORE_FILE", "DEFAULT_HORIZONS"]
+           "score_table", "rollout_figure", "score", "main", "plausible_limits", "SCORE_FILE", "DEFAULT_HORIZONS",
+           "PLAUSIBLE_RMS"]
 
 SCORE_FILE = "score.json"
+#: A value more than this many training RMS of its channel from zero is implausible (a corrupted sample):
+#: its row is flagged, counted and left out. Real data beyond the training range is scored (and counted
+#: outside the envelope); only values no sensor of the machine could give are removed.
+PLAUSIBLE_RMS = 1000.0
 #: Open-loop horizons in s when ``--horizons`` is not given (the recorded-log trainers' default).
 DEFAULT_HORIZONS = (1.0, 5.0)
 
@@ -192,16 +199,26 @@ def check_against_config(field: LoadedField, config: str | Path) -> None:
             refuse(f"model.{key}", bool(field.sidecar.get(key, False)), bool(model.get(key, False)))
 
 
-def read_scored_log(path: str | Path, columns: LogColumns, antialias: bool = False) -> RecordedLog:
+def plausible_limits(field: LoadedField, columns: LogColumns) -> list[float]:
+    """The largest plausible absolute value of each column read from a file (its states, then its inputs):
+    `PLAUSIBLE_RMS` times the channel's RMS in the training data (the field's scales ``in_scale``,
+    ``input_scale``); a row beyond one (a corrupted sample) is flagged, counted and left out."""
+    scale = list(field.sidecar["in_scale"])[: len(columns.states)] + list(field.sidecar.get("input_scale", []))
+    return [PLAUSIBLE_RMS * abs(float(v)) if v else math.inf for v in scale]
+
+
+def read_scored_log(path: str | Path, columns: LogColumns, antialias: bool = False,
+                    limits: Sequence[float] | None = None) -> RecordedLog:
     """One log on the model's grid, at any file rate, with derived velocities where the model was trained so.
 
     A file at an integer multiple of the grid's rate is read exactly as training reads its files (so a
     run's own validation file scores what its ``metrics.json`` says), a file at any other rate is
     low-pass filtered before decimation (`torch_ude.recorded.read_log` with ``antialias="other_rates"``);
-    ``antialias`` True filters every faster file.
+    ``antialias`` True filters every faster file. Rows beyond ``limits`` (`plausible_limits`) are flagged,
+    counted and left out.
     """
     log = read_log(path, columns.time, columns.states, columns.inputs, columns.fs, columns.max_gap,
-                   antialias=True if antialias else "other_rates")
+                   antialias=True if antialias else "other_rates", limits=limits)
     return log if columns.velocity_from_position is None else with_velocities(log, columns.velocity_from_position)
 
 
@@ -225,15 +242,17 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
         periodic: the state indices compared on the circle.
 
     Returns:
-        ``{"files": [per log: its report, duration_s, the errors, too_short: the horizons longer than
-        every segment], "pooled": the errors of all logs together}``.
+        ``{"files": [per log: its report, flagged_rows (rows left out: NaN, Inf or implausible values),
+        duration_s, the errors, too_short: the horizons longer than every segment], "pooled": the errors of
+        all logs together}``.
     """
     files = []
     for log in logs:
         errors = prediction_errors(field, [log], horizons, periodic=periodic)
         longest = max(s.shape[0] for s in log.segments) / log.fs
         too_short = [h for h in horizons if errors[f"open_loop_{h:g}s_nrmse"] is None]
-        files.append({"file": log.report.file if log.report else None, "report": log.report,
+        flagged = log.report.rejected_nonfinite + log.report.rejected_implausible if log.report else 0
+        files.append({"file": log.report.file if log.report else None, "report": log.report, "flagged_rows": flagged,
                       "duration_s": log.samples / log.fs, "longest_segment_s": longest, "too_short": too_short,
                       **errors})
     pooled = prediction_errors(field, list(logs), horizons, periodic=periodic)
@@ -249,20 +268,21 @@ def _cell(value: float | None, short: bool) -> str:
 
 def score_table(result: dict, horizons: Sequence[float], per_channel: bool = False,
                 channels: Sequence[str] = ()) -> str:
-    """The per-file table and the pooled row as text: file, rate, seconds, one-step and open-loop NRMSE per
+    """The per-file table and the pooled row as text: file, rate, seconds, rows flagged (NaN, Inf or implausible
+    values: left out), one-step and open-loop NRMSE per
     horizon (``too short`` where no segment of the file spans it), share outside the envelope; with
     ``per_channel`` one line per channel under each row."""
-    head = ["file", "rate Hz", "s", "one-step"] + [f"{h:g} s" for h in horizons] + ["outside"]
+    head = ["file", "rate Hz", "s", "flagged", "one-step"] + [f"{h:g} s" for h in horizons] + ["outside"]
     rows = []
 
-    def line(name: str, rate: str, seconds: str, errors: dict) -> None:
+    def line(name: str, rate: str, seconds: str, flagged: int, errors: dict) -> None:
         out = errors.get("outside_envelope")
-        rows.append([name, rate, seconds, _cell(errors["one_step_nrmse"], False)]
+        rows.append([name, rate, seconds, str(flagged), _cell(errors["one_step_nrmse"], False)]
                     + [_cell(errors[f"open_loop_{h:g}s_nrmse"], True) for h in horizons]
                     + ["-" if out is None else f"{100 * out:.1f} %"])
         if per_channel:
             for i, c in enumerate(channels):
-                rows.append([f"  {c}", "", "", _cell(errors["one_step_nrmse_per_channel"][i], False)]
+                rows.append([f"  {c}", "", "", "", _cell(errors["one_step_nrmse_per_channel"][i], False)]
                             + [_cell(None if errors[f"open_loop_{h:g}s_nrmse_per_channel"] is None else
                                      errors[f"open_loop_{h:g}s_nrmse_per_channel"][i], True) for h in horizons]
                             + [""])
@@ -270,9 +290,9 @@ def score_table(result: dict, horizons: Sequence[float], per_channel: bool = Fal
     for f in result["files"]:
         report = f["report"]
         rate = f"{1.0 / report.dt_median:.1f}" if report is not None else "?"
-        line(Path(f["file"]).name if f["file"] else "?", rate, f"{f['duration_s']:.1f}", f)
+        line(Path(f["file"]).name if f["file"] else "?", rate, f"{f['duration_s']:.1f}", f["flagged_rows"], f)
     total = sum(f["duration_s"] for f in result["files"])
-    line("all files (pooled)", "", f"{total:.1f}", result["pooled"])
+    line("all files (pooled)", "", f"{total:.1f}", sum(f["flagged_rows"] for f in result["files"]), result["pooled"])
     widths = [max(len(r[j]) for r in [head, *rows]) for j in range(len(head))]
     fmt = lambda r: "  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *map(fmt, rows)])
@@ -379,7 +399,8 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     if config is not None:
         check_against_config(field, config)
     columns = columns_of(field, time, states, inputs, fs)
-    logs = [read_scored_log(f, columns, antialias) for f in files]
+    limits = plausible_limits(field, columns)
+    logs = [read_scored_log(f, columns, antialias, limits) for f in files]
     periodic = _periodic(field)
     result = score_logs(field, logs, horizons, periodic)
     folder = Path(model) if Path(model).is_dir() else Path(model).parent

@@ -197,3 +197,39 @@ def test_a_bad_score_argument_is_one_line(monkeypatch, capsys, tmp_path):
                                   r"score --help", str(tmp_path))
     _refused(monkeypatch, capsys, r"--horizons must be positive durations in s; got \[-1.0\]", str(tmp_path),
              "--files", "a.csv", "--horizons", "-1")
+
+
+@needs_dfki
+def test_an_implausible_value_is_flagged_counted_and_left_out(run, monkeypatch, capsys, tmp_path):
+    d = np.genfromtxt(DFKI / "ddp.csv", delimiter=",", names=True)
+    table = np.stack([d[n] for n in d.dtype.names], 1)
+    table[1500, 1] = 1e30  # one corrupted position sample
+    np.savetxt(tmp_path / "glitch.csv", table, delimiter=",", header="time,position,velocity,torque", comments="",
+               fmt="%.12g")
+    with pytest.warns(UserWarning, match=r"1 of 3000 rows hold values beyond the plausible bounds \(columns "
+                                         r"\['position'\]; first at data row 1501\)"):
+        code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(DFKI / "ddp.csv"),
+                            str(tmp_path / "glitch.csv"), "--out", str(tmp_path / "score"))
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:-1]}
+    assert rows["ddp.csv"][3] == "0" and rows["glitch.csv"][3] == "1" and rows["all"][4] == "1"
+    record = json.loads((tmp_path / "score" / "score.json").read_text())
+    clean, glitch = record["files"]
+    assert glitch["report"]["rejected_implausible"] == 1 and glitch["flagged_rows"] == 1
+    # left out, the sample changes the score as little as one missing sample does (kept, it moved it threefold)
+    assert glitch["one_step_nrmse"] == pytest.approx(clean["one_step_nrmse"], rel=0.01)
+
+
+def test_read_log_rejects_rows_beyond_the_limits_and_checks_them(tmp_path):
+    t = np.arange(200) / 100.0
+    q = np.sin(t)
+    q[50] = 1e6
+    np.savetxt(tmp_path / "log.csv", np.stack([t, q, np.cos(t), 0 * t], 1), delimiter=",",
+               header="time,position,velocity,torque", comments="")
+    cols = dict(time="time", states=["position", "velocity"], inputs=["torque"], fs=100.0)
+    with pytest.warns(UserWarning, match="1 of 200 rows hold values beyond the plausible bounds"):
+        log = read_log(tmp_path / "log.csv", limits=[10.0, 10.0, 10.0], **cols)
+    assert log.report.rejected_implausible == 1 and np.abs(log.segments[0][:, 0]).max() < 1.0
+    assert read_log(tmp_path / "log.csv", **cols).segments[0][50, 0] == 1e6  # (no limits: read as it is)
+    with pytest.raises(ValueError, match=r"limits must hold one positive bound per state and input column \(3\)"):
+        read_log(tmp_path / "log.csv", limits=[10.0, 10.0], **cols)
