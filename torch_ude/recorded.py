@@ -50,10 +50,14 @@ import scipy.io
 import scipy.signal
 
 __all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "read_npz_arrays", "resample_segment",
-           "RATE_TOLERANCE"]
+           "RATE_TOLERANCE", "FILLED_SHARE"]
 
 #: Relative disagreement allowed between the median time step and ``1 / (k fs)``.
 RATE_TOLERANCE = 0.02
+#: The share of a log's grid samples that may be filled in by interpolation (no file sample within half a
+#: step) before `read_log` warns: a few bridged samples are normal for a real log, a file slower than the
+#: grid (half its samples filled) is not.
+FILLED_SHARE = 0.05
 
 
 @dataclass
@@ -76,6 +80,9 @@ class LogReport:
         antialiased: whether the file was low-pass filtered before decimation (`read_log` with
             ``antialias``; ``decimation`` is then the factor of `resample_segment`).
         rejected_implausible: rows dropped for a value beyond `read_log`'s ``limits``.
+        filled: grid samples with no file sample within half a nominal step (filled in by
+            interpolation: bridged gaps, a file slower than ``fs``); above `FILLED_SHARE` of the
+            samples `read_log` warns.
     """
 
     file: str
@@ -91,6 +98,7 @@ class LogReport:
     trimmed: int = 0
     antialiased: bool = False
     rejected_implausible: int = 0
+    filled: int = 0
 
 
 @dataclass
@@ -362,7 +370,8 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
         divisors = ", ".join(f"{1 / (dt * j):.6g}" for j in (1, 2, 3, 4, 5))
         raise ValueError(f"{path}: the time stamps have a median step of {dt:.6g} s ({1 / dt:.6g} Hz), which is "
                          f"not the nominal rate data.fs = {fs:g} Hz or an integer multiple of it; set data.fs to "
-                         f"the file's rate or a divisor of it ({divisors} Hz).")
+                         f"the file's rate or a divisor of it ({divisors} Hz), or read it at any rate with an "
+                         f"anti-aliasing filter (data.antialias: other_rates).")
     if antialias is True or (antialias and not multiple):
         report.decimation = max(1, math.ceil(ratio - RATE_TOLERANCE))
         report.antialiased = report.decimation > 1
@@ -378,11 +387,20 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
         if count < 2:
             continue  # an isolated sample between two gaps: no window fits it
         values = resample_segment(ts, piece[:, 1:], fs, count, report.decimation if report.antialiased else 1)
+        grid = ts[0] + np.arange(count) / fs
+        right = np.clip(np.searchsorted(ts, grid), 1, ts.shape[0] - 1)
+        nearest = np.minimum(np.abs(grid - ts[right - 1]), np.abs(ts[right] - grid))
+        report.filled += int((nearest > 0.5 / fs + 1e-9).sum())
         log.segments.append(values)
         log.starts.append(float(ts[0]))
     if not log.segments:
         raise ValueError(f"{path}: no stretch of the log between gaps holds two samples at {fs:g} Hz.")
     report.segments, report.samples = len(log.segments), log.samples
+    if report.filled > FILLED_SHARE * report.samples:
+        warnings.warn(f"{path}: {report.filled} of its {report.samples} samples on the {fs:g} Hz grid "
+                      f"({100 * report.filled / report.samples:.0f} %) are filled in by interpolation, more than a "
+                      f"real sample within half a step (bridged gaps, or a file slower than data.fs); they carry no "
+                      f"measurement of their own: record faster or lower data.fs.", stacklevel=2)
     return log
 
 

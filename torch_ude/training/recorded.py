@@ -142,7 +142,7 @@ class RecordedDataModule(L.LightningDataModule):
             ``velocity_from_position`` the position columns only (the known model's first
             half of the state).
         inputs: the input columns, in the known model's order.
-        fs: the nominal rate in Hz; every file's rate must be ``k * fs`` (k = 1, 2, ...).
+        fs: the nominal rate in Hz; every file is resampled onto it, at any rate (``antialias``).
         train_rate: training ticks per second; ``fs / train_rate`` must be an integer.
         max_gap: the longest step bridged inside a log, in s (None: 5.5 nominal steps).
         horizons: open-loop prediction horizons of the validation metrics, in s.
@@ -154,6 +154,11 @@ class RecordedDataModule(L.LightningDataModule):
             takes the known model's declaration, ``[]`` declares none.
         invariant: the state columns the residual does not read (`RecordedPlant`); None
             (default) takes the known model's declaration, ``[]`` declares none.
+        antialias: how files at other rates than ``fs`` are read (`torch_ude.recorded.read_log`):
+            ``"other_rates"`` (default) reads a file at ``k * fs`` by interpolation as before (no filter: its
+            noise stays white for the estimator) and low-pass filters any other faster file before it is
+            decimated; ``true`` filters every faster file; ``false`` refuses rates other than ``k * fs``.
+            Files slower than ``fs`` are interpolated, with a warning when many samples are filled in.
 
     Raises:
         TypeError, ValueError, FileNotFoundError: for a bad setting or a bad file, here,
@@ -165,8 +170,12 @@ class RecordedDataModule(L.LightningDataModule):
                  inputs: Sequence[str] = (), fs: float = 100.0, train_rate: float = 25.0,
                  max_gap: float | None = None, horizons: Sequence[float] = (1.0, 5.0),
                  seed: int | None = None, velocity_from_position: VelocityFromPosition | None = None,
-                 periodic: Sequence[str] | None = None, invariant: Sequence[str] | None = None) -> None:
+                 periodic: Sequence[str] | None = None, invariant: Sequence[str] | None = None,
+                 antialias: bool | str = "other_rates") -> None:
         super().__init__()
+        if antialias not in (False, True, "other_rates"):
+            raise ValueError(f"data.antialias must be other_rates (the default), true or false; got {antialias!r}.")
+        self.antialias = antialias
         if velocity_from_position is not None:
             if not isinstance(velocity_from_position, VelocityFromPosition):
                 raise TypeError(f"velocity_from_position must be a VelocityFromPosition ({{half_width, order}} in "
@@ -206,7 +215,7 @@ class RecordedDataModule(L.LightningDataModule):
 
     def _read(self, path: str) -> RecordedLog:
         log = read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
-                       self.max_gap)
+                       self.max_gap, antialias=self.antialias)
         return log if self.velocity_from_position is None else with_velocities(log, self.velocity_from_position)
 
     @property
@@ -242,7 +251,8 @@ class RecordedDataModule(L.LightningDataModule):
     def config(self) -> dict:
         """The data settings and what reading the files found (recorded in the run's outputs)."""
         return {"system": self.system, "files": self.files, "val_files": self.val_files, **self.columns,
-                "fs": self.fs, "train_rate": self.train_rate, "max_gap": self.max_gap, "seed": self.seed,
+                "fs": self.fs, "train_rate": self.train_rate, "max_gap": self.max_gap, "antialias": self.antialias,
+                "seed": self.seed,
                 "velocity_from_position": self.velocity_from_position,
                 "reports": [log.report for log in self.train_logs + self.val_logs]}
 
