@@ -1,6 +1,8 @@
 """Recorded logs: read a CSV, NPZ or MAT file of states, inputs and time stamps for training.
 
-A log names one time column, its state columns and (optionally) its input columns. Reading
+A log names one time column (or none, for the sample vectors most system-identification benchmarks
+ship: then a sampling rate ``file_rate`` gives the time of each row), its state columns and
+(optionally) its input columns. Reading
 it (`read_log`) validates everything once, at the boundary:
 
 * the file must exist and be a ``.csv`` (UTF-8, a byte-order mark dropped; a header line of
@@ -235,15 +237,19 @@ def read_npz_arrays(path: str | Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
-    """The named columns of a file as float64 vectors (validated for presence and length)."""
+def _read_columns(path: Path, wanted: Sequence[str], optional: str | None = None) -> dict[str, np.ndarray]:
+    """The named columns of a file as float64 vectors (validated for presence and length); the ``optional``
+    one of them (the time column where a rate is given too) is left out where the file lacks it."""
+    time_name = wanted[0] if optional is None or optional == wanted[0] else None
     suffix = path.suffix.lower()
     if suffix == ".csv":
         header, data = read_csv_table(path)
+        wanted = [c for c in wanted if c != optional or c in header]
         missing = [c for c in wanted if c not in header]
         if missing:
             raise ValueError(f"{path}: column(s) {missing} named in the config are not in the file's header; "
-                             f"it has {header}. Fix data.time/states/inputs.")
+                             f"it has {header}. Fix data.time/states/inputs (a file without a time column: set "
+                             f"data.file_rate, or --file-rate of torch-ude score).")
         return {c: data[:, header.index(c)] for c in wanted}
     if suffix == ".npz":
         content = read_npz_arrays(path)
@@ -257,10 +263,12 @@ def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
                              f"(save -v7) or as CSV/NPZ.") from None
     else:
         raise ValueError(f"{path}: unknown file type {path.suffix!r}; a log must be .csv, .npz or .mat.")
+    wanted = [c for c in wanted if c != optional or c in content]
     missing = [c for c in wanted if c not in content]
     if missing:
         raise ValueError(f"{path}: variable(s) {missing} named in the config are not in the file; it has "
-                         f"{sorted(content)}. Fix data.time/states/inputs.")
+                         f"{sorted(content)}. Fix data.time/states/inputs (a file without a time column: set "
+                         f"data.file_rate, or --file-rate of torch-ude score).")
     out = {}
     for c in wanted:
         v = np.asarray(content[c])
@@ -271,19 +279,21 @@ def _read_columns(path: Path, wanted: Sequence[str]) -> dict[str, np.ndarray]:
     length = out[wanted[0]].shape[0]
     for c in wanted[1:]:
         if out[c].shape[0] != length:
-            raise ValueError(f"{path}: variable {c!r} has {out[c].shape[0]} samples but the time variable "
+            first = "the time variable" if wanted[0] == time_name else "the variable"
+            raise ValueError(f"{path}: variable {c!r} has {out[c].shape[0]} samples but {first} "
                              f"{wanted[0]!r} has {length}; every column needs one value per time stamp.")
     return out
 
 
-def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequence[str] = (), fs: float = 100.0,
-             max_gap: float | None = None, antialias: bool | str = False,
-             limits: Sequence[float] | None = None) -> RecordedLog:
+def read_log(path: str | Path, time: str | None, states: Sequence[str], inputs: Sequence[str] = (),
+             fs: float = 100.0, max_gap: float | None = None, antialias: bool | str = False,
+             limits: Sequence[float] | None = None, file_rate: float | None = None) -> RecordedLog:
     """Read, validate, split and resample one log (module doc).
 
     Args:
         path: a ``.csv``, ``.npz`` or ``.mat`` file.
-        time: the time column (s).
+        time: the time column (s); None for a file of sample vectors without one (then
+            ``file_rate`` gives the time of row j, ``j / file_rate``).
         states: the state columns, in the order of the known model's state.
         inputs: the input columns (the known model's inputs), possibly none.
         fs: the nominal rate in Hz; the file's median rate must be ``k * fs``, k = 1, 2, ...
@@ -296,6 +306,8 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
             ``fs``, a slower one interpolated. ``"other_rates"``: any rate is accepted, but a file at
             ``k * fs`` is read as with False (so a score equals the one its run computed), and only
             files at other rates are filtered.
+        file_rate: the rate in Hz the rows of a file without the time column were recorded at (a file
+            that has the ``time`` column is read by its stamps), or None: the time column is required.
         limits: the largest plausible absolute value of each state, then input column (its units),
             or None: rows with a value beyond its bound (a corrupted sample such as 1e30) are
             flagged, counted (``report.rejected_implausible``) and left out like rows with NaN.
@@ -311,7 +323,12 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
             column or row).
     """
     path = Path(path)
-    names = (time, *states, *inputs)
+    if (time is None or file_rate is not None) and not (
+            isinstance(file_rate, (int, float)) and not isinstance(file_rate, bool) and math.isfinite(file_rate)
+            and file_rate > 0):
+        raise ValueError(f"{path}: a log without a time column (data.time: null) needs its sample rate: set "
+                         f"data.file_rate to the rate in Hz its rows were recorded at; got {file_rate!r}.")
+    names = ("time" if time is None else time, *states, *inputs)
     if len(states) < 1:
         raise ValueError(f"{path}: name at least one state column (data.states).")
     if len(set(names)) != len(names):
@@ -323,7 +340,9 @@ def read_log(path: str | Path, time: str, states: Sequence[str], inputs: Sequenc
     if not path.is_file():
         raise FileNotFoundError(f"the log {path} does not exist; check data.files / data.val_files "
                                 f"(paths are relative to the working directory).")
-    cols = _read_columns(path, names)
+    cols = _read_columns(path, names if time is not None else names[1:], optional=names[0] if file_rate else None)
+    if names[0] not in cols:  # the sample vectors of a system-identification benchmark: row j at j / file_rate
+        cols[names[0]] = np.arange(cols[names[1]].shape[0]) / float(file_rate)
     table = np.stack([cols[c] for c in names], axis=1)  # (rows, 1 + n + n_u)
     report = LogReport(file=str(path), rows=int(table.shape[0]))
     finite = np.isfinite(table).all(axis=1)

@@ -7,7 +7,7 @@
 ``field.pt`` (`torch_ude.export.load_field`). The files are read with the columns, the nominal rate
 ``fs`` and the velocity derivation the model was trained with (recorded in its ``field.json``;
 ``--time``, ``--states``, ``--inputs``, ``--fs`` name them for a model trained on a simulated
-plant), at any rate: a file at an integer multiple of ``fs`` is read as training reads its files
+plant; ``--file-rate`` reads files without a time column, their rows at that rate), at any rate: a file at an integer multiple of ``fs`` is read as training reads its files
 (so a run's validation file scores what its ``metrics.json`` says), a file at any other rate is
 low-pass filtered before it is decimated to ``fs`` (``--antialias``: every faster file), a slower
 one interpolated (`torch_ude.recorded.read_log` with ``antialias``). Each file is scored
@@ -75,14 +75,16 @@ class LogColumns:
         fs: the model's nominal rate in Hz (every file is resampled onto it).
         max_gap: the longest step bridged in s, or None (`torch_ude.recorded.read_log`).
         velocity_from_position: the velocity derivation of a position-only log, or None.
+        file_rate: the rows' rate in Hz of logs without the time column, or None.
     """
 
-    time: str
+    time: str | None
     states: list[str]
     inputs: list[str]
     fs: float
     max_gap: float | None = None
     velocity_from_position: VelocityFromPosition | None = None
+    file_rate: float | None = None
 
 
 def _run_data(field: LoadedField) -> dict:
@@ -92,7 +94,8 @@ def _run_data(field: LoadedField) -> dict:
 
 
 def columns_of(field: LoadedField, time: str | None = None, states: Sequence[str] | None = None,
-               inputs: Sequence[str] | None = None, fs: float | None = None) -> LogColumns:
+               inputs: Sequence[str] | None = None, fs: float | None = None,
+               file_rate: float | None = None) -> LogColumns:
     """The columns and grid to read logs with for ``field``: the run's recorded settings, replaced by
     any given here.
 
@@ -104,11 +107,13 @@ def columns_of(field: LoadedField, time: str | None = None, states: Sequence[str
     data = _run_data(field)
     vfp = data.get("velocity_from_position")
     vfp = VelocityFromPosition(**vfp) if isinstance(vfp, dict) else None
+    file_rate = file_rate if file_rate is not None else data.get("file_rate")
     time = time or data.get("time")
     states = list(states) if states is not None else data.get("states")
     inputs = list(inputs) if inputs is not None else data.get("inputs", list(field.input_names))
     fs = fs if fs is not None else data.get("fs")
-    missing = [f"--{name}" for name, value in (("time", time), ("states", states), ("fs", fs)) if value is None]
+    missing = [f"--{name}" for name, value in (("time", time if file_rate is None else "-"), ("states", states),
+                                                ("fs", fs)) if value is None]
     if missing:
         raise ValueError(f"the model's field.json records no log columns or rate (it was trained on a simulated plant "
                          f"or by an older torch-ude); name them with {' '.join(missing)} (its states are "
@@ -120,7 +125,8 @@ def columns_of(field: LoadedField, time: str | None = None, states: Sequence[str
         raise ValueError(f"the model reads {n_read} state column(s) and {field.n_inputs} input column(s) "
                          f"({list(field.state_names)}, inputs {list(field.input_names)}); got states {list(states)} "
                          f"and inputs {list(inputs)}: name columns of the model's layout with --states/--inputs.")
-    return LogColumns(str(time), list(states), list(inputs), float(fs), data.get("max_gap"), vfp)
+    return LogColumns(None if time is None else str(time), list(states), list(inputs), float(fs), data.get("max_gap"),
+                      vfp, file_rate)
 
 
 def check_network(field: LoadedField) -> None:
@@ -218,7 +224,7 @@ def read_scored_log(path: str | Path, columns: LogColumns, antialias: bool = Fal
     counted and left out.
     """
     log = read_log(path, columns.time, columns.states, columns.inputs, columns.fs, columns.max_gap,
-                   antialias=True if antialias else "other_rates", limits=limits)
+                   antialias=True if antialias else "other_rates", limits=limits, file_rate=columns.file_rate)
     return log if columns.velocity_from_position is None else with_velocities(log, columns.velocity_from_position)
 
 
@@ -368,6 +374,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--states", nargs="+", help="the state columns (default: the run's)")
     ap.add_argument("--inputs", nargs="*", help="the input columns (default: the run's)")
     ap.add_argument("--fs", type=float, help="the model's grid in Hz (default: the run's data.fs)")
+    ap.add_argument("--file-rate", type=float, help="files without a time column: the rate in Hz their rows were "
+                                                    "recorded at (default: the run's data.file_rate)")
     ap.add_argument("--antialias", action="store_true", help="low-pass filter every file faster than the grid "
                                                              "before decimation (default: only files whose rate is "
                                                              "not a multiple of it, as training reads the others)")
@@ -377,7 +385,8 @@ def _parser() -> argparse.ArgumentParser:
 def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[float] = DEFAULT_HORIZONS,
           per_channel: bool = False, config: str | Path | None = None, out: str | Path | None = None,
           tensorboard: bool = False, time: str | None = None, states: Sequence[str] | None = None,
-          inputs: Sequence[str] | None = None, fs: float | None = None, antialias: bool = False) -> dict:
+          inputs: Sequence[str] | None = None, fs: float | None = None, antialias: bool = False,
+          file_rate: float | None = None) -> dict:
     """Score a trained model on logs (module doc): print the table, write ``score.json`` and the figures.
 
     Args: as the command's options (module doc); ``horizons`` in s, ``fs`` in Hz.
@@ -398,7 +407,7 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     check_network(field)
     if config is not None:
         check_against_config(field, config)
-    columns = columns_of(field, time, states, inputs, fs)
+    columns = columns_of(field, time, states, inputs, fs, file_rate)
     limits = plausible_limits(field, columns)
     logs = [read_scored_log(f, columns, antialias, limits) for f in files]
     periodic = _periodic(field)
@@ -443,4 +452,4 @@ def main(argv: Sequence[str]) -> dict:
     """``torch-ude score`` from command-line arguments (module doc); returns `score`'s result."""
     args = _parser().parse_args(list(argv))
     return score(args.model, args.files, args.horizons, args.per_channel, args.config, args.out, args.tensorboard,
-                 args.time, args.states, args.inputs, args.fs, args.antialias)
+                 args.time, args.states, args.inputs, args.fs, args.antialias, args.file_rate)

@@ -233,3 +233,17 @@ def test_read_log_rejects_rows_beyond_the_limits_and_checks_them(tmp_path):
     assert read_log(tmp_path / "log.csv", **cols).segments[0][50, 0] == 1e6  # (no limits: read as it is)
     with pytest.raises(ValueError, match=r"limits must hold one positive bound per state and input column \(3\)"):
         read_log(tmp_path / "log.csv", limits=[10.0, 10.0], **cols)
+
+
+@needs_dfki
+def test_score_reads_a_log_without_a_time_column_at_the_rate_given(run, monkeypatch, capsys, tmp_path):
+    d = np.genfromtxt(DFKI / "ddp.csv", delimiter=",", names=True)
+    np.savez(tmp_path / "vectors.npz", position=d["position"], velocity=d["velocity"], torque=d["torque"])
+    _refused(monkeypatch, capsys, r"variable\(s\) \['time'\] named in the config are not in the file; .*--file-rate",
+             str(run), "--files", str(tmp_path / "vectors.npz"))
+    code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(tmp_path / "vectors.npz"),
+                        str(DFKI / "ddp.csv"), "--file-rate", "500", "--out", str(tmp_path / "score"))
+    record = json.loads((tmp_path / "score" / "score.json").read_text())
+    vectors, stamped = record["files"]
+    assert code == 0 and vectors["report"]["dt_median"] == pytest.approx(1 / 500) and vectors["report"]["samples"] == 600
+    assert stamped["one_step_nrmse"] == pytest.approx(json.loads((run / "metrics.json").read_text())["one_step_nrmse"])

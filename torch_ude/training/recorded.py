@@ -137,7 +137,7 @@ class RecordedDataModule(L.LightningDataModule):
             e.g. `torch_ude.systems.TorquePendulumModel`.
         files: the training logs (.csv, .npz, .mat); streamed one after the other.
         val_files: the validation logs (other files), scored by prediction errors.
-        time: the time column (s).
+        time: the time column (s); null for files without one (sample vectors), with ``file_rate``.
         states: the state columns, in the known model's order; with
             ``velocity_from_position`` the position columns only (the known model's first
             half of the state).
@@ -159,6 +159,7 @@ class RecordedDataModule(L.LightningDataModule):
             noise stays white for the estimator) and low-pass filters any other faster file before it is
             decimated; ``true`` filters every faster file; ``false`` refuses rates other than ``k * fs``.
             Files slower than ``fs`` are interpolated, with a warning when many samples are filled in.
+        file_rate: the rate in Hz the rows of files without a time column were recorded at (``time: null``).
 
     Raises:
         TypeError, ValueError, FileNotFoundError: for a bad setting or a bad file, here,
@@ -166,16 +167,16 @@ class RecordedDataModule(L.LightningDataModule):
     """
 
     def __init__(self, known: ControlledField | VectorField, files: Sequence[str], val_files: Sequence[str] = (),
-                 time: str = "time", states: Sequence[str] = ("position", "velocity"),
+                 time: str | None = "time", states: Sequence[str] = ("position", "velocity"),
                  inputs: Sequence[str] = (), fs: float = 100.0, train_rate: float = 25.0,
                  max_gap: float | None = None, horizons: Sequence[float] = (1.0, 5.0),
                  seed: int | None = None, velocity_from_position: VelocityFromPosition | None = None,
                  periodic: Sequence[str] | None = None, invariant: Sequence[str] | None = None,
-                 antialias: bool | str = "other_rates") -> None:
+                 antialias: bool | str = "other_rates", file_rate: float | None = None) -> None:
         super().__init__()
         if antialias not in (False, True, "other_rates"):
             raise ValueError(f"data.antialias must be other_rates (the default), true or false; got {antialias!r}.")
-        self.antialias = antialias
+        self.antialias, self.file_rate = antialias, file_rate
         if velocity_from_position is not None:
             if not isinstance(velocity_from_position, VelocityFromPosition):
                 raise TypeError(f"velocity_from_position must be a VelocityFromPosition ({{half_width, order}} in "
@@ -215,7 +216,7 @@ class RecordedDataModule(L.LightningDataModule):
 
     def _read(self, path: str) -> RecordedLog:
         log = read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
-                       self.max_gap, antialias=self.antialias)
+                       self.max_gap, antialias=self.antialias, file_rate=self.file_rate)
         return log if self.velocity_from_position is None else with_velocities(log, self.velocity_from_position)
 
     @property
@@ -252,6 +253,7 @@ class RecordedDataModule(L.LightningDataModule):
         """The data settings and what reading the files found (recorded in the run's outputs)."""
         return {"system": self.system, "files": self.files, "val_files": self.val_files, **self.columns,
                 "fs": self.fs, "train_rate": self.train_rate, "max_gap": self.max_gap, "antialias": self.antialias,
+                "file_rate": self.file_rate,
                 "seed": self.seed,
                 "velocity_from_position": self.velocity_from_position,
                 "reports": [log.report for log in self.train_logs + self.val_logs]}

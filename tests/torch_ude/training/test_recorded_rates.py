@@ -59,3 +59,25 @@ def test_a_file_slower_than_the_grid_is_a_warning_and_a_count(mixed, tmp_path):
                                          r"in by interpolation"):
         log = read_log(tmp_path / "slow.csv", fs=100.0, antialias="other_rates", **COLS)
     assert log.report.filled > FILLED_SHARE * log.samples and not log.report.antialiased
+
+
+def test_logs_without_a_time_column_take_their_rate_from_the_config(tmp_path):
+    d = forced_pendulum_log(duration=8.0, fs=500.0, noise=2e-3, seed=4)
+    np.savez(tmp_path / "vectors.npz", position=d["position"], velocity=d["velocity"], torque=d["torque"])
+    write_csv(tmp_path / "stamped.csv", d)
+    cols = dict(states=["position", "velocity"], inputs=["torque"], fs=100.0)
+    log = read_log(tmp_path / "vectors.npz", time=None, file_rate=500.0, **cols)
+    stamped = read_log(tmp_path / "stamped.csv", time="time", **cols)
+    assert log.report.decimation == 5 and np.allclose(log.segments[0], stamped.segments[0], atol=1e-12)
+    # with a time column named, a file that has it is read by its stamps and one that lacks it by the rate
+    assert np.allclose(read_log(tmp_path / "vectors.npz", time="time", file_rate=500.0, **cols).segments[0],
+                       log.segments[0], atol=1e-12)
+    with pytest.raises(ValueError, match=r"a log without a time column \(data.time: null\) needs its sample rate: "
+                                         r"set data.file_rate"):
+        read_log(tmp_path / "vectors.npz", time=None, **cols)
+    with pytest.raises(ValueError, match=r"variable\(s\) \['time'\] named in the config are not in the file; .*"
+                                         r"\(a file without a time column: set data.file_rate"):
+        read_log(tmp_path / "vectors.npz", time="time", **cols)
+    dm = RecordedDataModule(TorquePendulumModel(), files=[str(tmp_path / "vectors.npz")], time=None, file_rate=500.0,
+                            **cols)
+    assert dm.total_ticks == stamped.samples and dm.config()["file_rate"] == 500.0
