@@ -61,6 +61,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
 from .training.callbacks import PeriodicCheckpoint
+from .training.checkpoint_match import checkpoint_mismatch
 from .training.overrides import nest_override_values, reset_changed_classes, short_parse_error
 from .training.progress import UpdateProgressBar
 from .training.run_folder import RunFolderLock, checkpoint_step, killed_run, resume_point, settings_differ
@@ -227,7 +228,11 @@ class TorchUdeCLI(LightningCLI):
             _note(note)
 
     def before_instantiate_classes(self) -> None:
-        """For ``fit``: lock the run folder and, when it holds a killed run, resume it (module docstring)."""
+        """For ``fit``: lock the run folder and, when it holds a killed run, resume it (module docstring).
+        For ``validate`` and ``test``: refuse to run without a checkpoint, or with one of another model
+        (`torch_ude.training.checkpoint_match`)."""
+        if self.subcommand in ("validate", "test"):
+            self._check_checkpoint(self.subcommand)
         if self.subcommand != "fit":
             return
         config = self.config["fit"]
@@ -268,6 +273,32 @@ class TorchUdeCLI(LightningCLI):
         config["ckpt_path"] = str(ckpt)
         lock.record(resumed_from=str(ckpt))
         os.environ[RESUME_ENV] = str(ckpt)
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning replaces the model's settings by the checkpoint's here; keep the command's first, so that
+        `_check_checkpoint` can refuse a config of another model instead of ignoring it silently."""
+        sub = self.config.get("subcommand")
+        if sub in ("validate", "test"):
+            self._requested_model = yaml.safe_load(self._parser(sub).dump(self.config[sub], skip_none=False)).get("model")
+        super()._parse_ckpt_path()
+
+    def _check_checkpoint(self, sub: str) -> None:
+        """Raise a one-line `ValueError` for ``validate``/``test`` without ``--ckpt_path`` (the untrained initial
+        model would be scored) or with a checkpoint whose model the config does not describe."""
+        config = self.config[sub]
+        ckpt = config.get("ckpt_path")
+        if not ckpt:
+            raise ValueError(f"torch-ude {sub} needs --ckpt_path: without a checkpoint it would evaluate the untrained "
+                             f"initial model; pass a run's checkpoint (<run folder>/.../checkpoints/last.ckpt), or score "
+                             f"a trained run on any log with torch-ude score RUN --files ...")
+        if not Path(ckpt).is_file():
+            return  # (Lightning's keywords: last, best, ...)
+        current = yaml.safe_load(self._parser(sub).dump(config, skip_none=False))
+        current["model"] = getattr(self, "_requested_model", None) or current.get("model")
+        differ = checkpoint_mismatch(ckpt, current)
+        if differ:
+            raise ValueError(f"the checkpoint {ckpt} holds another model than this config describes ({'; '.join(differ)});"
+                             f" evaluate it with the config it was trained with, or train one with this config.")
 
     def instantiate_trainer(self, **kwargs) -> L.Trainer:
         """Lightning's trainer, with `UpdateProgressBar` in place of the `TQDMProgressBar` and `PeriodicCheckpoint` in

@@ -52,8 +52,8 @@ from .prediction import open_loop_rollouts, prediction_errors
 from .recorded import RecordedLog, read_log
 
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
-           "score_table", "rollout_figure", "score", "main", "plausible_limits", "SCORE_FILE", "DEFAULT_HORIZONS",
-           "PLAUSIBLE_RMS"]
+           "score_table", "rollout_figure", "score", "main", "plausible_limits", "class_of", "SCORE_FILE",
+           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS"]
 
 SCORE_FILE = "score.json"
 #: A value more than this many training RMS of its channel from zero is implausible (a corrupted sample):
@@ -143,7 +143,7 @@ def check_network(field: LoadedField) -> None:
                          f"{recorded}: the two files come from different runs; export the run again (torch-ude fit).")
 
 
-def _class_of(spec: object) -> type | None:
+def class_of(spec: object) -> type | None:
     """The class a ``{"class_path": ...}`` spec names (None when it names none that imports)."""
     path = spec.get("class_path") if isinstance(spec, dict) else None
     if not isinstance(path, str) or "." not in path:
@@ -181,7 +181,7 @@ def check_against_config(field: LoadedField, config: str | Path) -> None:
                          f"{theirs!r}; {fix}.")
 
     if "known" in data:  # a recorded log: the known model's class and the columns
-        known, ours = _class_of(data["known"]), _class_of(mine.get("known"))
+        known, ours = class_of(data["known"]), class_of(mine.get("known"))
         if known is not ours:
             refuse("known model", (mine.get("known") or {}).get("class_path"), data["known"].get("class_path"))
         states = list(data.get("states", ["position", "velocity"]))
@@ -192,7 +192,7 @@ def check_against_config(field: LoadedField, config: str | Path) -> None:
         if list(data.get("inputs", [])) != list(mine.get("inputs", [])):
             refuse("input layout", mine.get("inputs"), data.get("inputs"))
     elif "system" in data:  # a simulated plant: its class and case
-        if _class_of(data["system"]) is not _class_of(plant):
+        if class_of(data["system"]) is not class_of(plant):
             refuse("plant", plant.get("class_path"), data["system"].get("class_path"))
         case = str(data.get("case", "A")).upper()
         if case != str(field.sidecar.get("case", "")).upper():
