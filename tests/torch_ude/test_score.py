@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from torch_ude import SinglePendulum, export_field
 from torch_ude.cli import console, main
@@ -107,12 +108,19 @@ def test_score_prints_a_table_per_file_and_pooled_at_50_333_and_jittery_616_hz(r
 @needs_dfki
 def test_a_file_too_short_for_a_horizon_is_reported_as_such(run, monkeypatch, capsys, tmp_path):
     code, out, _ = _run(monkeypatch, capsys, "score", str(run / "field.pt"), "--files", str(DFKI / "sysid_pd.csv"),
-                        "--horizons", "1", "5", "--out", str(tmp_path))
+                        "--horizons", "1", "5", "--out", str(tmp_path), "--tensorboard")
     row = next(line for line in out.splitlines() if line.startswith("sysid_pd.csv"))
     assert code == 0 and re.search(r"\s\d\.\d{4}\s+too short\s+[\d.]+ %$", row), row  # 1 s scored, 5 s too short
     record = json.loads((tmp_path / "score.json").read_text())
     assert record["files"][0]["too_short"] == [5.0] and record["files"][0]["open_loop_1s_nrmse"] is not None
     assert record["files"][0]["longest_segment_s"] < 5.0
+    # --tensorboard: the figure and the scored numbers as events
+    events = EventAccumulator(str(next((tmp_path / "tensorboard").glob("events.*"))))
+    events.Reload()
+    assert events.Tags()["images"] == ["score/sysid_pd"]
+    assert set(events.Tags()["scalars"]) == {"score/sysid_pd/one_step_nrmse", "score/sysid_pd/open_loop_1s_nrmse"}
+    assert events.Scalars("score/sysid_pd/one_step_nrmse")[0].value == pytest.approx(
+        record["files"][0]["one_step_nrmse"], rel=1e-6)
 
 
 def test_decimation_with_antialiasing_removes_content_above_the_new_nyquist_rate():
