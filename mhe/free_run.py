@@ -61,7 +61,8 @@ if TYPE_CHECKING:  # the problem and the solver build on the model and the estim
     from .solver import WindowSolver
 
 __all__ = ["CRITERIA", "FreeRun", "OutputErrorSettings", "OutputErrorResult", "simulate_free_run", "free_run_rmse",
-           "refine_output_error", "simulation_criterion"]
+           "estimate_initial_states", "refine_output_error",
+           "simulation_criterion"]
 
 CRITERIA = ("prediction", "simulation")
 """The outer criteria: the one-step prediction error of PEM alone, or PEM followed by the free-run refinement."""
@@ -198,6 +199,111 @@ def _values(part, raw) -> list:
     return [free[n] if n in free else float(now[n].detach()) for n in part.names]
 
 
+class _Shooting:
+    """The multiple-shooting output-error NLP of a model on a recording (module docstring), built once.
+
+    Decision vector: the raw coordinates of the identified parameters (physics, then output map), then the
+    segment starts ``s_j`` (n_x each) in time order; constraints: the continuity defects.
+    """
+
+    def __init__(self, estimator: MovingHorizonEstimator, recording: Recording, settings: OutputErrorSettings) -> None:
+        model = estimator.model
+        if model.residual is not None:
+            raise ValueError("The free-run criterion (outer.criterion: simulation) works on physics and output-map "
+                             "parameters; this model has a neural residual (set outer.criterion: prediction, or "
+                             "refine its physics-only model).")
+        u, y = recording.inputs.to(torch.float64), recording.outputs.to(torch.float64)
+        if u.shape[1] != model.n_u or y.shape[1] != model.n_y:
+            raise ValueError(f"The recording has {u.shape[1]} inputs and {y.shape[1]} outputs; the model needs "
+                             f"{model.n_u} and {model.n_y}.")
+        self.model, self.u, self.y, self.breaks = model, u, y, recording.breaks
+        self.parts = [p.params for p in (model.physics, model.output_map) if p is not None]
+        self.n_free = [len(p.free_names) for p in self.parts]
+        dyn = CasadiDynamics(model, build_dir="build/free_run")  # physics only: nothing is compiled or written
+        spans = _stretches(len(y), recording.breaks)
+        held = step_inputs(u, model.hold, recording.breaks).numpy()
+        weights = np.sqrt(estimator.r_inv.numpy())
+        raws = [cs.SX.sym(f"rho{i}", n) for i, n in enumerate(self.n_free)]
+        p = cs.vertcat(*_values(model.physics.params, raws[0]))
+        q = cs.vertcat(*_values(model.output_map.params, raws[1])) if model.output_map is not None else cs.SX(0, 1)
+        zero = cs.DM.zeros(model.n_w)
+        # segment starts: a free run of the current model, the measured states at their outputs' state guess
+        with torch.no_grad():
+            guess = model.state_guess(y)
+            x0 = estimator.arrival_mean.detach().expand(len(spans), model.n_x).clone()
+            x0[:, list(model.measured)] = guess[[a for a, _ in spans]]
+            init = simulate_free_run(model, x0, u, recording.breaks).states.clone()
+            init[:, list(model.measured)] = guess
+        self.starts: list[int] = []
+        nodes, node_init, residuals, defects = [], [], [], []
+        for a, b in spans:
+            first = len(nodes)
+            self.starts.append(first)
+            heads = list(range(a, b, settings.segment))
+            nodes += [cs.SX.sym(f"s{h}", model.n_x) for h in heads]
+            node_init += [init[h].numpy() for h in heads]
+            for j, h in enumerate(heads):
+                x = nodes[first + j]
+                for t in range(h, min(h + settings.segment, b)):
+                    residuals.append(weights * (y[t].numpy() - dyn.output(x, held[t, :model.n_u], q)))
+                    if t + 1 < b:
+                        x = dyn.step(x, held[t], zero, p)
+                if j + 1 < len(heads):
+                    defects.append(x - nodes[first + j + 1])
+        e = cs.vertcat(*residuals)
+        nlp = {"x": cs.vertcat(*raws, *nodes), "f": 0.5 * cs.dot(e, e),
+               "g": cs.vertcat(*defects) if defects else cs.SX(0, 1)}
+        self.solver = cs.nlpsol("output_error", "ipopt", nlp, {
+            "print_time": False, "ipopt.print_level": 0, "ipopt.sb": "yes", "ipopt.tol": settings.tol,
+            "ipopt.max_iter": settings.max_iter})
+        self.raw0 = np.concatenate([part.raw.detach().numpy() for part in self.parts])
+        self.v0 = np.concatenate([self.raw0, *node_init])
+
+    def solve(self, fixed: bool) -> tuple[np.ndarray, dict]:
+        """Solve from the start; ``fixed``: the parameters held at their current values (initial states only)."""
+        lb, ub = np.full(self.v0.shape, -np.inf), np.full(self.v0.shape, np.inf)
+        n = len(self.raw0)
+        if fixed:
+            lb[:n] = ub[:n] = self.raw0
+        sol = self.solver(x0=self.v0, lbx=lb, ubx=ub, lbg=0.0, ubg=0.0)
+        return np.asarray(sol["x"]).ravel(), self.solver.stats()
+
+    def initial_states(self, v: np.ndarray) -> Tensor:
+        """The first segment start of every stretch, (S, n_x)."""
+        return torch.as_tensor(v[len(self.raw0):].reshape(-1, self.model.n_x)[self.starts])
+
+    def apply(self, v: np.ndarray) -> Tensor:
+        """Set the model's identified parameters from ``v`` and return the free-run RMSE per output from ``v``'s
+        initial states, (n_y,)."""
+        with torch.no_grad():
+            chunks = np.split(v[:len(self.raw0)], np.cumsum(self.n_free)[:-1])
+            for part, chunk in zip(self.parts, chunks):
+                part.raw.copy_(torch.as_tensor(chunk))
+            run = simulate_free_run(self.model, self.initial_states(v), self.u, self.breaks)
+            return free_run_rmse(run, self.y)
+
+
+def estimate_initial_states(estimator: MovingHorizonEstimator, recording: Recording,
+                            settings: OutputErrorSettings = OutputErrorSettings()) -> tuple[Tensor, Tensor]:
+    """The initial state of every stretch of ``recording`` that minimises the model's free-run error, its parameters
+    fixed: how a model is scored by free run.
+
+    Args:
+        estimator: the MHE (its model and its measurement standard deviations ``r``, the residuals' weights).
+        recording: inputs at the samples (T, n_u) and outputs (T, n_y), with its breaks.
+        settings: segment length and IPOPT's limits.
+
+    Returns:
+        The initial states (S, n_x) and the free-run RMSE per output from them (n_y,), output units.
+
+    Raises:
+        ValueError: for a model with a neural residual or a recording that does not fit the model.
+    """
+    nlp = _Shooting(estimator, recording, settings)
+    v, _ = nlp.solve(fixed=True)
+    return nlp.initial_states(v), nlp.apply(v)
+
+
 def refine_output_error(estimator: MovingHorizonEstimator, recording: Recording,
                         settings: OutputErrorSettings = OutputErrorSettings()) -> OutputErrorResult:
     """Refine the identified parameters of ``estimator.model`` on the free-run error of ``recording`` (module docstring).
@@ -217,85 +323,19 @@ def refine_output_error(estimator: MovingHorizonEstimator, recording: Recording,
         ValueError: for a model with a neural residual or without identified parameters, or a recording
             whose inputs or outputs do not fit the model.
     """
-    model = estimator.model
-    if model.residual is not None:
-        raise ValueError("outer.criterion: simulation refines physical and output-map parameters; this model has a "
-                         "neural residual (set outer.criterion: prediction, or refine its physics-only model).")
-    parts = [p.params for p in (model.physics, model.output_map) if p is not None]
-    n_free = [len(p.free_names) for p in parts]
-    if not sum(n_free):
+    t0 = time.perf_counter()
+    nlp = _Shooting(estimator, recording, settings)
+    if not sum(nlp.n_free):
         raise ValueError("outer.criterion: simulation needs identified parameters (physics or output map identify); "
                          "this model has none.")
-    u, y = recording.inputs.to(torch.float64), recording.outputs.to(torch.float64)
-    if u.shape[1] != model.n_u or y.shape[1] != model.n_y:
-        raise ValueError(f"The recording has {u.shape[1]} inputs and {y.shape[1]} outputs; the model needs {model.n_u} "
-                         f"and {model.n_y}.")
-    t0 = time.perf_counter()
-    dyn = CasadiDynamics(model, build_dir="build/free_run")
-    spans = _stretches(len(y), recording.breaks)
-    held = step_inputs(u, model.hold, recording.breaks).numpy()
-    weights = np.sqrt(estimator.r_inv.numpy())
-    raws = [cs.SX.sym(f"rho{i}", n) for i, n in enumerate(n_free)]
-    p = cs.vertcat(*_values(model.physics.params, raws[0]))
-    q = cs.vertcat(*_values(model.output_map.params, raws[1])) if model.output_map is not None else cs.SX(0, 1)
-    zero = cs.DM.zeros(model.n_w)
-    # node states: a free run of the PEM model, measured states at their outputs' state guess
-    with torch.no_grad():
-        guess = model.state_guess(y)
-        x0 = estimator.arrival_mean.detach().expand(len(spans), model.n_x).clone()
-        x0[:, list(model.measured)] = guess[[a for a, _ in spans]]
-        nodes_init = simulate_free_run(model, x0, u, recording.breaks).states.clone()
-        nodes_init[:, list(model.measured)] = guess
-    starts, node_syms, node_init, residuals, defects = [], [], [], [], []
-    for a, b in spans:
-        first = len(node_syms)
-        for s in range(a, b, settings.segment):
-            node_syms.append(cs.SX.sym(f"s{s}", model.n_x))
-            node_init.append(nodes_init[s].numpy())
-        starts.append(first)
-        for j, s in enumerate(range(a, b, settings.segment)):
-            x = node_syms[first + j]
-            for t in range(s, min(s + settings.segment, b)):
-                residuals.append(weights * (y[t].numpy() - dyn.output(x, held[t, :model.n_u], q)))
-                if t + 1 < b:
-                    x = dyn.step(x, held[t], zero, p)
-            if s + settings.segment < b:
-                defects.append(x - node_syms[first + j + 1])
-    e = cs.vertcat(*residuals)
-    v = cs.vertcat(*raws, *node_syms)
-    g = cs.vertcat(*defects) if defects else cs.SX(0, 1)
-    nlp = {"x": v, "f": 0.5 * cs.dot(e, e), "g": g}
-    solver = cs.nlpsol("output_error", "ipopt", nlp, {"print_time": False, "ipopt.print_level": 0, "ipopt.sb": "yes",
-                                                        "ipopt.tol": settings.tol, "ipopt.max_iter": settings.max_iter})
-    raw0 = np.concatenate([p_.raw.detach().numpy() for p_ in parts])
-    v0 = np.concatenate([raw0, *node_init])
-    n_raw = len(raw0)
-
-    def solve(fixed: bool) -> tuple[np.ndarray, dict]:
-        lb = np.full(v0.shape, -np.inf)
-        ub = np.full(v0.shape, np.inf)
-        if fixed:
-            lb[:n_raw] = ub[:n_raw] = raw0
-        sol = solver(x0=v0, lbx=lb, ubx=ub, lbg=0.0, ubg=0.0)
-        return np.asarray(sol["x"]).ravel(), solver.stats()
-
-    def score(raw: np.ndarray, nodes: np.ndarray) -> Tensor:
-        with torch.no_grad():
-            for part, chunk in zip(parts, np.split(raw, np.cumsum(n_free)[:-1])):
-                part.raw.copy_(torch.as_tensor(chunk))
-            x_start = torch.as_tensor(nodes.reshape(-1, model.n_x)[starts])
-            return free_run_rmse(simulate_free_run(model, x_start, u, recording.breaks), y)
-
-    fixed_v, _ = solve(True)
-    before = score(raw0, fixed_v[n_raw:])
-    free_v, stats = solve(False)
-    after = score(free_v[:n_raw], free_v[n_raw:])
-    success = bool(stats.get("success", False)) and bool(np.isfinite(free_v).all())
+    fixed, _ = nlp.solve(fixed=True)
+    before = nlp.apply(fixed)
+    free, stats = nlp.solve(fixed=False)
+    after = nlp.apply(free)
+    success = bool(stats.get("success", False)) and bool(np.isfinite(free).all())
     if not success and not bool((after ** 2).sum() < (before ** 2).sum()):
-        after = score(raw0, fixed_v[n_raw:])
-        free_v = fixed_v
-    x_start = torch.as_tensor(free_v[n_raw:].reshape(-1, model.n_x)[starts])
-    return OutputErrorResult(x_start, before, after, success, str(stats.get("return_status", "")),
+        free, after = fixed, nlp.apply(fixed)
+    return OutputErrorResult(nlp.initial_states(free), before, after, success, str(stats.get("return_status", "")),
                              int(stats.get("iter_count", -1)), time.perf_counter() - t0)
 
 
