@@ -17,7 +17,7 @@ C_MODULE = "microcontroller.training.CJetMatchingModule"
 PY_MODULE = "torch_ude.training.JetMatchingModule"
 EXPERIMENTS = {
     "single": ("configs/pendulum_case_a_c.yaml", [], (0, 1, 2)),
-    "double": ("configs/double_pendulum_case_a.yaml", ["--model.stream.capacity", "2048", "--model.stream.m_max", "50"],
+    "double": ("configs/double_pendulum_case_a.yaml", ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048", "--model.stream.m_max", "50"],
                (0, 1, 2, 3)),
 }
 

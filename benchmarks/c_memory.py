@@ -22,7 +22,7 @@ CASES = {
     "single pendulum, B = 2048": ("configs/pendulum_case_a_c.yaml", []),
     "single pendulum, B = 4096": ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
     "double pendulum, B = 2048": ("configs/double_pendulum_case_a.yaml",
-                                  ["--model.stream.capacity", "2048", "--model.stream.m_max", "50"]),
+                                  ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048", "--model.stream.m_max", "50"]),
     # without the second-order term (lambda2 = 0, as the SNR gate sets at 1 % noise) jets need no xddot
     "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml", ["--model.stream.lambda2", "0"]),
     "single pendulum, B = 4096, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",

@@ -1,9 +1,10 @@
 """Noise sweep: single pendulum Case A, 60 s stream, v2, the paper's v2 and v1, noise 0-5 %, 3 seeds.
 
-v2 is ``configs/pendulum_case_a.yaml``; ``v2_paper`` the same without our weight decay
-(the paper's v2); v1 is ``configs/pendulum_v1.yaml``.
+v2 is ``configs/pendulum_case_a.yaml`` on its defaults (box-averaged taps since issue 31);
+``v2_point`` the same with the paper's point taps (our v2 before issue 31); ``v2_paper`` that
+without our weight decay (the paper's v2); v1 is ``configs/pendulum_v1.yaml`` (point taps).
 
-    python -m benchmarks.jet_noise_sweep [--seeds 0 1 2] [--levels 0 0.001 ...] [--variants v2 v2_paper v1]
+    python -m benchmarks.jet_noise_sweep [--seeds 0 1 2] [--levels 0 0.001 ...] [--variants v2 v2_point v2_paper v1]
 
 Writes results/jet_noise_sweep/jet_noise_sweep.json and a PNG of e_field and c_hat vs noise.
 """
@@ -18,9 +19,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
 
-VARIANTS = {"v2": ("configs/pendulum_case_a.yaml", []),
-            "v2_paper": ("configs/pendulum_case_a.yaml", ["--model.weight_decay", "0"]),  # without our decay
-            "v1": ("configs/pendulum_v1.yaml", [])}
+_POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (box-averaged taps are the default)
+VARIANTS = {"v2": ("configs/pendulum_case_a.yaml", []),  # our defaults: box-averaged taps since issue 31
+            "v2_point": ("configs/pendulum_case_a.yaml", _POINT),  # our v2 before issue 31
+            "v2_paper": ("configs/pendulum_case_a.yaml", [*_POINT, "--model.weight_decay", "0"]),  # without our decay
+            "v1": ("configs/pendulum_v1.yaml", _POINT)}
 KEYS = ("e_field", "e_field_visited", "c_hat", "m", "lambda2", "wall_s", "reject_rate")
 
 

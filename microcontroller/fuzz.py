@@ -32,7 +32,7 @@ from .generate import headers_for, spec_from_config
 __all__ = ["FUZZ_CONFIG", "CORPUS", "build_fuzzer", "seed_inputs", "write_seeds", "fuzz", "coverage", "minimize"]
 
 FUZZ_CONFIG = ("configs/pendulum_case_a.yaml", [
-    "--model.stream.calibration_s", "0.06", "--model.stream.m", "null", "--model.stream.m_max", "4",
+    "--model.stream.tap_average", "false", "--model.stream.calibration_s", "0.06", "--model.stream.m", "null", "--model.stream.m_max", "4",
     "--model.stream.capacity", "16", "--model.batch_size", "4", "--model.stream.gate_history", "5",
     "--data.train_rate", "500", "--trainer.max_steps", "50"])
 CORPUS = ROOT / "tests" / "fuzz_corpus"

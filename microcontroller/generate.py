@@ -163,6 +163,24 @@ class DeviceSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _unsupported_trust_features(system: System, field: HybridField, model: dict) -> list[str]:
+    """The trust features of `torch_ude.training.JetMatchingModule` (issue 31) that ``model`` turns on for
+    ``system`` and the C trainer cannot run, each with the setting that turns it off. A setting absent
+    from ``model`` (a run made before the feature existed) is off."""
+    out = []
+    if model.get("periodic") and tuple(getattr(system, "periodic", ())):
+        out.append(f"periodic angles read as (sin, cos) (the plant's states {list(system.periodic)}; "
+                   f"model.periodic: false)")
+    if model.get("invariant") and tuple(getattr(system, "invariant", ())):
+        out.append(f"invariant states left out of the network (states {list(system.invariant)}; "
+                   f"model.invariant: false)")
+    if model.get("envelope"):
+        out.append("the trust envelope (model.envelope: false)")
+    if field.physical:
+        out.append("trainable physical parameters (drop the known model's trainable setting)")
+    return out
+
+
 def spec_from_settings(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
                        max_steps: int, seed: int, source: str) -> DeviceSpec:
     """The spec of a plant, an initial field and a trainer's settings, validated.
@@ -180,6 +198,12 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
     Raises:
         ValueError: for settings the C port cannot run (`DeviceSpec.validate`).
     """
+    unsupported = _unsupported_trust_features(system, field, model)
+    if unsupported:
+        raise ValueError(
+            f"the C port does not implement {'; '.join(unsupported)} yet (issue 32); turn "
+            f"{'them' if len(unsupported) > 1 else 'it'} off for the device, or train with the Python trainer "
+            f"(model.class_path torch_ude.training.JetMatchingModule).")
     stream = model.get("stream")
     stream = stream if isinstance(stream, StreamSettings) else StreamSettings(**(stream or {}))
     spec = DeviceSpec(

@@ -41,8 +41,8 @@ def test_fit_with_the_c_trainer_writes_every_output_and_learns(tmp_path):
 
 def _fit(tmp_path, max_steps, chunks=1, ckpt_path=None, every=None, lr=5e-3):
     dm = StreamDataModule(SinglePendulum(), duration=8.0, noise=0.01, seed=4)
-    model = CJetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50),
-                               chunks_per_step=chunks, replay_updates=40, lr=lr)
+    model = CJetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50, tap_average=False),
+                               periodic=False, chunks_per_step=chunks, replay_updates=40, lr=lr)
     callbacks = [PeriodicCheckpoint(every_n_updates=every, dirpath=tmp_path / "ckpt", save_top_k=-1)] if every else []
     trainer = L.Trainer(max_steps=max_steps, logger=False, enable_progress_bar=False, callbacks=callbacks,
                         enable_checkpointing=bool(callbacks), default_root_dir=tmp_path, num_sanity_val_steps=0,

@@ -19,7 +19,7 @@ from microcontroller.generate import spec_from_config, write_headers
 from microcontroller.golden import golden_stream, run_goldens, stage_goldens
 from torch_ude.systems import SensorFaults
 
-SMALL = ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]
+SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]
 CASES = {
     "pendulum": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300"], 8.0),
     "double_pendulum": ("configs/double_pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "150"], 5.0),

@@ -16,7 +16,7 @@ from torch_ude.systems import SinglePendulum
 from torch_ude.training import JetMatchingModule, StreamDataModule
 from torch_ude.update import due_updates
 
-SMALL = ["--model.stream.capacity", "64", "--model.stream.calibration_s", "0.6", "--model.stream.m_max", "20",
+SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "64", "--model.stream.calibration_s", "0.6", "--model.stream.m_max", "20",
          "--model.batch_size", "16", "--trainer.max_steps", "50"]
 
 
@@ -54,7 +54,8 @@ def test_the_c_backend_names_the_calibrations_cause_as_the_python_trainer(tmp_pa
     messages = {}
     for module in (JetMatchingModule, CJetMatchingModule):
         dm = StreamDataModule(SinglePendulum(x0=(0.0, 0.0)), duration=3.0, noise=0.0, seed=0)
-        model = module(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50))
+        model = module(stream=StreamSettings(capacity=256, calibration_s=1.0, m_max=50, tap_average=False),
+                       periodic=False)
         trainer = L.Trainer(max_steps=50, logger=False, enable_progress_bar=False, enable_checkpointing=False,
                             default_root_dir=tmp_path / module.__name__, num_sanity_val_steps=0, limit_val_batches=0)
         with pytest.raises(ValueError) as info:

@@ -18,7 +18,7 @@ STUBS = ROOT.parent / "tests" / "microcontroller" / "stubs"
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     folder = tmp_path_factory.mktemp("esp32-gen")
-    write_headers(spec_from_config("configs/pendulum_case_a.yaml", ["--model.stream.capacity", "2048",
+    write_headers(spec_from_config("configs/pendulum_case_a.yaml", ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048",
                                                                     "--model.stream.m_max", "50"]), folder)
     return folder
 

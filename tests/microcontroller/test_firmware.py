@@ -18,7 +18,7 @@ from microcontroller.golden import chunks, golden_stream
 from microcontroller.target import build_firmware, export_result, run_firmware, sizes
 from torch_ude.systems import SensorFaults
 
-SMALL = ["--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50",
+SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50",
          "--trainer.max_steps", "400"]
 
 

@@ -58,12 +58,15 @@ def _counters(windows=1000, accepted=900, **more):
 
 
 def test_each_indicator_trips_past_its_threshold_only():
-    settings = StreamSettings()
+    settings = StreamSettings(tap_average=False)  # point taps; box-averaged ones below
     noise = 0.01 * math.sqrt(5.348120627447122)  # median misfit of white noise: sigma sqrt(median chi2_6)
     clean = torch.full((101, 2), noise, dtype=torch.float64)
     assert stream_quality(_calibration(), _counters(), settings, 2, clean)["degraded"] == []
     q = stream_quality(_calibration(), _counters(), settings, 2, clean)
     assert q["misfit_ratio"] == pytest.approx([1.0, 1.0], rel=1e-3) and q["window_phase"] == pytest.approx(1.155)
+    # a box of m = 35 samples per tap: the taps' noise is sigma / sqrt(m)
+    box = stream_quality(_calibration(), _counters(), StreamSettings(tap_average=True), 2, clean / math.sqrt(35))
+    assert box["misfit_ratio"] == pytest.approx([1.0, 1.0], rel=1e-3) and box["degraded"] == []
     rejected = _counters(accepted=int(1000 * (1 - MAX_REJECT_RATE)) - 1)
     assert len(stream_quality(_calibration(), rejected, settings, 2, clean)["degraded"]) == 1
     fast = _calibration(m=1, omega_c=1.01 * MAX_WINDOW_PHASE * 1000 / 10)
