@@ -1,13 +1,15 @@
 """Generate the C trainer's headers from a torch-ude config or run.
 
 ``python -m microcontroller.generate --config configs/pendulum_case_a_c.yaml --out build/gen``
-writes ``tu_config.h`` (sizes and hyperparameters as macros) and ``tu_model_data.h`` (the
-constant tables: Savitzky-Golay rows and projection, initial weights and scales, plant
-constants) for a fresh network seeded like every trainer of the project
+writes ``tu_config.h`` (sizes and hyperparameters as macros), ``tu_model_data.h`` (the
+constant tables: Savitzky-Golay rows and projection, initial weights and scales) and
+``tu_plant_code.h`` (the plant's known field f_known and its Jacobians as float C, traced from
+its Python definition: `microcontroller.plant_code`; any `System`, a user's own included,
+named by the config's ``class_path``) for a fresh network seeded like every trainer of the project
 (`torch_ude.HybridField.from_seed`); ``--run DIR`` starts instead from the trained field of a
 run folder (``field.pt`` + ``field.json`` of a jet-matching run, `microcontroller.run_folder`)
 to fine-tune it on the device, with the settings recorded in that run unless ``--config`` is
-also given. Both headers are stamped with the generator, the torch-ude and torch versions and
+also given. The headers are stamped with the generator, the torch-ude and torch versions and
 a hash of the settings (as CMSIS-NN's generated test headers are). Settings the C port cannot
 run, and a trainer larger than the target's RAM (``--ram-budget BYTES``, default the
 Cortex-M4F firmware's, `microcontroller.memory`), are errors here, in one line, before any
@@ -32,11 +34,10 @@ from torch_ude.export import FIELD_FILE, SIDECAR_FILE
 from torch_ude.field import HybridField
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import System
-from torch_ude.systems.double_pendulum import DoublePendulumField
-from torch_ude.systems.pendulum import PendulumField
 
 from .headers import GENERATOR, headers_for, write_headers
 from .memory import default_ram_budget
+from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
 __all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "headers_for",
@@ -50,7 +51,7 @@ class DeviceSpec:
     """Everything the C build of one trainer needs (the generator's resolved settings).
 
     Attributes:
-        system: the plant (SinglePendulum or DoublePendulum).
+        system: the plant (any `System` whose known field traces into CasADi, `microcontroller.symbolic`).
         case: the known-model case.
         field: the initial hybrid field (float64; its weights and scales are rounded to float32).
         pretrained: True when ``field`` is a trained one to fine-tune (its scales are kept).
@@ -97,20 +98,21 @@ class DeviceSpec:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
 
         Raises:
-            ValueError: for an unsupported plant, the residual's linear term, or impossible
-                sizes and settings.
+            ValueError: for a known field without a C form (`plant`) or with recorded inputs, the
+                residual's linear term, or impossible sizes and settings.
         """
         if self.field.linear:
             raise ValueError(
                 "model.linear (the residual's linear term, HybridField(..., linear=True)) is not in the C port; "
                 "set model.linear false for the device, or train and use the field with the Python trainer "
                 "(its field.pt exports the linear term).")
-        known = self.field.known
-        if not isinstance(known, (PendulumField, DoublePendulumField)):
+        plant = self.plant()
+        if plant.n_u:
             raise ValueError(
-                f"the C port implements the known fields of SinglePendulum and DoublePendulum; this run's plant "
-                f"{type(self.system).__name__} has {type(known).__name__}. Add its field and Jacobian to "
-                f"microcontroller/src/tu_plant.c, or train it with the Python trainer.")
+                f"the known field of {type(self.system).__name__} reads {plant.n_u} recorded input(s) "
+                f"{list(getattr(self.system, 'input_names', ()))}; the C trainer has no recorded inputs yet (issue 32, "
+                f"item 2): train this plant with the Python trainer (model.class_path "
+                f"torch_ude.training.JetMatchingModule).")
         self.stream.validate()
         if self.stream.tap_average:
             raise ValueError(
@@ -140,6 +142,16 @@ class DeviceSpec:
         for name in ("lr", "grad_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"model.{name} must be positive; got {getattr(self, name)}.")
+
+    def plant(self) -> PlantCode:
+        """The known field (and the simulated truth) of this plant and case as CasADi functions for
+        the C code (`microcontroller.plant_code.plant_code`; traced from ``field.known``).
+
+        Raises:
+            ValueError: if the known field has no CasADi form or reads another number of inputs
+                than the plant names.
+        """
+        return plant_code(self.system, self.case, self.field.known)
 
     def settings(self) -> dict:
         """The resolved settings as plain JSON values (what the stamp's hash covers)."""
@@ -306,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m microcontroller.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="torch-ude YAML config of the device run (fresh seeded network)")
     parser.add_argument("--run", help=f"run folder with {FIELD_FILE} and {SIDECAR_FILE} to fine-tune")
-    parser.add_argument("--out", required=True, help="folder for tu_config.h and tu_model_data.h")
+    parser.add_argument("--out", required=True, help="folder for tu_config.h, tu_model_data.h and tu_plant_code.h")
     parser.add_argument("--ram-budget", type=int, default=None, metavar="BYTES",
                         help="static RAM the trainer may take on the target (default: the Cortex-M4F firmware's "
                              "RAM less its stack and buffers)")
@@ -327,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"microcontroller.generate: error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
-    print(f"wrote {paths[0]} and {paths[1]} (settings hash {spec.config_hash()})")
+    print(f"wrote {', '.join(str(p) for p in paths)} (settings hash {spec.config_hash()})")
     return 0
 
 

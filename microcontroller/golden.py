@@ -1,7 +1,8 @@
 """Golden vectors for the C trainer's tests, made by the Python reference in float32.
 
 Each stage of the C port is compared with the torch_ude code it mirrors, run in float32
-(the device's precision): PCG32, the Savitzky-Golay estimates and misfit, the MLP's
+(the device's precision): PCG32, the Savitzky-Golay estimates and misfit, the generated known
+field and its Jacobian against the plant's Python field, the MLP's
 forward / JVP / VJP / reverse-over-JVP, the jet loss gradient (Eq. 14-16), clipping, AdamW
 and the EMA, the misfit gate, and a whole run (calibration, stream counters, updates,
 weights) driven by the same stream and the same PCG32 draws (`reference_run`).
@@ -100,6 +101,10 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     gate = QualityGate(n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=F32)
     out |= {"gate_misfit": misfit, "gate_rms": rms,
             "gate_accept": np.array([bool(gate.check(misfit[i : i + 1], rms[i : i + 1])[0]) for i in range(300)])}
+    # the known field and its hand-written state Jacobian (what the generated C replaces)
+    known = copy.deepcopy(spec.field.known).to(F32)
+    px = _t(rng.normal(size=(32, n)) * 1.5)
+    out |= {"plant_x": px, "plant_f": known(px), "plant_jac": known.jacobian(px)}
     return {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
 

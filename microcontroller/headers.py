@@ -1,11 +1,12 @@
-"""The text of the C trainer's generated headers: ``tu_config.h`` and ``tu_model_data.h``.
+"""The text of the C trainer's generated headers: ``tu_config.h``, ``tu_model_data.h`` and ``tu_plant_code.h``.
 
 `config_header` writes every size and hyperparameter of a `DeviceSpec` as a macro,
 `model_header` the constant tables (Savitzky-Golay rows and projection, initial weights and
-scales, plant constants) as one ``const tu_model``; both carry the stamp of the generator,
-the torch-ude and torch versions and the settings hash (as CMSIS-NN's generated test headers
-do). `write_headers` and `headers_for` put them in a folder (`microcontroller.generate` is the
-command line).
+scales) as one ``const tu_model``, and ``tu_plant_code.h`` holds the plant's known field and
+its Jacobians as float C (`microcontroller.plant_code`); all carry the stamp of the
+generator, the torch-ude and torch versions and the settings hash (as CMSIS-NN's generated
+test headers do). `write_headers` and `headers_for` put them in a folder
+(`microcontroller.generate` is the command line).
 """
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from torch_ude import __version__ as torch_ude_version
 from torch_ude.calibration import CALIBRATION_M0
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
-from torch_ude.systems.pendulum import PendulumField
 
 from .memory import check_ram
+from .plant_code import CODE_FILE, float_literal, plant_source
 
 if TYPE_CHECKING:
     from .generate import DeviceSpec
@@ -31,30 +32,12 @@ __all__ = ["GENERATOR", "config_header", "model_header", "write_headers", "heade
 GENERATOR = "microcontroller.generate 1.0"
 
 
-def _f(value: float) -> str:
-    """A C float literal that round-trips the float32 value of ``value``."""
-    v = float(torch.tensor(value, dtype=torch.float32))
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    text = f"{v:.9g}"
-    if "e" not in text and "." not in text:
-        text += ".0"
-    return text + "f"
-
-
 def _array(values) -> str:
     """A (nested) C initializer of float literals with the shape of ``values``."""
     t = torch.as_tensor(values, dtype=torch.float64)
     if t.ndim <= 1:
-        return "{" + ", ".join(_f(float(v)) for v in t.flatten()) + "}"
+        return "{" + ", ".join(float_literal(float(v)) for v in t.flatten()) + "}"
     return "{" + ", ".join(_array(row) for row in t) + "}"
-
-
-def _plant_init(field) -> str:
-    if isinstance(field, PendulumField):
-        return f"{{{_f(field.gravity)}, {_f(field.length)}, {_f(field.damping)}}}"
-    return (f"{{{_f(field.gravity)}, {_f(field.m1)}, {_f(field.m2)}, {_f(field.l1)}, {_f(field.l2)}, "
-            f"{_f(field.c1)}, {_f(field.c2)}}}")
 
 
 def _stamp(spec: DeviceSpec) -> str:
@@ -66,7 +49,6 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
     """The text of ``tu_config.h``: sizes and hyperparameters as macros (``ram_budget`` > 0:
     the compiler checks ``sizeof(tu_trainer)`` against it too)."""
     st, sizes = spec.stream, spec.field.mlp.sizes
-    plant = "TU_PLANT_PENDULUM" if isinstance(spec.field.known, PendulumField) else "TU_PLANT_DOUBLE_PENDULUM"
     macros = [
         ("TU_CONFIG_HASH", f'"{spec.config_hash()}"', "hash of the generator's settings"),
         ("TU_N", len(spec.system.state_names), "state channels n"),
@@ -74,55 +56,61 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_LAYER_SIZES", "{" + ", ".join(str(s) for s in sizes) + "}", "layer widths"),
         ("TU_WIDTH_MAX", max(sizes), "widest layer"),
         ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
-        ("TU_PLANT", plant, type(spec.system).__name__ + ", case " + spec.case),
+        ("TU_NU", spec.field.n_inputs, "recorded inputs of the known field (" + type(spec.system).__name__
+         + ", case " + spec.case + ")"),
+        ("TU_SIM_PENDULUM", int(isinstance(spec.system, SinglePendulum)), "1: the firmware can simulate the plant"),
         ("TU_PRETRAINED", int(spec.pretrained), "1: keep the tables' scales (fine-tuning)"),
         ("TU_DEFAULT_SEED", f"{spec.seed}u", "the run seed"),
         ("TU_HALF_WIDTH", st.half_width, "SG half width M"),
         ("TU_TAPS", 2 * st.half_width + 1, "SG taps 2M + 1"),
         ("TU_ORDER", st.order, "SG order P"),
         ("TU_STRIDE", st.stride or 0, "window stride s in ticks (0: s = m)"),
-        ("TU_FS", _f(spec.fs), "sample rate, Hz"),
+        ("TU_FS", float_literal(spec.fs), "sample rate, Hz"),
         ("TU_TRAIN_EVERY", round(spec.fs / spec.train_rate), "ticks per training tick"),
         ("TU_CAL_LEN", st.calibration_ticks(spec.fs), "calibration samples"),
         ("TU_M_FIXED", st.m or 0, "fixed tap spacing (0: adaptive, Eq. 24)"),
         ("TU_M0", min(CALIBRATION_M0, st.m_max), "first tap spacing of the adaptive search"),
         ("TU_M_MAX", st.m_max, "largest tap spacing"),
-        ("TU_DT_SCALE", _f(st.dt_scale), "constant of Eq. (24)"),
-        ("TU_OUTLIER_THRESHOLD", _f(st.outlier_threshold or 0.0), "outlier screen, robust SDs (0: off)"),
+        ("TU_DT_SCALE", float_literal(st.dt_scale), "constant of Eq. (24)"),
+        ("TU_OUTLIER_THRESHOLD", float_literal(st.outlier_threshold or 0.0), "outlier screen, robust SDs (0: off)"),
         ("TU_MAX_BRIDGE", st.max_bridge, "longest bridged gap, ticks"),
-        ("TU_LAMBDA1", _f(spec.lambda1), "first-order loss weight"),
-        ("TU_LAMBDA2", _f(st.lambda2), "second-order loss weight lambda2^0"),
+        ("TU_LAMBDA1", float_literal(spec.lambda1), "first-order loss weight"),
+        ("TU_LAMBDA2", float_literal(st.lambda2), "second-order loss weight lambda2^0"),
         ("TU_SNR_GATE", int(st.snr_gate), "gate lambda2 by Eq. (25)-(26)"),
-        ("TU_SNR_THRESHOLD", _f(st.snr_threshold), "tau_SNR"),
+        ("TU_SNR_THRESHOLD", float_literal(st.snr_threshold), "tau_SNR"),
         ("TU_QUALITY_GATE", int(st.quality_gate), "misfit gate of Eq. (27)"),
-        ("TU_GATE_FACTOR", _f(st.gate_factor), "gate: multiple of the running median"),
-        ("TU_GATE_FLOOR", _f(st.gate_floor), "gate: multiple of the window RMS"),
+        ("TU_GATE_FACTOR", float_literal(st.gate_factor), "gate: multiple of the running median"),
+        ("TU_GATE_FLOOR", float_literal(st.gate_floor), "gate: multiple of the window RMS"),
         ("TU_GATE_HISTORY", st.gate_history, "gate: windows in the running median"),
         ("TU_BUFFER_RESERVOIR", int(st.buffer == "reservoir"), "1: reservoir sampling, 0: FIFO"),
         ("TU_CAPACITY", st.capacity, "reservoir capacity B"),
         ("TU_JET_ROWS", 3 if st.lambda2 > 0 else 2, "rows of a stored jet (2: no second-order term)"),
         ("TU_FORGET_WINDOW", st.forget_window or 0, "forgetting window of the reservoir (0: uniform)"),
         ("TU_BATCH", spec.batch_size, "minibatch size"),
-        ("TU_LR", _f(spec.lr), "learning rate"),
-        ("TU_LR_MIN", _f(spec.lr_min), "final learning rate of the cosine schedule"),
+        ("TU_LR", float_literal(spec.lr), "learning rate"),
+        ("TU_LR_MIN", float_literal(spec.lr_min), "final learning rate of the cosine schedule"),
         ("TU_SCHEDULE_COSINE", int(spec.cosine), "1: cosine schedule, 0: constant"),
         ("TU_MAX_STEPS", spec.max_steps, "updates the schedule spans"),
         ("TU_EMA", int(spec.ema_decay is not None), "1: EMA of the weights"),
-        ("TU_EMA_WEIGHT", _f(1.0 - (spec.ema_decay or 0.0)), "1 - EMA decay"),
-        ("TU_WEIGHT_DECAY", _f(spec.weight_decay), "AdamW decay at and above full_at"),
-        ("TU_WEIGHT_DECAY_FULL_AT", _f(spec.weight_decay_full_at or 0.0), "relative noise of full decay (0: constant)"),
-        ("TU_GRAD_CLIP", _f(spec.grad_clip), "gradient-norm clip"),
+        ("TU_EMA_WEIGHT", float_literal(1.0 - (spec.ema_decay or 0.0)), "1 - EMA decay"),
+        ("TU_WEIGHT_DECAY", float_literal(spec.weight_decay), "AdamW decay at and above full_at"),
+        ("TU_WEIGHT_DECAY_FULL_AT", float_literal(spec.weight_decay_full_at or 0.0),
+         "relative noise of full decay (0: constant)"),
+        ("TU_GRAD_CLIP", float_literal(spec.grad_clip), "gradient-norm clip"),
         ("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)"),
     ]
     if isinstance(spec.system, SinglePendulum):  # the firmware's own simulated plant (support/tu_eval.c)
         p = spec.system
         macros += [
-            ("TU_SIM_X0", "{" + ", ".join(_f(v) for v in p.x0) + "}", "initial state, rad and rad/s"),
-            ("TU_SIM_ENERGY", "{" + ", ".join(_f(v) for v in p.energy_fraction) + "}", "re-excitation energy range"),
-            ("TU_SIM_REEXCITE", "{" + ", ".join(_f(v) for v in p.reexcite_interval) + "}",
+            ("TU_SIM_K", float_literal(p.gravity / p.length), "g / L of the true plant, 1/s^2"),
+            ("TU_SIM_DAMPING", float_literal(p.damping), "c of the true plant, 1/s"),
+            ("TU_SIM_X0", "{" + ", ".join(float_literal(v) for v in p.x0) + "}", "initial state, rad and rad/s"),
+            ("TU_SIM_ENERGY", "{" + ", ".join(float_literal(v) for v in p.energy_fraction) + "}",
+             "re-excitation energy range"),
+            ("TU_SIM_REEXCITE", "{" + ", ".join(float_literal(v) for v in p.reexcite_interval) + "}",
              "seconds between re-excitations"),
-            ("TU_SIM_NOISE", _f(spec.noise), "relative sensor noise"),
-            ("TU_SIM_SECONDS", _f(spec.duration), "stream length, s"),
+            ("TU_SIM_NOISE", float_literal(spec.noise), "relative sensor noise"),
+            ("TU_SIM_SECONDS", float_literal(spec.duration), "stream length, s"),
         ]
     width = max(len(name) for name, _, _ in macros)
     lines = [f"#define {name:<{width}} {value}  /* {doc} */" for name, value, doc in macros]
@@ -140,19 +128,17 @@ def model_header(spec: DeviceSpec) -> str:
         f"    .sg_rows = {_array(sg.rows)},\n"
         f"    .sg_row_norm = {_array(norms)},\n"
         f"    .sg_projection = {_array(sg.projection)},\n"
-        f"    .sg_noise_gain = {_f(sg.noise_gain)},\n"
+        f"    .sg_noise_gain = {float_literal(sg.noise_gain)},\n"
         f"    .init_params = {_array(params)},\n"
         f"    .in_scale = {_array(spec.field.in_scale)},\n"
         f"    .out_scale = {_array(spec.field.out_scale)},\n"
-        f"    .known = {_plant_init(spec.field.known)},\n"
-        f"    .truth = {_plant_init(spec.system.true_field())},\n"
         "};\n")
     return (_stamp(spec) + "#ifndef TU_MODEL_DATA_H\n#define TU_MODEL_DATA_H\n\n#include <math.h>\n\n"
             "#include \"tu_model.h\"\n\n" + body + "\n#endif /* TU_MODEL_DATA_H */\n")
 
 
-def write_headers(spec: DeviceSpec, out: str | Path, ram_budget: int | None = None) -> tuple[Path, Path]:
-    """Write ``tu_config.h`` and ``tu_model_data.h`` into ``out`` (created if missing).
+def write_headers(spec: DeviceSpec, out: str | Path, ram_budget: int | None = None) -> tuple[Path, Path, Path]:
+    """Write ``tu_config.h``, ``tu_model_data.h`` and ``tu_plant_code.h`` into ``out`` (created if missing).
 
     Args:
         spec: the settings.
@@ -161,17 +147,19 @@ def write_headers(spec: DeviceSpec, out: str | Path, ram_budget: int | None = No
             e.g. the host build).
 
     Returns:
-        The two paths.
+        The three paths.
 
     Raises:
-        ValueError: if the trainer exceeds ``ram_budget`` (`microcontroller.memory.check_ram`).
+        ValueError: if the trainer exceeds ``ram_budget`` (`microcontroller.memory.check_ram`), or the
+            plant's known field has no C form (`microcontroller.plant_code.plant_code`).
     """
     if ram_budget is not None:
         check_ram(spec, ram_budget)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = (folder / "tu_config.h", folder / "tu_model_data.h")
-    for path, text in zip(paths, (config_header(spec, ram_budget or 0), model_header(spec))):
+    paths = (folder / "tu_config.h", folder / "tu_model_data.h", folder / CODE_FILE)
+    texts = (config_header(spec, ram_budget or 0), model_header(spec), plant_source(spec.plant(), _stamp(spec)))
+    for path, text in zip(paths, texts):
         path.write_text(text)
     return paths
 

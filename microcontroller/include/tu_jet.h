@@ -6,12 +6,12 @@
 #include "tu_config.h"
 #include "tu_plant.h"
 
-/** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2); pointers are borrowed. */
+/** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2), f_known the generated tu_plant_field;
+ * pointers are borrowed. */
 typedef struct {
     const float *params;     /**< TU_NUM_PARAMS weights */
     const float *in_scale;   /**< TU_N input scales (calibrated state RMS x_rms) */
     const float *out_scale;  /**< TU_N output scales (calibrated first-derivative RMS s1) */
-    const tu_plant *known;   /**< f_known */
 } tu_field;
 
 /** The loss of Eq. (13): scales of the residuals and the weights lambda1, lambda2. */

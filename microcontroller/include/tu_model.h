@@ -1,11 +1,10 @@
 /* The constant tables of one generated model: Savitzky-Golay rows and projection, initial
- * weights and scales, plant constants. They are generated from a torch-ude run or config
+ * weights and scales (the plant's fields are generated code: tu_plant.h). They are generated from a torch-ude run or config
  * (python -m microcontroller.generate) into tu_model_data.h and live in flash (const). */
 #ifndef TU_MODEL_H
 #define TU_MODEL_H
 
 #include "tu_config.h"
-#include "tu_plant.h"
 
 /** Read-only model tables (float32, as the device runs them). */
 typedef struct {
@@ -16,8 +15,6 @@ typedef struct {
     float init_params[TU_NUM_PARAMS];       /**< initial weights W1, b1, ..., WL, bL (row-major W[out][in]) */
     float in_scale[TU_N];                   /**< pretrained input scales (used when TU_PRETRAINED) */
     float out_scale[TU_N];                  /**< pretrained output scales (used when TU_PRETRAINED) */
-    tu_plant known;                         /**< f_known of the trained case */
-    tu_plant truth;                         /**< the true plant (self-contained simulation only) */
 } tu_model;
 
 /** The generated tables of this build. */

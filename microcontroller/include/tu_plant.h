@@ -1,43 +1,24 @@
-/* The known physics f_known of the plants (Eq. 3-8) with their state Jacobians.
- * The plant is chosen at compile time by TU_PLANT in the generated tu_config.h;
- * its constants (known model and true plant) come from the generated model tables. */
+/* The plant's known field f_known(x, u) with its Jacobians, and the true field of a plant the
+ * firmware simulates. Their code is generated, never written by hand: microcontroller.generate
+ * traces the plant's Python definition (its torch_ude System's known field) into CasADi,
+ * differentiates it there and writes it as float C into tu_plant_code.h, which src/tu_plant.c
+ * compiles (microcontroller/plant_code.py). */
 #ifndef TU_PLANT_H
 #define TU_PLANT_H
 
 #include "tu_config.h"
 
-#define TU_PLANT_PENDULUM 1         /* theta' = omega, omega' = -(g/L) sin theta - c omega (Eq. 3-4) */
-#define TU_PLANT_DOUBLE_PENDULUM 2  /* Eq. (5)-(8), state (theta1, theta2, omega1, omega2) */
+/** f_known(x, u): states x (TU_N, the plant's units) and inputs u (TU_NU; NULL when TU_NU is 0)
+ * -> f (TU_N, units per second). */
+void tu_plant_field(const float x[TU_N], const float *u, float f[TU_N]);
 
-#if TU_PLANT == TU_PLANT_PENDULUM
-/** Single pendulum constants: g in m/s^2, L in m, c in 1/s. */
-typedef struct {
-    float gravity;
-    float length;
-    float damping;
-} tu_plant;
-#if TU_N != 2
-#error "the single pendulum has TU_N = 2 states"
-#endif
-#elif TU_PLANT == TU_PLANT_DOUBLE_PENDULUM
-/** Double pendulum constants: g in m/s^2, masses in kg, lengths in m, joint damping in 1/s. */
-typedef struct {
-    float gravity;
-    float m1, m2;
-    float l1, l2;
-    float c1, c2;
-} tu_plant;
-#if TU_N != 4
-#error "the double pendulum has TU_N = 4 states"
-#endif
-#else
-#error "TU_PLANT must be TU_PLANT_PENDULUM or TU_PLANT_DOUBLE_PENDULUM"
-#endif
+/** f_known(x, u) with its state Jacobian jx[i][j] = d f_i / d x_j (1/s) and input Jacobian
+ * ju[i * TU_NU + k] = d f_i / d u_k (TU_N x TU_NU, row-major; NULL when TU_NU is 0). */
+void tu_plant_jacobians(const float x[TU_N], const float *u, float f[TU_N], float jx[TU_N][TU_N], float *ju);
 
-/** f(x): states (rad, rad/s) -> time derivatives, both TU_N floats. */
-void tu_plant_field(const tu_plant *plant, const float x[TU_N], float f[TU_N]);
-
-/** The state Jacobian df/dx at x, row-major jac[i][j] = d f_i / d x_j, in 1/s. */
-void tu_plant_jacobian(const tu_plant *plant, const float x[TU_N], float jac[TU_N][TU_N]);
+#if TU_SIM_PENDULUM
+/** f*(x) of the true plant the firmware simulates (support/tu_eval.c), TU_N -> TU_N. */
+void tu_plant_truth(const float x[TU_N], float f[TU_N]);
+#endif
 
 #endif /* TU_PLANT_H */

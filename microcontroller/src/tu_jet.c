@@ -13,7 +13,7 @@ void tu_field_eval(const tu_field *field, const float x[TU_N], float value[TU_N]
         z[i] = x[i] / field->in_scale[i];
     }
     tu_mlp_forward(field->params, z, &acts);
-    tu_plant_field(field->known, x, value);
+    tu_plant_field(x, NULL, value);
     for (i = 0; i < TU_N; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
     }
@@ -34,7 +34,11 @@ void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch
         z[i] = x[i] / field->in_scale[i];
     }
     tu_mlp_forward(field->params, z, &acts);
-    tu_plant_field(field->known, x, value);
+    if (second || report_r2) {
+        tu_plant_jacobians(x, NULL, value, jac, NULL); /* f_known and J_known share their terms */
+    } else {
+        tu_plant_field(x, NULL, value);
+    }
     for (i = 0; i < TU_N; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
         r1[i] = (xdot[i] - value[i]) / loss->s1[i];
@@ -44,7 +48,6 @@ void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch
     if (second || report_r2) {
         /* G = J_F F (Eq. 11): the known Jacobian and the MLP's tangent along v = F / in_scale */
         float v[TU_N];
-        tu_plant_jacobian(field->known, x, jac);
         for (i = 0; i < TU_N; ++i) {
             v[i] = value[i] / field->in_scale[i];
         }

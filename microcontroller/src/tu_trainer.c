@@ -453,7 +453,6 @@ tu_status tu_trainer_step(tu_trainer *self)
     field.params = self->params;
     field.in_scale = self->in_scale;
     field.out_scale = self->out_scale;
-    field.known = &tu_model_tables()->known;
     memset(self->grad, 0, sizeof self->grad);
     for (b = 0; b < TU_BATCH; ++b) {
         const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];

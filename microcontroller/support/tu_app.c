@@ -4,7 +4,7 @@
 #include "tu_app.h"
 #include "tu_eval.h"
 
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
 
 typedef struct {
     tu_clock clock;
@@ -52,7 +52,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
     while (tick < total) {
         for (i = 0; i < TU_TRAIN_EVERY; ++i, ++tick) {
             if (tick == change) {
-                sim.truth.damping = damping_after;
+                sim.added_damping = damping_after - TU_SIM_DAMPING;
                 printf("tick %lld: the plant's damping becomes %.3f\n", (long long)tick, (double)damping_after);
             }
             ticks[i] = tick;

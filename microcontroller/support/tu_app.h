@@ -8,7 +8,7 @@
 
 #include "tu_trainer.h"
 
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
 
 /** A monotonic counter of the platform (microseconds, timer ticks, ...), and its unit. */
 typedef struct {

@@ -4,7 +4,7 @@
 
 #include "tu_eval.h"
 
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
 
 #define TU_TWO_PI 6.28318530717958647692f
 
@@ -16,8 +16,7 @@ static float tu_energy(float k, const float x[2])
 float tu_pendulum_damping(const tu_trainer *trainer)
 {
     static const float x0[2] = TU_SIM_X0;
-    const tu_model *model = tu_model_tables();
-    const float k = model->truth.gravity / model->truth.length;
+    const float k = TU_SIM_K;
     const float level = tu_energy(k, x0);
     float params[TU_NUM_PARAMS], known[2], value[2], num = 0.0f, den = 0.0f;
     tu_field field;
@@ -28,7 +27,6 @@ float tu_pendulum_damping(const tu_trainer *trainer)
     field.params = params;
     field.in_scale = rep.in_scale;
     field.out_scale = rep.out_scale;
-    field.known = &model->known;
     for (i = 0; i < 41; ++i) {
         for (j = 0; j < 41; ++j) {
             const float x[2] = {-1.2f + 2.4f * (float)i / 40.0f, -3.5f + 7.0f * (float)j / 40.0f};
@@ -36,7 +34,7 @@ float tu_pendulum_damping(const tu_trainer *trainer)
                 continue;
             }
             tu_field_eval(&field, x, value);
-            tu_plant_field(&model->known, x, known);
+            tu_plant_field(x, NULL, known);
             num += (value[1] - known[1]) * x[1];
             den += x[1] * x[1];
         }
@@ -44,23 +42,30 @@ float tu_pendulum_damping(const tu_trainer *trainer)
     return -num / den;
 }
 
-static void tu_rk4(const tu_plant *p, float x[2], float h)
+/* The simulated plant: the true field with its damping raised by `added` (1/s) on omega. */
+static void tu_sim_field(float added, const float x[2], float f[2])
+{
+    tu_plant_truth(x, f);
+    f[1] -= added * x[1];
+}
+
+static void tu_rk4(float added, float x[2], float h)
 {
     float k1[2], k2[2], k3[2], k4[2], t[2];
     int c;
-    tu_plant_field(p, x, k1);
+    tu_sim_field(added, x, k1);
     for (c = 0; c < 2; ++c) {
         t[c] = x[c] + 0.5f * h * k1[c];
     }
-    tu_plant_field(p, t, k2);
+    tu_sim_field(added, t, k2);
     for (c = 0; c < 2; ++c) {
         t[c] = x[c] + 0.5f * h * k2[c];
     }
-    tu_plant_field(p, t, k3);
+    tu_sim_field(added, t, k3);
     for (c = 0; c < 2; ++c) {
         t[c] = x[c] + h * k3[c];
     }
-    tu_plant_field(p, t, k4);
+    tu_sim_field(added, t, k4);
     for (c = 0; c < 2; ++c) {
         x[c] += h / 6.0f * (k1[c] + 2.0f * k2[c] + 2.0f * k3[c] + k4[c]);
     }
@@ -70,7 +75,7 @@ static void tu_rk4(const tu_plant *p, float x[2], float h)
 static void tu_reexcite(tu_pendulum_sim *sim)
 {
     static const float x0[2] = TU_SIM_X0, energy[2] = TU_SIM_ENERGY, interval[2] = TU_SIM_REEXCITE;
-    const float k = sim->truth.gravity / sim->truth.length;
+    const float k = TU_SIM_K;
     const float level = (energy[0] + (energy[1] - energy[0]) * tu_prng_uniform(&sim->excite)) * tu_energy(k, x0);
     const float theta_max = acosf(1.0f - level / k);
     const float phase = TU_TWO_PI * tu_prng_uniform(&sim->excite);
@@ -98,7 +103,7 @@ static void tu_sim_advance(tu_pendulum_sim *sim)
         ++sim->segment;
         tu_reexcite(sim);
     } else {
-        tu_rk4(&sim->truth, sim->x, 1.0f / TU_FS);
+        tu_rk4(sim->added_damping, sim->x, 1.0f / TU_FS);
     }
 }
 
@@ -108,7 +113,7 @@ void tu_pendulum_sim_init(tu_pendulum_sim *sim, uint64_t seed, float noise, floa
     float power[2] = {0.0f, 0.0f};
     int32_t i;
     int c;
-    sim->truth = tu_model_tables()->truth;
+    sim->added_damping = 0.0f;
     tu_sim_start(sim, seed);
     for (i = 0; i < samples; ++i) { /* a clean pass for the channel RMS that scales the noise */
         for (c = 0; c < 2; ++c) {

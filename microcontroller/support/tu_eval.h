@@ -6,7 +6,7 @@
 
 #include "tu_trainer.h"
 
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
 
 /** c_hat = -<r, omega> / <omega, omega> of the learned omega residual r = F - f_known (EMA
  * weights) over the 41 x 41 grid theta in [-1.2, 1.2], omega in [-3.5, 3.5] inside the energy
@@ -19,7 +19,7 @@ typedef struct {
     int32_t left;         /**< samples until the next re-excitation */
     int32_t segment;      /**< re-excitation count (the segment id of the samples) */
     float sigma[2];       /**< noise standard deviation per channel */
-    tu_plant truth;       /**< the plant being simulated (its damping may change) */
+    float added_damping;  /**< damping added to the true plant's, 1/s (a plant that changes) */
     tu_prng excite, noise;
 } tu_pendulum_sim;
 

@@ -15,6 +15,7 @@
 #include "tu_math.h"
 #include "tu_mlp.h"
 #include "tu_optim.h"
+#include "tu_plant.h"
 #include "tu_prng.h"
 #include "tu_replay.h"
 #include "tu_savgol.h"
@@ -121,6 +122,23 @@ static int test_savgol(void)
            && near("centre", &centre[0][0], tu_golden("sg_centre").f, w * TU_N, 1e-5f, 1e-5f);
 }
 
+/* The generated known field (tu_plant_code.h) against the plant's Python field and its hand-written Jacobian. */
+static int test_plant(void)
+{
+    const tu_golden_array x = tu_golden("plant_x");
+    const int b = (int)(x.count / TU_N);
+    float f[32][TU_N], g[32][TU_N], jac[32][TU_N][TU_N];
+    int k;
+    EXPECT(b <= 32, "%d golden states, room for 32", b);
+    for (k = 0; k < b; ++k) {
+        tu_plant_jacobians(x.f + k * TU_N, NULL, f[k], jac[k], NULL);
+        tu_plant_field(x.f + k * TU_N, NULL, g[k]);
+    }
+    return near("f", &f[0][0], tu_golden("plant_f").f, b * TU_N, 1e-5f, 1e-5f)
+           && near("jacobian", &jac[0][0][0], tu_golden("plant_jac").f, b * TU_N * TU_N, 1e-5f, 1e-5f)
+           && near("tu_plant_field", &g[0][0], &f[0][0], b * TU_N, 0.0f, 0.0f);
+}
+
 static int test_mlp(void)
 {
     const float *params = tu_golden("mlp_params").f;
@@ -161,7 +179,6 @@ static float jet_loss(const float *params, float lambda2, float *grad, float *sq
     field.params = params;
     field.in_scale = tu_golden("jet_in").f;
     field.out_scale = tu_golden("jet_out").f;
-    field.known = &tu_model_tables()->known;
     memcpy(loss.s1, tu_golden("jet_s1").f, sizeof loss.s1);
     memcpy(loss.s2, tu_golden("jet_s2").f, sizeof loss.s2);
     loss.lambda1 = 1.0f;
@@ -563,6 +580,7 @@ int main(int argc, char **argv)
     run("prng", test_prng);
     run("tanh", test_tanh);
     run("savgol", test_savgol);
+    run("plant", test_plant);
     run("mlp", test_mlp);
     run("jet_gradient", test_jet_gradient);
     run("finite_differences", test_finite_differences);

@@ -77,7 +77,7 @@ static void progress(const tu_trainer *t, void *context)
     const uint64_t now = elapsed();
     tu_report r;
     tu_trainer_report(t, &r);
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
     printf("update %lld: loss %.5g, c_hat %.4f, %llu %s\n", (long long)r.updates, (double)r.loss,
            (double)tu_pendulum_damping(t), (unsigned long long)(now - *last), elapsed_unit());
 #else
@@ -90,7 +90,7 @@ static void progress(const tu_trainer *t, void *context)
 static int finish(const char *result_path)
 {
     print_report("done");
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
     printf("c_hat %.4f\n", (double)tu_pendulum_damping(&trainer));
 #endif
     if (tu_result_file_write(result_path, &trainer) != 0) {
@@ -124,7 +124,7 @@ static int replay(const char *stream, const char *result)
     return finish(result);
 }
 
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
 static int simulate(const char *result, float seconds, float damping_after, float change_at, int report_every)
 {
     tu_clock clock;
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "fault") == 0) {
         return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault */
     }
-#if TU_PLANT == TU_PLANT_PENDULUM
+#if TU_SIM_PENDULUM
     if ((argc == 4 || argc == 6 || argc == 7) && strcmp(argv[1], "simulate") == 0) {
         return simulate(argv[2], (float)atof(argv[3]), argc >= 6 ? (float)atof(argv[4]) : 0.0f,
                         argc >= 6 ? (float)atof(argv[5]) : -1.0f, argc == 7 ? atoi(argv[6]) : 1000);
