@@ -268,7 +268,8 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
                                   linear=bool(hp.get("linear", False)))
-    data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
+    # a recorded log's data module has no simulator noise (the firmware simulates only simulated plants)
+    data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
 

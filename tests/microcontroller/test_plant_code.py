@@ -6,6 +6,7 @@ without a CasADi form, of the wrong shape or with a mismatched input count are o
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -335,3 +336,38 @@ def test_every_casadi_operation_of_the_supported_torch_functions_is_written(tmp_
     got = _probe(exe, x, None)[:, :2]
     want = _torch_reference(known, x, None, torch.float32)[:, :2]
     assert np.all(np.abs(got - want) <= 1e-5 * (np.abs(want) + 1.0)), np.abs(got - want).max()
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ("[torque]", "the known field of RecordedPlant reads 1 recorded input(s) ['torque']; the C trainer has no "
+                 "recorded inputs yet (issue 32, item 2)"),
+    ("[torque, extra]", "the known model TorquePendulumModel has 2 states and 1 inputs; the config names 2 state "
+                        "columns ['position', 'velocity'] and 2 input columns ['torque', 'extra']"),
+])
+def test_a_recorded_log_with_inputs_is_a_one_line_error(inputs, message, tmp_path, capsys):
+    # the log's known field traces (TorquePendulumModel, one input); the trainer refuses inputs until
+    # item 2, and a log whose input columns do not match the known model is refused by name
+    t = np.arange(0.0, 30.0, 0.01)
+    columns = np.column_stack([t, np.sin(2 * t), 2 * np.cos(2 * t), 0.3 * np.sin(1.3 * t), np.cos(t)])
+    np.savetxt(tmp_path / "log.csv", columns, delimiter=",", header="time,position,velocity,torque,extra",
+               comments="")
+    base = (REPO / "configs" / "pendulum_case_a_c.yaml").read_text()
+    cfg = tmp_path / "log.yaml"
+    cfg.write_text(base[: base.index("\ndata:") + 1] + textwrap.dedent(f"""\
+        data:
+          class_path: torch_ude.training.RecordedDataModule
+          init_args:
+            known:
+              class_path: torch_ude.systems.TorquePendulumModel
+            files: [{tmp_path / 'log.csv'}]
+            val_files: [{tmp_path / 'log.csv'}]
+            time: time
+            states: [position, velocity]
+            inputs: {inputs}
+            fs: 100.0
+            train_rate: 25.0
+        """))
+    assert main(["--config", str(cfg), "--out", str(tmp_path / "gen")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("microcontroller.generate: error:") and err.count("\n") == 1, err
+    assert message in err, err
