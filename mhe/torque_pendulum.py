@@ -136,13 +136,13 @@ class LogsRecording(RecordingSource):
                              f"got {measured}.")
         self.files, self.time, self.states, self.inputs = [str(f) for f in files], time, tuple(states), tuple(inputs)
         self.measured, self.rate, self.max_gap = measured, float(rate), max_gap
-        self.segments: list[np.ndarray] | None = None
+        self._segments: list[np.ndarray] | None = None
 
     def _read(self) -> list[np.ndarray]:
-        if self.segments is None:
-            self.segments = [seg for f in self.files for seg in read_log(
+        if self._segments is None:
+            self._segments = [seg for f in self.files for seg in read_log(
                 f, self.time, self.states, self.inputs, self.rate, self.max_gap).segments]
-        return self.segments
+        return self._segments
 
     def noise_std(self, floor: float = 1e-4) -> tuple[float, ...]:
         """Noise standard deviation per measured channel (state units), estimated from the logs, at least ``floor``."""

@@ -42,10 +42,13 @@ from .input_map import InputMap
 from .prediction import rk4_input_rollout
 from .systems.base import System, check_states
 
-__all__ = ["export_field", "load_field", "LoadedField", "FIELD_FILE", "SIDECAR_FILE"]
+__all__ = ["export_field", "load_field", "LoadedField", "FIELD_FILE", "SIDECAR_FILE", "MHE_FORMAT"]
 
 FIELD_FILE = "field.pt"
 SIDECAR_FILE = "field.json"
+#: ``field.json``'s ``format`` of a PEM-MHE model (`mhe.training.outputs`): its program takes the states and the
+#: inputs as two arguments, ``(B, n), (B, n_u) -> (B, n)``, in float64.
+MHE_FORMAT = "torch-ude-mhe-model"
 
 
 class _FieldProgram(nn.Module):
@@ -187,7 +190,8 @@ class LoadedField(NamedTuple):
 
     Attributes:
         program: the TorchScript program of ``field.pt``: ``(N, n + n_u)`` rows (states, then
-            inputs) in `dtype` -> ``(N, n)`` time derivatives.
+            inputs) in `dtype` -> ``(N, n)`` time derivatives; for a PEM-MHE model (``format``
+            `MHE_FORMAT`) the states ``(N, n)`` and inputs ``(N, n_u)`` as two arguments.
         sidecar: ``field.json`` as a dictionary (plant, scales, layer sizes, envelope, run settings).
     """
 
@@ -216,8 +220,13 @@ class LoadedField(NamedTuple):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The dtype the program computes in (its states and inputs must have it)."""
-        return getattr(torch, self.sidecar["dtype"])
+        """The dtype the program computes in (its states and inputs must have it; a PEM-MHE model's is float64)."""
+        return getattr(torch, self.sidecar.get("dtype", "float64"))
+
+    @property
+    def separate_inputs(self) -> bool:
+        """Whether the program takes states and inputs as two arguments (a PEM-MHE model, `MHE_FORMAT`)."""
+        return self.sidecar.get("format") == MHE_FORMAT
 
     @property
     def input_map(self) -> InputMap:
@@ -267,6 +276,8 @@ class LoadedField(NamedTuple):
     def evaluate_unchecked(self, x: Tensor, u: Tensor | None = None) -> Tensor:
         """`evaluate` without validation, for the library's loops (the program still checks shape and dtype)."""
         with torch.no_grad():
+            if self.separate_inputs:
+                return self.program(x, u if u is not None else x.new_zeros(x.shape[0], 0))
             return self.program(x if u is None or self.n_inputs == 0 else torch.cat((x, u), dim=1))
 
     def outside(self, x: Tensor, u: Tensor | None = None) -> Tensor:

@@ -3,7 +3,8 @@
     torch-ude score RUN_OR_FIELD --files A.csv B.mat ... [--horizons 0.5 1 5] [--per-channel]
                     [--config CONFIG] [--out DIR] [--tensorboard]
 
-``RUN_OR_FIELD`` is a run folder of ``torch-ude fit`` (jet matching or the RK4 baseline) or its
+``RUN_OR_FIELD`` is a run folder of ``torch-ude fit`` (jet matching, the RK4 baseline, or PEM-MHE on
+recorded logs: ``configs/mhe_dfki_pendulum.yaml``, read on its MHE rate unless ``--fs`` says otherwise) or its
 ``field.pt`` (`torch_ude.export.load_field`). The files are read with the columns, the nominal rate
 ``fs`` and the velocity derivation the model was trained with (recorded in its ``field.json``;
 ``--time``, ``--states``, ``--inputs``, ``--fs`` name them for a model trained on a simulated
@@ -28,7 +29,8 @@ It refuses, in one line (``torch-ude: error: ...``, exit status 2), what it cann
 a run with no trained model (its ``metrics.json`` says ``"failed"`` or ``"running"``), a
 ``field.pt`` whose network does not match its ``field.json``, and, with ``--config`` (the config
 the user means the model to be), a model of another plant, case, known model, state or input
-layout, or network shape; also column names whose count differs from the model's states or inputs.
+layout, or network shape (a PEM-MHE model: another trainer, physics, identified parameters, column layout or
+residual); also column names whose count differs from the model's states or inputs.
 """
 from __future__ import annotations
 
@@ -88,8 +90,16 @@ class LogColumns:
 
 
 def _run_data(field: LoadedField) -> dict:
-    """The data settings the model's run recorded (``field.json`` -> extra -> config -> data), or {}."""
-    data = (field.sidecar.get("extra") or {}).get("config", {}).get("data", {})
+    """The data settings the model's run recorded (``field.json`` -> extra -> config -> data; for a PEM-MHE
+    model the columns and rate of its recording of logs, `mhe.torque_pendulum.LogsRecording`), or {}."""
+    config = (field.sidecar.get("extra") or {}).get("config", {})
+    if field.separate_inputs:
+        recording = (config.get("problem") or {}).get("recording")
+        if not isinstance(recording, dict) or "states" not in recording:
+            return {}
+        return {"time": recording.get("time"), "states": recording["states"], "inputs": recording.get("inputs"),
+                "fs": recording.get("rate"), "max_gap": recording.get("max_gap")}
+    data = config.get("data", {})
     return data if isinstance(data, dict) else {}
 
 
@@ -137,7 +147,7 @@ def check_network(field: LoadedField) -> None:
     """
     weights = sorted((k, v) for k, v in field.program.state_dict().items() if ".mlp.weight" in k)
     widths = [int(v.shape[0]) for _, v in sorted(weights, key=lambda kv: int(kv[0].rsplit("weight", 1)[1]))]
-    recorded = list(field.sidecar.get("layer_sizes", []))[1:]
+    recorded = list(field.sidecar.get("layer_sizes") or field.sidecar.get("residual_sizes") or [])[1:]
     if widths != recorded:
         raise ValueError(f"field.pt holds a network with layer widths {widths} but its field.json records "
                          f"{recorded}: the two files come from different runs; export the run again (torch-ude fit).")
@@ -180,6 +190,14 @@ def check_against_config(field: LoadedField, config: str | Path) -> None:
         raise ValueError(f"the model is not the one {config} describes: its {what} is {ours!r}, the config's is "
                          f"{theirs!r}; {fix}.")
 
+    problem = data.get("problem")
+    if field.separate_inputs or isinstance(problem, dict):
+        if not (field.separate_inputs and isinstance(problem, dict)):
+            refuse("trainer", "PEM-MHE" if field.separate_inputs else (field.sidecar.get("extra") or {}).get("trainer"),
+                   "PEM-MHE" if isinstance(problem, dict) else content.get("model", {}).get("class_path"))
+        _check_pem_config(field, problem, refuse)
+        return
+
     if "known" in data:  # a recorded log: the known model's class and the columns
         known, ours = class_of(data["known"]), class_of(mine.get("known"))
         if known is not ours:
@@ -205,10 +223,34 @@ def check_against_config(field: LoadedField, config: str | Path) -> None:
             refuse(f"model.{key}", bool(field.sidecar.get(key, False)), bool(model.get(key, False)))
 
 
+def _check_pem_config(field: LoadedField, problem: dict, refuse) -> None:
+    """`check_against_config` for a PEM-MHE model and a PEM-MHE config's ``data.init_args.problem``: the physics
+    class and its identified parameters, the recording's state and input columns, the residual's width."""
+    physics = problem.get("physics") or {}
+    name = str(physics.get("class_path", "")).rpartition(".")[2] or None
+    if name != field.sidecar.get("physics"):
+        refuse("physics", field.sidecar.get("physics"), name)
+    identify = list((physics.get("init_args") or {}).get("identify", []))
+    if identify != list(field.sidecar.get("identified", [])):
+        refuse("identified parameters", field.sidecar.get("identified"), identify)
+    ran = ((field.sidecar.get("extra") or {}).get("config", {}).get("problem") or {}).get("recording") or {}
+    recording = (problem.get("recording") or {}).get("init_args") or {}
+    for key in ("states", "inputs"):
+        if key in recording and list(recording[key]) != list(ran.get(key, [])):
+            refuse(f"{key[:-1]} layout", ran.get(key), recording[key])
+    width = (problem.get("residual") or {}).get("width")
+    sizes = field.sidecar.get("residual_sizes")
+    if (width is None) != (sizes is None) or (sizes is not None and width != sizes[1]):
+        refuse("residual (problem.residual.width)", None if sizes is None else sizes[1], width)
+
+
 def plausible_limits(field: LoadedField, columns: LogColumns) -> list[float]:
     """The largest plausible absolute value of each column read from a file (its states, then its inputs):
     `PLAUSIBLE_RMS` times the channel's RMS in the training data (the field's scales ``in_scale``,
-    ``input_scale``); a row beyond one (a corrupted sample) is flagged, counted and left out."""
+    ``input_scale``); a row beyond one (a corrupted sample) is flagged, counted and left out. A model that
+    records no scales (a PEM-MHE model) has no limit: only its NaN and Inf rows are left out."""
+    if "in_scale" not in field.sidecar:
+        return [math.inf] * (len(columns.states) + len(columns.inputs))
     scale = list(field.sidecar["in_scale"])[: len(columns.states)] + list(field.sidecar.get("input_scale", []))
     return [PLAUSIBLE_RMS * abs(float(v)) if v else math.inf for v in scale]
 

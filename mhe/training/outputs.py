@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from torch_ude import __version__
 from torch_ude.atomic import atomic_path, write_text_atomic
-from torch_ude.export import FIELD_FILE, SIDECAR_FILE
+from torch_ude.export import FIELD_FILE, MHE_FORMAT, SIDECAR_FILE
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import METRIC_KEYS, RunOutputs, to_jsonable
 
@@ -95,7 +95,7 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> 
             torch.jit.trace(_Field(model).eval(), example, check_trace=False).save(str(tmp))
     physics = model.physics
     sidecar = {
-        "format": "torch-ude-mhe-model", "library_version": __version__, "torch_version": torch.__version__,
+        "format": MHE_FORMAT, "library_version": __version__, "torch_version": torch.__version__,
         "physics": None if physics is None else type(physics).__name__,
         "state_names": None if physics is None else list(physics.state_names),
         "input_names": None if physics is None else history_names(physics.input_names, _lags(model)),
@@ -104,6 +104,7 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> 
         "identified": [] if physics is None else list(physics.params.free_names),
         "residual_sizes": None if model.residual is None else list(model.residual.mlp.sizes),
         "num_parameters": sum(p.numel() for p in estimator.parameters()),
+        "arrival": {"mean": estimator.arrival_mean.detach().tolist(), "std": estimator.arrival_std().detach().tolist()},
         "input": {"shape": [["B", model.n_x], ["B", model.n_u]], "meaning": "states, inputs"},
         "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},
         "extra": to_jsonable(extra),

@@ -1,0 +1,102 @@
+"""``torch-ude score`` of a PEM-MHE model (issue 35, items 1-3): configs/mhe_dfki_pendulum.yaml trained by
+``torch-ude fit`` leaves a field that ``score`` reads, scored as benchmarks.dfki_pem scores it, and the
+one-line refusals of a config that describes another model."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from torch_ude import load_field
+from torch_ude.cli import console, main
+from torch_ude.field import HybridField
+from torch_ude.prediction import prediction_errors
+from torch_ude.recorded import read_log
+from torch_ude.systems.controlled import TorquePendulumModel
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "mhe_dfki_pendulum.yaml"
+DFKI = ROOT.parent / "shared" / "data" / "dfki_pendulum"
+
+
+def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.argv", ["torch-ude", *args])
+    try:
+        console()
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """configs/mhe_dfki_pendulum.yaml for 2 Gauss-Newton iterations on its first 8 windows."""
+    if not DFKI.is_dir():
+        pytest.skip(f"the DFKI pendulum logs are not at {DFKI} (see ../shared/data/README.md)")
+    folder = tmp_path_factory.mktemp("mhe_dfki")
+    files = [str(DFKI / f) for f in ("energy_shaping.csv", "sysid_pd.csv", "gravity_compensation.csv")]
+    main(["fit", "--config", str(CONFIG), "--trainer.max_steps", "2", "--trainer.default_root_dir", str(folder),
+          "--trainer.enable_progress_bar", "false", "--data.problem.windows", "8",
+          "--data.problem.recording.init_args.files", json.dumps(files),
+          "--model.solver.build_dir", str(folder / "build")])
+    return folder
+
+
+def test_a_pem_mhe_run_is_scored_as_the_benchmark_scores_its_model(run, monkeypatch, capsys, tmp_path):
+    sidecar = json.loads((run / "field.json").read_text())
+    assert set(sidecar["arrival"]) == {"mean", "std"} and len(sidecar["arrival"]["std"]) == 2
+    code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(DFKI / "ddp.csv"), "--fs", "100",
+                        "--horizons", "1", "5", "--out", str(tmp_path))
+    assert code == 0 and "ddp.csv" in out and "all files (pooled)" in out
+    scored = json.loads((tmp_path / "score.json").read_text())
+    # benchmarks.dfki_pem: the identified parameters as the known model with the residual switched off
+    p = sidecar["parameters"]
+    model = TorquePendulumModel(inertia=p["J"], mass_com=p["m_cx"], gravity=9.81, viscous=p["Fv"], coulomb=p["Fc"],
+                                offset=p["offset"])
+    field = HybridField(model)
+    for w in field.parameters_list():
+        w.detach().zero_()
+    log = read_log(DFKI / "ddp.csv", "time", ["position", "velocity"], ["torque"], 100.0)
+    expected = prediction_errors(field, [log], [1.0, 5.0])
+    for key in ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse"):
+        assert scored["pooled"][key] == pytest.approx(expected[key], rel=1e-9), key
+    assert scored["fs"] == 100.0 and (tmp_path / "ddp.png").is_file()
+
+
+def test_a_pem_mhe_model_reads_its_own_grid_and_a_jittery_log(run, monkeypatch, capsys, tmp_path):
+    d = np.genfromtxt(DFKI / "ddp.csv", delimiter=",", names=True)
+    t = np.arange(d["time"][0], d["time"][-1], 1 / 616) + np.random.default_rng(0).uniform(-0.3, 0.3) / 616
+    cols = [t] + [np.interp(t, d["time"], d[c]) for c in ("position", "velocity", "torque")]
+    path = tmp_path / "r616.csv"
+    np.savetxt(path, np.stack(cols, 1), delimiter=",", header="time,position,velocity,torque", comments="")
+    code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(path), "--out", str(tmp_path / "s"))
+    scored = json.loads((tmp_path / "s" / "score.json").read_text())
+    assert code == 0 and scored["fs"] == 50.0 and np.isfinite(scored["pooled"]["open_loop_1s_nrmse"])
+    assert load_field(run).evaluate_unchecked is not None and load_field(run).n_inputs == 1
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda c: c["data"]["init_args"]["problem"]["physics"].update(class_path="mhe.two_tank.TwoTanks"), "physics"),
+    (lambda c: c["data"]["init_args"]["problem"]["physics"]["init_args"].update(identify=["Fv"]),
+     "identified parameters"),
+    (lambda c: c["data"]["init_args"]["problem"]["recording"]["init_args"].update(states=["q", "qd"]),
+     "state layout"),
+    (lambda c: c["data"]["init_args"]["problem"].update(residual={"width": 8}), "residual"),
+    (None, "trainer")])
+def test_score_refuses_a_pem_mhe_model_under_a_config_of_another_model(run, monkeypatch, capsys, tmp_path, edit,
+                                                                       pattern):
+    if edit is None:  # a jet-matching config
+        path = ROOT / "configs" / "dfki_pendulum.yaml"
+    else:
+        content = yaml.safe_load(CONFIG.read_text())
+        edit(content)
+        path = tmp_path / "other.yaml"
+        path.write_text(yaml.safe_dump(content))
+    code, _, err = _run(monkeypatch, capsys, "score", str(run), "--files", str(DFKI / "ddp.csv"), "--config",
+                        str(path), "--out", str(tmp_path / "s"))
+    lines = [line for line in err.splitlines() if line.startswith("torch-ude: error:")]
+    assert code == 2 and len(lines) == 1 and re.search(pattern, lines[0]), err
