@@ -1,9 +1,9 @@
 """Read a trained run's folder for fine-tuning on the device (``generate --run``).
 
 `read_run` checks what the C port needs before anything is built: a readable ``field.json``
-of the jet-matching trainers (not a PEM-MHE model), a simulated plant the firmware knows
-(SinglePendulum or DoublePendulum, not a recorded log), a network that reads the scaled
-states only, and a ``field.pt`` whose weights match the sidecar. Every refusal is one
+of the jet-matching trainers (not a PEM-MHE model), a simulated plant (any importable
+`System`: its known field is generated as C, `microcontroller.plant_code`; not a recorded
+log), a network that reads the scaled states only, and a ``field.pt`` whose weights match the sidecar. Every refusal is one
 sentence naming the file and the fix.
 """
 from __future__ import annotations
@@ -15,13 +15,11 @@ import torch
 
 from torch_ude.export import FIELD_FILE, SIDECAR_FILE, load_field
 from torch_ude.field import HybridField
-from torch_ude.systems import SinglePendulum, System
-from torch_ude.systems.double_pendulum import DoublePendulum
+from torch_ude.systems import System
 
-__all__ = ["read_run", "C_PLANTS"]
+__all__ = ["read_run"]
 
-#: The plants whose known field and simulation the C port implements.
-C_PLANTS = (SinglePendulum, DoublePendulum)
+_RECORDED = "torch_ude.training.recorded.RecordedPlant"  # a recorded log's plant (no simulation, inputs)
 _FIX = "point --run at the folder of a `torch-ude fit` run of the jet-matching trainer"
 _UNSUPPORTED = (  # sidecar entries of networks the C port does not implement: (key, what, setting)
     ("linear", "the residual's linear term", "model.linear false"),
@@ -49,19 +47,16 @@ def _sidecar(path: Path) -> dict:
 
 def _system(path: Path, sidecar: dict) -> System:
     plant = sidecar["plant"] if isinstance(sidecar["plant"], dict) else {}
-    names = {f"{c.__module__}.{c.__qualname__}": c for c in C_PLANTS}
-    cls = names.get(plant.get("class_path"))
-    if cls is None:
+    if plant.get("class_path") == _RECORDED:
         raise ValueError(
             f"{path}: the run trained plant {plant.get('class_path')!r} (case {sidecar['case']!r}); the C port "
-            f"fine-tunes fields of the simulated {' and '.join(c.__name__ for c in C_PLANTS)} only (a recorded log "
-            f"has no plant the firmware can simulate); fine-tune this field with the Python trainer, or {_FIX} on "
-            f"one of those plants.")
+            f"fine-tunes fields of simulated plants only (a recorded log's inputs are issue 32, item 2); fine-tune "
+            f"this field with the Python trainer, or {_FIX} on a simulated plant.")
     try:
-        return cls(**plant.get("init_args", {}))
+        return System.from_spec(plant)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: the plant's init_args do not build a {cls.__name__} ({err}); export the run "
-                         f"again, or {_FIX}.") from None
+        raise ValueError(f"{path}: the plant {plant.get('class_path')!r} cannot be rebuilt ({err}); export the run "
+                         f"again (its plant's package must be importable), or {_FIX}.") from None
 
 
 def _layers(state: dict[str, torch.Tensor]) -> list[int]:
@@ -76,7 +71,7 @@ def read_run(folder: str | Path) -> tuple[System, str, HybridField]:
     Raises:
         FileNotFoundError: if ``field.pt`` or ``field.json`` is missing.
         ValueError: for a sidecar that is not JSON or not a jet-matching field's, a plant
-            other than SinglePendulum and DoublePendulum, a network the C port does not
+            that cannot be rebuilt or a recorded log's, a network the C port does not
             implement, or a ``field.pt`` that cannot be read or does not match the sidecar.
     """
     folder = Path(folder)

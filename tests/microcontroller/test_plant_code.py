@@ -17,6 +17,7 @@ from microcontroller.build import ROOT, SANITIZERS, WARNINGS, build
 from microcontroller.generate import main, spec_from_settings
 from microcontroller.plant_code import plant_code, plant_source
 from torch_ude import HybridField
+from torch_ude.export import export_field
 from torch_ude.systems import System, VectorField
 from torch_ude.systems.controlled import ControlledField
 
@@ -371,3 +372,22 @@ def test_a_recorded_log_with_inputs_is_a_one_line_error(inputs, message, tmp_pat
     err = capsys.readouterr().err
     assert err.startswith("microcontroller.generate: error:") and err.count("\n") == 1, err
     assert message in err, err
+
+
+def test_a_run_of_a_users_plant_is_fine_tuned_and_an_unknown_plant_is_one_line(user_package, tmp_path, capsys):
+    from userplants.duffing import UserDuffing
+
+    system = UserDuffing(beta=2.5)
+    extra = {"seed": 3, "config": {"model": {"stream": {"capacity": 512, "tap_average": False}, "batch_size": 32},
+                                   "data": {"fs": 1000.0, "train_rate": 25.0}, "max_steps": 500}}
+    export_field(HybridField.from_seed(system.known_field("A"), 3), tmp_path / "run", system, "A", extra=extra)
+    assert main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "gen")]) == 0
+    code_text = (tmp_path / "gen" / "tu_plant_code.h").read_text()
+    assert "UserDuffing case A" in code_text and "(2.5f * " in code_text  # the run's own beta
+    capsys.readouterr()
+    sidecar = tmp_path / "run" / "field.json"
+    spec = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**spec, "plant": {**spec["plant"], "class_path": "userplants.gone.Duffing"}}))
+    assert main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "gen2")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the plant 'userplants.gone.Duffing' cannot be rebuilt" in err, err
