@@ -1,6 +1,6 @@
 """The C trainer on the host against the float32 Python reference, under ASan and UBSan.
 
-Each case generates the headers from a config, the golden vectors of every stage and of a
+Each case generates the headers (the plant's known field as generated C among them) from a config, the golden vectors of every stage and of a
 whole run (stream with drops, NaNs, spikes and a dropout) with the Python reference, builds
 the C test runner with sanitizers and runs it; the runner checks each stage, a
 finite-difference gradient, skipped updates (a NaN weight), API misuse and what a device that
@@ -26,6 +26,10 @@ CASES = {
     # no second-order term: the reservoir keeps (x_hat, xdot_hat) only
     "pendulum_first_order": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
                                                               "--model.stream.lambda2", "0"], 6.0),
+    # a plant without any hand-written C (issue 32): the Duffing oscillator's cubic known field, generated
+    "duffing": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200", "--data.system",
+                                                 "torch_ude.systems.DuffingOscillator",
+                                                 "--data.system.init_args.frequency", "1.0"], 8.0),
     # a forgetting reservoir and a constant learning rate (on-device adaptation)
     "pendulum_forgetting": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
                                                              "--model.stream.forget_window", "300",
