@@ -4,9 +4,10 @@
 
 The training and validation files, columns and horizons are those of the jet-matching config
 (``configs/dfki_pendulum.yaml``: train on energy shaping, the PD run and gravity
-compensation; validate on the DDP swing-up). PEM–MHE is physics-only
-(`mhe.torque_pendulum.torque_pendulum_problem`: the lab's model form, 50 Hz, N = 50 every
-25 samples, Gauss–Newton with its stopping tests, at most ``--max-steps`` iterations), in four
+compensation; validate on the DDP swing-up). PEM–MHE is physics-only, the problem of
+``configs/mhe_dfki_pendulum.yaml`` (`PEM_CONFIG`; ``torch-ude fit --config`` trains its default variant: the
+lab's model form, 50 Hz, N = 50 every 25 samples, Gauss–Newton with its stopping tests, at most
+``--max-steps`` iterations), in four
 variants (`VARIANTS`): the angle only (the rate unmeasured, as the issue asks) or angle and
 rate measured, identifying either all five parameters (the default, `DEFAULT_VARIANTS`) or
 the friction and offset alone (the lab's J and m cx kept: the same known model as jet
@@ -36,14 +37,19 @@ from torch import Tensor
 
 from benchmarks.dfki_pendulum import KEYS, _without_residual, reference_model, require_data
 from benchmarks.jet_runs import RESULTS, save
-from mhe import OuterSettings, PEMIdentifier, SolverSettings
-from mhe.torque_pendulum import torque_pendulum_problem
+from mhe import PEMIdentifier
+from mhe.torque_pendulum import LogsRecording
+from mhe.training import load_experiment
 from torch_ude.prediction import open_loop_rollouts, prediction_errors
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
 from torch_ude.training import RecordedDataModule
 
-__all__ = ["VARIANTS", "DEFAULT_VARIANTS", "pem_identify", "rollout_figure", "main"]
+__all__ = ["VARIANTS", "DEFAULT_VARIANTS", "PEM_CONFIG", "pem_identify", "rollout_figure", "main"]
+
+#: The PEM–MHE problem (rate, windows, noise, arrival cost, outer loop): ``torch-ude fit``'s config, whose files,
+#: columns, measured states, identified parameters and R^(1/2) each variant sets from the jet-matching config.
+PEM_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "mhe_dfki_pendulum.yaml"
 
 #: name -> (measured states, identified parameters)
 VARIANTS = {"theta_friction": ((0,), ("Fv", "Fc", "offset")),
@@ -67,8 +73,9 @@ def _data_module(config: Path) -> RecordedDataModule:
 
 
 def pem_identify(dm: RecordedDataModule, measured: tuple[int, ...], identify: tuple[str, ...], max_steps: int,
-                 build_dir: Path) -> tuple[TorquePendulumModel, dict]:
-    """Physics-only PEM–MHE on the data module's training files.
+                 build_dir: Path, config: Path = PEM_CONFIG) -> tuple[TorquePendulumModel, dict]:
+    """Physics-only PEM–MHE on the data module's training files: ``config`` (``torch-ude fit``'s
+    ``configs/mhe_dfki_pendulum.yaml``) with the variant's settings as overrides.
 
     Args:
         dm: the data (its training files, columns and known model's J, m cx, g).
@@ -76,18 +83,27 @@ def pem_identify(dm: RecordedDataModule, measured: tuple[int, ...], identify: tu
         identify: the identified parameters (the others are the known model's, friction 0).
         max_steps: cap of Gauss–Newton iterations.
         build_dir: the window solver's build folder.
+        config: the PEM–MHE config.
 
     Returns:
         The identified model and ``parameters``, ``J`` (the PEM cost), ``steps``, ``stop``,
         ``failed_solves``, ``windows``, ``wall_s`` (the outer loop).
     """
-    known = dm.system.known
-    problem = torque_pendulum_problem(dm.files, identify, measured=measured, time=dm.columns["time"],
-                                      states=dm.columns["states"], inputs=dm.columns["inputs"],
-                                      values={"J": known.inertia, "m_cx": known.mass_com}, gravity=known.gravity)
+    known, columns = dm.system.known, dm.columns
+    recording = {"files": [str(f) for f in dm.files], "time": columns["time"], "states": list(columns["states"]),
+                 "inputs": list(columns["inputs"]), "measured": list(measured)}
+    rate = load_experiment(config).problem.source.rate
+    noise = LogsRecording(**recording, rate=rate).noise_std()  # R^(1/2) of the measured channels, from the logs
+    overrides = {"trainer.max_steps": max_steps, "model.solver.build_dir": str(build_dir),
+                 "data.problem.measured": list(measured), "data.problem.mhe.measurement_std": list(noise),
+                 "data.problem.physics.init_args.identify": list(identify),
+                 "data.problem.physics.init_args.values": {"J": known.inertia, "m_cx": known.mass_com},
+                 "data.problem.physics.init_args.gravity": known.gravity}
+    overrides |= {f"data.problem.recording.init_args.{k}": v for k, v in recording.items()}
+    experiment = load_experiment(config, [a for k, v in overrides.items() for a in (f"--{k}", v if isinstance(v, str) else json.dumps(v))])
+    problem = experiment.problem
     t0 = time.perf_counter()
-    with PEMIdentifier(problem, max_steps, OuterSettings(optimizer="gauss_newton"),
-                       SolverSettings(build_dir=str(build_dir))) as pem:
+    with PEMIdentifier(problem, experiment.max_steps, experiment.outer, experiment.solver) as pem:
         result = pem.fit()
         physics = pem.estimator.model.physics
         model = physics.torch_model()
