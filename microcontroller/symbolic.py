@@ -109,6 +109,8 @@ class _Row:
         return tuple(_Row(self.expr[0, j], 1) for j in range(int(self.expr.shape[1])))
 
     def __getattr__(self, name: str):
+        if name.startswith("__"):  # protocols probed by numpy, copy, pickle: not a tensor method
+            raise AttributeError(name)
         if name in _UNARY:
             return lambda: _Row(_UNARY[name](self.expr), self.ndim)
         if name in _BINARY or name in ("clamp",):
