@@ -265,14 +265,28 @@ class IdentificationProblem:
                                n_u=n_u if residual is None else residual.n_u, discretization=self.discretization,
                                hold=self.hold, output=copy.deepcopy(self.output))
 
-    def estimator(self) -> MovingHorizonEstimator:
-        """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set)."""
+    def estimator(self, clip_start: bool = False) -> MovingHorizonEstimator:
+        """A new MHE of a new `model`, with the arrival cost at its start (bounded when ``arrival.box`` is set).
+
+        Args:
+            clip_start: move a start of ``s_bar`` or ``sigma`` that lies outside the data's bounds inside them
+                (`mhe.bounds.Bound.clip`) instead of refusing it. For scoring a trained model on another
+                recording, whose trained arrival cost replaces the start (``torch-ude validate``): the start
+                was set for the training data's box, not this recording's.
+
+        Raises:
+            ValueError: without ``clip_start``, for a start outside its bound (`MovingHorizonEstimator`).
+        """
         model, a = self.model(), self.arrival
         bounds: tuple = (None, None)
+        mean, std = a.mean, a.std
         if a.box is not None:
             hidden = {j: box for j, box in enumerate(a.box) if box is not None}
             bounds = arrival_bounds(self.windows, model, hidden, a.margin, a.std_range)
-        return MovingHorizonEstimator(model, self.mhe, a.mean, a.std, *bounds)
+            if clip_start:
+                mean = tuple(b.clip(v) for v, b in zip(mean, bounds[0]))
+                std = tuple(b.clip(v) for v, b in zip(std, bounds[1]))
+        return MovingHorizonEstimator(model, self.mhe, mean, std, *bounds)
 
     def relative_errors(self, estimator: MovingHorizonEstimator) -> dict[str, float]:
         """``|theta^_j - theta*_j| / |theta*_j|`` of the identified physical and output-map parameters with a

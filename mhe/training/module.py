@@ -25,7 +25,10 @@ and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the me
 windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
 ``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.arrival`),
 so the checkpoint also holds the physical ``s_bar`` and ``sigma``; outside a fit they are clipped
-into the box of the data being validated (the raw values would mean other numbers there). A fit
+into the box of the data being validated (the raw values would mean other numbers there), and the config's
+starting arrival cost is not checked against that box (the checkpoint's replaces it). The checkpoint also
+records the training recording: another file keeps no ``part`` of the config that was the training file's
+(e.g. IAC's ``[0.0, 0.7]``): it is scored whole, and the log says so; a ``part`` given for it is kept. A fit
 does not validate (each PEM iteration is one Lightning epoch and a validation pass solves every
 window from cold starts): `setup` sets the trainer's ``limit_val_batches`` to 0 for ``fit``.
 """
@@ -119,7 +122,8 @@ class PEMModule(L.LightningModule):
         dm = self.trainer.datamodule
         dm.setup(stage)
         self.problem = dm.problem
-        self.estimator = self.problem.estimator()
+        # outside a fit the checkpoint's trained arrival cost replaces the start (on_load_checkpoint)
+        self.estimator = self.problem.estimator(clip_start=stage != TrainerFn.FITTING)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The iteration counter (the loop owns the real optimizer)."""
@@ -212,18 +216,41 @@ class PEMModule(L.LightningModule):
         if self.estimator is not None:
             checkpoint["arrival"] = {"mean": self.estimator.arrival_mean.detach().tolist(),
                                      "std": self.estimator.arrival_std().detach().tolist()}
+        if self.problem is not None:
+            checkpoint["recording"] = self.problem.describe()["recording"]
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Keep the loop's saved state for `on_train_start`, so a resumed run goes on where it stopped; outside a
         fit, put the saved physical arrival cost into this data's bounds (module docstring)."""
         self._restored = checkpoint.get("pem_loop")
         trainer, arrival = self._trainer, checkpoint.get("arrival")
-        if arrival is None or self.estimator is None or (trainer is not None and trainer.state.fn == TrainerFn.FITTING):
+        if self.estimator is None or (trainer is not None and trainer.state.fn == TrainerFn.FITTING):
+            return
+        self._whole_other_file(checkpoint.get("recording"))
+        if arrival is None:
             return
         est, state = self.estimator, checkpoint["state_dict"]
         for key, values, bounds in (("estimator.arrival_mean_raw", arrival["mean"], est.arrival_mean_bounds),
                                     ("estimator.arrival_std_raw", arrival["std"], est.arrival_std_bounds)):
             state[key] = torch.tensor([b.to_raw(b.clip(v)) for v, b in zip(values, bounds)], dtype=torch.float64)
+
+    def _whole_other_file(self, trained: object) -> None:
+        """Outside a fit, score a recording other than the trained one whole: the config's ``part`` (e.g. the
+        training split ``[0.0, 0.7]``) names a part of the training file, so an unchanged one is not carried over
+        to another file (said in the log); a ``part`` given for it (another than the training one) is kept."""
+        source = self.problem.source
+        part = getattr(source, "part", None)
+        if not isinstance(trained, dict) or part is None or not hasattr(source, "with_part"):
+            return
+        whole = (0.0, 1.0)
+        same_file = trained.get("path") == getattr(source, "path", None)
+        if same_file or tuple(part) != tuple(trained.get("part", ())) or tuple(part) == whole:
+            return
+        rank_zero_info(f"Scoring the whole of {source.path}: the config's part {list(part)} is the training file's "
+                       f"({trained.get('path')}); give --data.problem.recording.init_args.part to score a part of it.")
+        self.problem = self.problem.replace(recording=source.with_part(whole))
+        self.trainer.datamodule.problem = self.problem
+        self.estimator = self.problem.estimator(clip_start=True)
 
     def on_train_end(self) -> None:
         """Write the run files and end with the one-line summary."""
