@@ -1,6 +1,7 @@
 """``torch-ude validate`` of a PEM-MHE run on another IAC recording (issue 35, item 1): the config's starting
 arrival cost is not checked against the new file's bounds (the trained one replaces it), and the config's
 training ``part`` is not carried over to another file (it is scored whole, and the log says so)."""
+import json
 import os
 from pathlib import Path
 
@@ -8,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.mhe_bayesrace import with_values
+from benchmarks.mhe_iac import score
 from mhe.logs import IACRecording
+from mhe.training import load_experiment
 from torch_ude.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,3 +91,17 @@ def test_a_file_outside_the_config_starting_arrival_box_is_scored_with_the_train
     for now, value, bound in zip(est.arrival_mean.tolist(), saved["mean"], est.arrival_mean_bounds):
         assert now == pytest.approx(bound.clip(value), rel=1e-12, abs=1e-12)
     assert np.isfinite(metrics["val/one_step_mse"])
+
+
+def test_validate_gives_the_benchmark_number_on_the_same_weights(fit, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    ckpt, folder = fit
+    part = ["--data.problem.recording.init_args.part", "[0.7, 1.0]"]
+    _, metrics = _validate(fit, "val_bench", *part)
+    # benchmarks.mhe_iac's validation row at the run's parameters and trained arrival cost (3 cold starts)
+    values = json.loads((folder / "run" / "field.json").read_text())["parameters"]
+    saved = torch.load(ckpt, weights_only=False)["arrival"]
+    problem = load_experiment(CONFIG).problem
+    val = with_values(problem, problem.source.with_part((0.7, 1.0)), values, (saved["mean"], saved["std"]))
+    expected, _ = score(val, folder / "b" / "bench", 3)
+    assert metrics["val/one_step_mse"] == pytest.approx(expected["mse"], rel=1e-6)
