@@ -183,6 +183,8 @@ def test_real_logs_runs_every_method_on_the_dfki_logs(tmp_path, monkeypatch):
     for key in ("dfki_pendulum / jet_matching", "dfki_double_pendulum / rk4_baseline", "emps / jet_matching",
                 "dfki_pendulum / PEM-MHE theta_all"):
         assert 0 < nrmse[key] < 100
+    # torch-ude score of the seed-0 run on its validation file gives the benchmark's number
+    assert r["scored"]["score_1s"] == pytest.approx(r["scored"]["benchmark_1s"], rel=1e-6)
     assert r["rollout"] == {"segments": 1, "files": ["ddp.csv"]}
 
 
