@@ -47,6 +47,17 @@ def test_the_arrival_box_comes_from_the_windows_and_the_hidden_box():
     assert racing_problem().estimator().arrival_mean_bounds[1].lower is None
 
 
+def test_a_start_outside_the_data_box_is_refused_unless_clipped_for_scoring():
+    # vy's hidden box is (-1, 1) widened by 10 %: a start of 5 m/s lies outside it
+    problem = racing_problem(arrival=ArrivalCost((1.0, 5.0, 0.0), (1.0, 0.3, 3.0), (None, (-1.0, 1.0), None)))
+    with pytest.raises(ValueError, match="arrival_mean start values \\[5.0\\] lie on or outside"):
+        problem.estimator()
+    est = problem.estimator(clip_start=True)
+    bound = est.arrival_mean_bounds[1]
+    assert bound.contains(float(est.arrival_mean[1])) and float(est.arrival_mean[1]) == pytest.approx(bound.clip(5.0))
+    assert float(est.arrival_mean[0]) == pytest.approx(1.0) and float(est.arrival_mean[2]) == pytest.approx(0.0)
+
+
 def test_relative_errors_use_the_sources_truth():
     problem = racing_problem()
     errors = problem.relative_errors(problem.estimator())
