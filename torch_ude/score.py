@@ -115,6 +115,14 @@ def columns_of(field: LoadedField, time: str | None = None, states: Sequence[str
             number of states or inputs.
     """
     data = _run_data(field)
+    if field.separate_inputs and not data and (time is None or states is None or fs is None):
+        recording = ((field.sidecar.get("extra") or {}).get("config", {}).get("problem") or {}).get("recording")
+        kind = recording.get("class") if isinstance(recording, dict) else recording
+        raise ValueError(f"this PEM-MHE model was trained on a recording of class {kind}, which maps its file's columns "
+                         f"itself (e.g. the pedal from throttle and brake): score it with torch-ude validate --config "
+                         f"ITS_CONFIG --ckpt_path RUN/checkpoints/last.ckpt --data.problem.recording.init_args.path "
+                         f"FILE, or name plain log columns with --time --states --inputs --fs (its states are "
+                         f"{list(field.state_names)}, inputs {list(field.input_names)}).")
     vfp = data.get("velocity_from_position")
     vfp = VelocityFromPosition(**vfp) if isinstance(vfp, dict) else None
     file_rate = file_rate if file_rate is not None else data.get("file_rate")

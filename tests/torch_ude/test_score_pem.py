@@ -3,6 +3,7 @@
 one-line refusals of a config that describes another model."""
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +101,14 @@ def test_score_refuses_a_pem_mhe_model_under_a_config_of_another_model(run, monk
                         str(path), "--out", str(tmp_path / "s"))
     lines = [line for line in err.splitlines() if line.startswith("torch-ude: error:")]
     assert code == 2 and len(lines) == 1 and re.search(pattern, lines[0]), err
+
+
+def test_score_sends_a_pem_mhe_model_of_a_mapped_recording_to_validate(run, monkeypatch, capsys, tmp_path):
+    other = tmp_path / "iac_run"
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("checkpoints"))
+    sidecar = json.loads((other / "field.json").read_text())
+    sidecar["extra"]["config"]["problem"]["recording"] = {"class": "IACRecording", "path": "LVMS.csv"}
+    (other / "field.json").write_text(json.dumps(sidecar))
+    code, _, err = _run(monkeypatch, capsys, "score", str(other), "--files", str(DFKI / "ddp.csv"))
+    lines = [line for line in err.splitlines() if line.startswith("torch-ude: error:")]
+    assert code == 2 and len(lines) == 1 and re.search(r"IACRecording .* torch-ude validate", lines[0]), err
