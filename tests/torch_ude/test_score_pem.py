@@ -111,4 +111,4 @@ def test_score_sends_a_pem_mhe_model_of_a_mapped_recording_to_validate(run, monk
     (other / "field.json").write_text(json.dumps(sidecar))
     code, _, err = _run(monkeypatch, capsys, "score", str(other), "--files", str(DFKI / "ddp.csv"))
     lines = [line for line in err.splitlines() if line.startswith("torch-ude: error:")]
-    assert code == 2 and len(lines) == 1 and re.search(r"IACRecording .* torch-ude validate", lines[0]), err
+    assert code == 2 and len(lines) == 1 and re.search(r"IACRecording.*torch-ude validate", lines[0]), err
