@@ -116,3 +116,15 @@ def test_a_first_order_hold_problem_reads_input_pairs_and_its_mhe_solves_to_a_kk
     ga = torch.cat([g.reshape(-1) for g in adj.grads.values()])
     ge = torch.cat([g.reshape(-1) for g in exp.grads.values()])
     assert float(ga.norm()) > 0 and float((ga - ge).norm() / ge.norm()) <= 1e-8
+
+
+def test_the_hold_is_a_setting_of_the_config():
+    from mhe.training import load_experiment
+
+    config = "configs/mhe_two_tank_gn.yaml"
+    exp = load_experiment(config, ["--trainer.logger", "false"])
+    assert exp.problem.estimator().model.hold.name == "zoh" and exp.problem.windows.u.shape[-1] == 1
+    exp = load_experiment(config, ["--trainer.logger", "false", "--data.problem.hold", "foh"])
+    assert exp.problem.estimator().model.hold.name == "foh" and exp.problem.windows.u.shape[-1] == 2
+    with pytest.raises(ValueError, match=r"hold must be one of \['foh', 'midpoint', 'zoh'\].*got 'linear'"):
+        load_experiment(config, ["--trainer.logger", "false", "--data.problem.hold", "linear"])
