@@ -656,8 +656,11 @@ class JetMatchingModule(L.LightningModule):
         (`torch_ude.training.quality.stream_quality`; the misfit gate's history where the engine has one)."""
         status = self.stream_status() if status is None else status
         gate = getattr(self.stream, "gate", None) if isinstance(self.stream, StreamEstimator) else None
-        return stream_quality(status.calibration, status.counters, self.stream_settings,
-                              self.trainer.datamodule.system.n_states, None if gate is None else gate.history)
+        dm = self.trainer.datamodule
+        n = dm.system.n_states
+        derived = tuple(range(n // 2, n)) if getattr(dm, "velocity_from_position", None) is not None else ()
+        return stream_quality(status.calibration, status.counters, self.stream_settings, n,
+                              None if gate is None else gate.history, derived)
 
     def quality_status(self, metrics: dict) -> str:
         """``"degraded"`` with a one-line warning when the run's quality indicators (``metrics["quality"]``) say

@@ -56,7 +56,7 @@ MAX_MISFIT_RATIO = 3.0
 
 
 def stream_quality(calibration: Calibration | None, counters: dict, settings: StreamSettings, n_states: int,
-                   gate_history: torch.Tensor | None = None) -> dict:
+                   gate_history: torch.Tensor | None = None, derived: tuple[int, ...] = ()) -> dict:
     """The quality indicators of a streaming run and the reasons it is degraded (module doc).
 
     Args:
@@ -67,6 +67,10 @@ def stream_quality(calibration: Calibration | None, counters: dict, settings: St
         n_states: the state channels (the first columns; the rest are recorded inputs).
         gate_history: the misfit gate's history, (gate_history, channels), NaN where empty;
             None where the engine does not expose it.
+        derived: the state channels derived from others by a filter (velocities of position-only
+            logs, `torch_ude.position_only`): their noise is correlated over the filter's span, so
+            a box average of ``m`` samples does not divide it by ``sqrt(m)``; their tap noise is
+            taken as ``sigma`` (the conservative reading: no reduction).
 
     Returns:
         ``reject_rate``, ``window_phase`` (rad), ``misfit_ratio`` (per state channel, or None),
@@ -90,7 +94,9 @@ def stream_quality(calibration: Calibration | None, counters: dict, settings: St
                            f"calibration record was corrupted)")
         if gate_history is not None and bool(torch.isfinite(gate_history[:, :n_states]).any()):
             dof = 2 * settings.half_width - settings.order
-            tap = 1.0 / math.sqrt(calibration.m) if settings.tap_average else 1.0
+            tap = torch.full((n_states,), 1.0 / math.sqrt(calibration.m) if settings.tap_average else 1.0,
+                             dtype=torch.float64)
+            tap[list(derived)] = 1.0
             noise = calibration.sigma[:n_states].to(torch.float64) * tap * math.sqrt(chi2.median(dof))
             median = gate_history[:, :n_states].to(torch.float64).nanmedian(dim=0).values
             ratio = (median / noise).tolist()

@@ -67,6 +67,13 @@ def test_each_indicator_trips_past_its_threshold_only():
     # a box of m = 35 samples per tap: the taps' noise is sigma / sqrt(m)
     box = stream_quality(_calibration(), _counters(), StreamSettings(tap_average=True), 2, clean / math.sqrt(35))
     assert box["misfit_ratio"] == pytest.approx([1.0, 1.0], rel=1e-3) and box["degraded"] == []
+    # a velocity derived from the position: its correlated noise is not divided by sqrt(m) (a white-noise
+    # reading of its misfit would trip the indicator at ratio sqrt(35) = 5.9)
+    velocity = clean / math.sqrt(35)
+    velocity[:, 1] = noise
+    derived = stream_quality(_calibration(), _counters(), StreamSettings(tap_average=True), 2, velocity, derived=(1,))
+    assert derived["misfit_ratio"] == pytest.approx([1.0, 1.0], rel=1e-3) and derived["degraded"] == []
+    assert stream_quality(_calibration(), _counters(), StreamSettings(tap_average=True), 2, velocity)["degraded"]
     rejected = _counters(accepted=int(1000 * (1 - MAX_REJECT_RATE)) - 1)
     assert len(stream_quality(_calibration(), rejected, settings, 2, clean)["degraded"]) == 1
     fast = _calibration(m=1, omega_c=1.01 * MAX_WINDOW_PHASE * 1000 / 10)
