@@ -144,6 +144,21 @@ def user_package(tmp_path, monkeypatch):
     return tmp_path
 
 
+
+def _build_probe(tmp_path: Path, code, n_u: int) -> Path:
+    """The generated plant C of ``code`` (2 states, ``n_u`` inputs) and the probe program, built with the house
+    flags and sanitizers; returns the executable."""
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    (gen / "tu_config.h").write_text(f"#define TU_N 2\n#define TU_NU {n_u}\n#define TU_SIM_PENDULUM 0\n")
+    (gen / "tu_plant_code.h").write_text(plant_source(code, "/* test */\n"))
+    exe = tmp_path / "probe"
+    proc = subprocess.run(["gcc", *WARNINGS, "-O2", *SANITIZERS, "-I", str(ROOT / "include"), "-I", str(gen),
+                           str(ROOT / "src" / "tu_plant.c"), str(PROBE), "-o", str(exe), "-lm"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return exe
+
 def test_a_users_plant_goes_to_c_with_one_command(user_package, tmp_path):
     cfg = _config(tmp_path, "userplants.duffing.UserDuffing")
     env = {"PYTHONPATH": f"{user_package}:{REPO}", "PATH": "/usr/bin:/bin"}
@@ -259,15 +274,7 @@ def test_the_input_jacobian_of_a_forced_plant_matches_torch(tmp_path):
     np.testing.assert_allclose(_casadi_values(code, x, u), _torch_reference(known, x, u, torch.float64),
                                rtol=1e-12, atol=1e-12)
     # the generated C alone, against a config of 2 states and 1 input, with the house flags
-    gen = tmp_path / "gen"
-    gen.mkdir()
-    (gen / "tu_config.h").write_text("#define TU_N 2\n#define TU_NU 1\n#define TU_SIM_PENDULUM 0\n")
-    (gen / "tu_plant_code.h").write_text(plant_source(code, "/* test */\n"))
-    exe = tmp_path / "probe"
-    proc = subprocess.run(["gcc", *WARNINGS, "-O2", *SANITIZERS, "-I", str(ROOT / "include"), "-I", str(gen),
-                           str(ROOT / "src" / "tu_plant.c"), str(PROBE), "-o", str(exe), "-lm"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    exe = _build_probe(tmp_path, code, n_u=1)
     _check(_probe(exe, x, u), known, x, u, 2)
     # the trainer itself has no recorded inputs yet: the generator refuses the plant (item 2)
     with pytest.raises(ValueError, match=r"reads 1 recorded input\(s\) \['force'\]; the C trainer has no recorded "
@@ -325,15 +332,7 @@ def test_every_casadi_operation_of_the_supported_torch_functions_is_written(tmp_
     x = np.random.default_rng(2).uniform(-1.0, 1.0, size=(25, 2))
     np.testing.assert_allclose(_casadi_values(code, x, None)[:, :2],
                                _torch_reference(known, x, None, torch.float64)[:, :2], rtol=1e-12, atol=1e-12)
-    gen = tmp_path / "gen"
-    gen.mkdir()
-    (gen / "tu_config.h").write_text("#define TU_N 2\n#define TU_NU 0\n#define TU_SIM_PENDULUM 0\n")
-    (gen / "tu_plant_code.h").write_text(plant_source(code, "/* test */\n"))
-    exe = tmp_path / "probe"
-    proc = subprocess.run(["gcc", *WARNINGS, "-O2", *SANITIZERS, "-I", str(ROOT / "include"), "-I", str(gen),
-                           str(ROOT / "src" / "tu_plant.c"), str(PROBE), "-o", str(exe), "-lm"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    exe = _build_probe(tmp_path, code, n_u=0)
     got = _probe(exe, x, None)[:, :2]
     want = _torch_reference(known, x, None, torch.float32)[:, :2]
     assert np.all(np.abs(got - want) <= 1e-5 * (np.abs(want) + 1.0)), np.abs(got - want).max()

@@ -11,26 +11,17 @@ import pytest
 import yaml
 
 from torch_ude import load_field
-from torch_ude.cli import console, main
+from torch_ude.cli import main
 from torch_ude.field import HybridField
 from torch_ude.prediction import prediction_errors
 from torch_ude.recorded import read_log
 from torch_ude.systems.controlled import TorquePendulumModel
 
+from tests.torch_ude.test_score import _run
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "mhe_dfki_pendulum.yaml"
 DFKI = ROOT.parent / "shared" / "data" / "dfki_pendulum"
-
-
-def _run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["torch-ude", *args])
-    try:
-        console()
-        code = 0
-    except SystemExit as done:
-        code = done.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
