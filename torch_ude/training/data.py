@@ -121,6 +121,11 @@ class StreamDataModule(L.LightningDataModule):
                 "faults": self.faults, "seed": self.seed, "validation_s": self.validation_s}
 
     @property
+    def derived_states(self) -> tuple[int, ...]:
+        """The state channels derived from others by a filter: none (every simulated state is measured)."""
+        return ()
+
+    @property
     def live(self) -> bool:
         """True while stream samples remain."""
         return self._tick < self.total_ticks

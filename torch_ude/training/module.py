@@ -657,10 +657,8 @@ class JetMatchingModule(L.LightningModule):
         status = self.stream_status() if status is None else status
         gate = getattr(self.stream, "gate", None) if isinstance(self.stream, StreamEstimator) else None
         dm = self.trainer.datamodule
-        n = dm.system.n_states
-        derived = tuple(range(n // 2, n)) if getattr(dm, "velocity_from_position", None) is not None else ()
-        return stream_quality(status.calibration, status.counters, self.stream_settings, n,
-                              None if gate is None else gate.history, derived)
+        return stream_quality(status.calibration, status.counters, self.stream_settings, dm.system.n_states,
+                              None if gate is None else gate.history, dm.derived_states)
 
     def quality_status(self, metrics: dict) -> str:
         """``"degraded"`` with a one-line warning when the run's quality indicators (``metrics["quality"]``) say

@@ -245,6 +245,15 @@ class RecordedDataModule(L.LightningDataModule):
         return None
 
     @property
+    def derived_states(self) -> tuple[int, ...]:
+        """The state channels derived from others by a filter: the velocities of position-only logs
+        (`torch_ude.position_only.with_velocities` appends them after the positions), else none."""
+        if self.velocity_from_position is None:
+            return ()
+        n = self.system.n_states
+        return tuple(range(n // 2, n))
+
+    @property
     def live(self) -> bool:
         """True while log samples remain."""
         return self._tick < self.total_ticks
