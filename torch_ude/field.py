@@ -411,7 +411,7 @@ class HybridField(nn.Module):
             last_w.zero_()
             last_b.zero_()
             if copy.linear:
-                copy.parameters_list()[-1].zero_()
+                copy.mlp.ordered_parameters()[-1].zero_()  # L (parameters_list ends with the physics' theta)
         return copy
 
     # ----- trust envelope -------------------------------------------------------------------------

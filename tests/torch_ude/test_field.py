@@ -348,3 +348,14 @@ def test_set_envelope_rejects_bad_boxes():
         field.set_envelope(ok, ok, ok)
     with pytest.raises(ValueError, match="periodic index 2 is out of range"):
         HybridField(SinglePendulum().known_field("A"), periodic=(2,))
+
+
+@pytest.mark.parametrize("linear", [False, True, "affine"])
+def test_without_residual_is_the_trained_physics_alone(linear):
+    field = variant_field("torque", 7, linear=linear, physical=True)
+    x, _, _, u, _ = _variant_data(field, 50, 7)
+    physics = field.without_residual()
+    assert torch.equal(physics.known.theta, field.known.theta)  # the trained physical parameters are kept
+    assert float(field.known.theta.abs().min()) > 0
+    assert torch.allclose(physics.evaluate(x, u), field.known(x, u), atol=1e-14, rtol=0)
+    assert not torch.allclose(field.evaluate(x, u), field.known(x, u))

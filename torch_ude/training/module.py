@@ -137,7 +137,9 @@ class JetMatchingModule(L.LightningModule):
             (`torch_ude.systems.parameters`), the share of ``trainer.max_steps`` during which
             they train alone, the network held at its initial weights: the physics then explains
             what it can before the residual, which could imitate a physical term, starts
-            learning what is left. In [0, 1).
+            learning what is left. In [0, 1]; 1 trains the physical parameters alone for the whole
+            run with the residual switched off (zero), a gray-box fit of the known model's form
+            whose exported field is the physics alone (no residual check).
         stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
         batch_size: minibatch size (64; v1: 32).
         lr: Adam learning rate (initial value of the cosine schedule).
@@ -211,8 +213,8 @@ class JetMatchingModule(L.LightningModule):
         self.periodic, self.envelope, self.envelope_margin = periodic, envelope, float(envelope_margin)
         self.invariant = invariant
         self.residual_check, self.keep_rejected_residual = bool(residual_check), bool(keep_rejected_residual)
-        if isinstance(physics_first, bool) or not (isinstance(physics_first, (int, float)) and 0 <= physics_first < 1):
-            raise ValueError(f"model.physics_first must be a share of the updates in [0, 1); got {physics_first!r}.")
+        if isinstance(physics_first, bool) or not (isinstance(physics_first, (int, float)) and 0 <= physics_first <= 1):
+            raise ValueError(f"model.physics_first must be a share of the updates in [0, 1]; got {physics_first!r}.")
         self.physics_first = float(physics_first)
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
@@ -243,7 +245,9 @@ class JetMatchingModule(L.LightningModule):
         """Build the field (and its EMA copy) for the data module's plant, case and seed.
 
         Raises:
-            ValueError: if the calibration phase does not fit in the stream (before any work).
+            ValueError: if the calibration phase does not fit in the stream, or for
+                ``physics_first: 1`` with a known model that trains no physical parameters
+                (before any work).
         """
         if self.num_threads is not None:
             torch.set_num_threads(self.num_threads)
@@ -256,6 +260,12 @@ class JetMatchingModule(L.LightningModule):
                                             linear=self.linear, input_affine=self.input_affine,
                                             periodic=self.periodic_states(dm.system),
                                             invariant=self.invariant_states(dm.system))
+        if self.physics_only:
+            if not self.field.physical:
+                raise ValueError("model.physics_first: 1 trains the physical parameters alone, but the known model "
+                                 f"{type(known).__name__} trains none; name them in its 'trainable' init_args or "
+                                 "lower model.physics_first.")
+            self.field = self.field.without_residual()  # the network stays frozen at zero: F = f_known(x, u; p)
         self._weights = flatten_parameters(self.field.mlp.ordered_parameters())
         if self.ema_decay is not None:
             self.ema = ExponentialAverage(self.field, self.ema_decay)
@@ -298,6 +308,11 @@ class JetMatchingModule(L.LightningModule):
         """The state indices the network does not read: the plant's cyclic coordinates, or none
         with ``invariant`` off."""
         return tuple(getattr(system, "invariant", ())) if self.invariant else ()
+
+    @property
+    def physics_only(self) -> bool:
+        """Whether the run trains the physical parameters alone (``physics_first`` = 1)."""
+        return self.physics_first == 1.0
 
     def physics_updates(self) -> int:
         """The first updates in which only the physical parameters train (``physics_first`` of
@@ -587,11 +602,11 @@ class JetMatchingModule(L.LightningModule):
             ``(field to export, report)``: the field itself, or its physics alone
             (`HybridField.without_residual`) when the residual made the held-out score worse
             and ``keep_rejected_residual`` is off; the report holds both scores, the metric,
-            and ``"rejected"``. ``(field, None)`` when the check is off or the data module has
-            no held-out data.
+            and ``"rejected"``. ``(field, None)`` when the check is off, the run trained the
+            physics alone (`physics_only`) or the data module has no held-out data.
         """
         dm = self.trainer.datamodule
-        if not self.residual_check or not hasattr(dm, "held_out_errors"):
+        if not self.residual_check or self.physics_only or not hasattr(dm, "held_out_errors"):
             return field, None
         physics = field.without_residual()
         hybrid_errors, physics_errors = dm.held_out_errors(field), dm.held_out_errors(physics)

@@ -2,6 +2,7 @@
 calibration's warning for a signal too fast for its window, and trained physical parameters."""
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -133,3 +134,31 @@ def test_prediction_errors_compare_angles_on_the_circle():
     assert float(wrapped.abs().max()) <= math.pi
     # the raw angle's RMS (about 20 rad) hides the error; on the circle it is measured against the swing
     assert circle["one_step_nrmse_per_channel"][0] > 3 * plain["one_step_nrmse_per_channel"][0]
+
+
+def test_physics_first_one_fits_the_physics_alone_and_exports_no_residual(tmp_path, logs):  # noqa: F811
+    """The log's viscous friction (0.05 N m s) is the one term the known model misses: with the
+    residual switched off the run must find it in the known model's own form."""
+    main(["fit", "--config", str(_config(tmp_path, logs, max_steps=800)), "--model.physics_first", "1",
+          "--data.known.init_args.trainable", "{viscous: [0.0, 0.5]}"])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["residual_check"] is None and metrics["status"] != "residual rejected"
+    assert abs(metrics["physical_parameters"]["viscous"]["value"] - 0.05) < 0.005
+    program, _ = load_field(tmp_path)
+    x = torch.tensor([[0.3, 1.0, 0.5], [-2.0, -0.5, -1.5], [1.0, 4.0, 0.0]])
+    physics = TorquePendulumModel(viscous=metrics["physical_parameters"]["viscous"]["value"])
+    assert torch.allclose(program(x), physics(x[:, :2], x[:, 2:]), atol=1e-12)  # no residual anywhere
+
+
+@pytest.mark.parametrize("share,message", [(1.5, r"share of the updates in \[0, 1\]; got 1.5"),
+                                           (1, "trains the physical parameters alone, but the known model "
+                                               "TorquePendulumModel trains none")])
+def test_a_bad_physics_first_is_a_one_line_error_before_any_work(tmp_path, logs, capsys, monkeypatch, share,
+                                                                 message):  # noqa: F811
+    monkeypatch.setattr("sys.argv", ["torch-ude", "fit", "--config", str(_config(tmp_path, logs, max_steps=50)),
+                                     "--model.physics_first", str(share)])
+    with pytest.raises(SystemExit) as exit_:
+        console()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and re.search(message, err) and "Traceback" not in err
+    assert not (tmp_path / "metrics.json").exists()
