@@ -51,15 +51,16 @@ def calibration_error(status: int, taps: int, m: int) -> ValueError:
     raise ValueError(f"C status {status} is not a calibration failure.")
 
 
-def report_type(n: int) -> type[ctypes.Structure]:
-    """The ctypes mirror of ``tu_report`` for ``n`` channels (checked against ``tu_report_size``)."""
-    f32n = ctypes.c_float * n
+def report_type(n: int, n_inputs: int = 0) -> type[ctypes.Structure]:
+    """The ctypes mirror of ``tu_report`` for ``n`` states and ``n_inputs`` recorded inputs (checked
+    against ``tu_report_size``): the calibration and the input scales cover all ``n + n_inputs`` channels."""
+    f32n, f32c = ctypes.c_float * n, ctypes.c_float * (n + n_inputs)
 
     class Counters(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint64) for name in COUNTERS]
 
     class Calibration(ctypes.Structure):
-        _fields_ = [("x_rms", f32n), ("s1", f32n), ("s2", f32n), ("sigma", f32n), ("sigma_rel", ctypes.c_float),
+        _fields_ = [("x_rms", f32c), ("s1", f32c), ("s2", f32c), ("sigma", f32c), ("sigma_rel", ctypes.c_float),
                     ("omega_c", ctypes.c_float), ("dt_eff", ctypes.c_float), ("snr2", ctypes.c_float),
                     ("lambda2", ctypes.c_float), ("weight_decay", ctypes.c_float), ("m", ctypes.c_int)]
 
@@ -67,7 +68,7 @@ def report_type(n: int) -> type[ctypes.Structure]:
         _fields_ = [("counters", Counters), ("calibration", Calibration), ("calibrated", ctypes.c_int32),
                     ("fill", ctypes.c_int32), ("updates", ctypes.c_int64), ("seen", ctypes.c_uint64),
                     ("loss", ctypes.c_float), ("loss_r1", ctypes.c_float), ("loss_r2", ctypes.c_float),
-                    ("grad_norm", ctypes.c_float), ("lr", ctypes.c_float), ("in_scale", f32n), ("out_scale", f32n)]
+                    ("grad_norm", ctypes.c_float), ("lr", ctypes.c_float), ("in_scale", f32c), ("out_scale", f32n)]
 
     return Report
 
@@ -89,7 +90,8 @@ def report_dict(rep: ctypes.Structure) -> dict:
 
 
 def load_weights(field: HybridField, weights: np.ndarray, in_scale, out_scale) -> HybridField:
-    """Write the C trainer's flat weights (`HybridField.parameters_list` order) and scales into ``field``."""
+    """Write the C trainer's flat weights (`HybridField.parameters_list` order) and scales into ``field``
+    (``in_scale``: the states' scales, then the inputs' for a field with inputs)."""
     flat = torch.as_tensor(np.asarray(weights), dtype=field.in_scale.dtype)
     if flat.numel() != field.num_parameters():
         raise ValueError(f"the C trainer holds {flat.numel()} weights; the field has {field.num_parameters()}.")
@@ -98,8 +100,10 @@ def load_weights(field: HybridField, weights: np.ndarray, in_scale, out_scale) -
         for p in field.parameters_list():
             p.copy_(flat[offset: offset + p.numel()].reshape(p.shape))
             offset += p.numel()
-    field.set_scales(torch.tensor(in_scale, dtype=field.in_scale.dtype),
-                     torch.tensor(out_scale, dtype=field.out_scale.dtype))
+    scales = torch.tensor(in_scale, dtype=field.in_scale.dtype)
+    n = field.n_states
+    field.set_scales(scales[:n], torch.tensor(out_scale, dtype=field.out_scale.dtype),
+                     scales[n:] if field.n_inputs else None)
     return field
 
 
@@ -121,6 +125,7 @@ class CTrainer:
     def __init__(self, spec: DeviceSpec, seed: int | None = None, build_root: str | Path | None = None) -> None:
         self.spec = spec
         self.n = spec.field.n_states
+        self.channels = self.n + spec.field.n_inputs  # a sample: the states, then the recorded inputs
         self.num_params = spec.field.num_parameters()
         self.library = build(headers_for(spec, build_root), "shared")
         lib = ctypes.CDLL(str(self.library))
@@ -136,7 +141,7 @@ class CTrainer:
         lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
         self._lib = lib
-        self._report_type = report_type(self.n)
+        self._report_type = report_type(self.n, spec.field.n_inputs)
         if ctypes.sizeof(self._report_type) != lib.tu_report_size():
             raise RuntimeError("microcontroller.ctrainer.report_type disagrees with tu_report in tu_trainer.h; "
                                "update one to match the other.")
@@ -152,7 +157,8 @@ class CTrainer:
         return status
 
     def push_chunk(self, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray | None = None) -> int:
-        """Ingest samples (k, n) with their ticks (k,) and segment ids (k,); returns the updates due.
+        """Ingest samples (k, n + n_u): states, then recorded inputs, with their ticks (k,) and segment
+        ids (k,); returns the updates due.
 
         Raises:
             ValueError: for arrays of the wrong shape, and when the calibration fails: the C
@@ -163,12 +169,12 @@ class CTrainer:
         k = y.shape[0]
         ticks = np.ascontiguousarray(ticks, dtype=np.int64)
         segment = np.ascontiguousarray(np.zeros(k) if segment is None else segment, dtype=np.int32)
-        if y.ndim != 2 or y.shape[1] != self.n or ticks.shape != (k,) or segment.shape != (k,):
-            raise ValueError(f"push_chunk needs y of shape (k, {self.n}) and ticks, segment of shape (k,); got "
+        if y.ndim != 2 or y.shape[1] != self.channels or ticks.shape != (k,) or segment.shape != (k,):
+            raise ValueError(f"push_chunk needs y of shape (k, {self.channels}) and ticks, segment of shape (k,); got "
                              f"{y.shape}, {ticks.shape}, {segment.shape}.")
         self._count.value = 0
         status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks.ctypes.data, segment.ctypes.data,
-                                                 y.ctypes.data, self.n, self._count_at)
+                                                 y.ctypes.data, self.channels, self._count_at)
         if status in CALIBRATION_FAILURES:
             raise calibration_error(status, 2 * self.spec.stream.half_width + 1, self._report_raw().calibration.m)
         self._check(status, "push_chunk")

@@ -98,21 +98,16 @@ class DeviceSpec:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
 
         Raises:
-            ValueError: for a known field without a C form (`plant`) or with recorded inputs, the
-                residual's linear term, or impossible sizes and settings.
+            ValueError: for a known field without a C form (`plant`), the residual's linear term
+                (the input-affine residual needs it), or impossible sizes and settings.
         """
         if self.field.linear:
             raise ValueError(
-                "model.linear (the residual's linear term, HybridField(..., linear=True)) is not in the C port; "
+                "model.linear (the residual's linear term, HybridField(..., linear=True), and with it the input-affine "
+                "residual) is not in the C port; "
                 "set model.linear false for the device, or train and use the field with the Python trainer "
                 "(its field.pt exports the linear term).")
-        plant = self.plant()
-        if plant.n_u:
-            raise ValueError(
-                f"the known field of {type(self.system).__name__} reads {plant.n_u} recorded input(s) "
-                f"{list(getattr(self.system, 'input_names', ()))}; the C trainer has no recorded inputs yet (issue 32, "
-                f"item 2): train this plant with the Python trainer (model.class_path "
-                f"torch_ude.training.JetMatchingModule).")
+        self.plant()  # a known field without a C form is refused here, by name
         self.stream.validate()
         if self.stream.tap_average:
             raise ValueError(

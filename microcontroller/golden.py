@@ -39,7 +39,8 @@ def _t(a) -> torch.Tensor:
 def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs and expected outputs of each stage (float32), keyed by name for the C tests."""
     rng = np.random.default_rng(seed)
-    n, out = spec.field.n_states, {}
+    n, n_u, out = spec.field.n_states, spec.field.n_inputs, {}
+    ch = n + n_u  # stream channels: the states, then the recorded inputs
     # PCG32
     pcg = Pcg32(42, 54)
     out["prng_next"] = np.array([pcg.next_u32() for _ in range(8)])
@@ -47,7 +48,7 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     # Savitzky-Golay estimates, misfit, centre residual
     st = spec.stream
     sg = SavitzkyGolay(st.half_width, st.order, dtype=F32)
-    win = _t(rng.normal(size=(8, n, sg.taps)).cumsum(axis=2))
+    win = _t(rng.normal(size=(8, ch, sg.taps)).cumsum(axis=2))
     dt = 0.034
     x, xd, xdd = sg.estimate(win, dt)
     out |= {"sg_windows": win, "sg_dt": np.array([dt]), "sg_x": x, "sg_xdot": xd, "sg_xddot": xdd,
@@ -56,7 +57,8 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     # the MLP's derivatives at the generated initial weights
     field = copy.deepcopy(spec.field).to(F32)
     mlp = field.mlp
-    z, zdot, obar, tbar = (_t(rng.normal(size=(4, n))) for _ in range(4))
+    z, zdot = (_t(rng.normal(size=(4, mlp.sizes[0]))) for _ in range(2))
+    obar, tbar = (_t(rng.normal(size=(4, n))) for _ in range(2))
     acts = mlp.activations(z)
     tan = mlp.jvp(acts, zdot)
     flat = lambda grads: torch.cat([g.flatten() for g in grads])  # noqa: E731
@@ -64,16 +66,21 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
             "mlp_tbar": tbar, "mlp_out": acts.output, "mlp_jvp": tan.output, "mlp_vjp": mlp.vjp_input(acts, obar),
             "mlp_grad": flat(mlp.backward(acts, obar)), "mlp_grad_tangent": flat(mlp.backward(acts, obar, tan, tbar))}
     # the jet loss and its gradient at calibrated-looking scales
-    field.set_scales(_t([0.6, 2.0][:n] + [1.0] * (n - 2)), _t([2.0, 5.3][:n] + [8.0] * (n - 2)))
+    input_scale = _t([0.3 + 0.2 * k for k in range(n_u)]) if n_u else None
+    field.set_scales(_t([0.6, 2.0][:n] + [1.0] * (n - 2)), _t([2.0, 5.3][:n] + [8.0] * (n - 2)), input_scale)
     xs = _t(rng.normal(size=(spec.batch_size, n)) * 0.7)
-    true = spec.system.true_field().to(F32)(xs)
-    xdots = true + _t(rng.normal(size=(spec.batch_size, n)) * 0.05)
+    us, udots = (_t(rng.normal(size=(spec.batch_size, n_u)) * s) for s in (0.4, 1.5))  # (B, 0) without inputs
+    # targets near the field: the true field of a simulated plant, the known one of a recorded plant
+    near = spec.system.true_field().to(F32)(xs) if not n_u else copy.deepcopy(spec.field.known).to(F32)(xs, us)
+    xdots = near + _t(rng.normal(size=(spec.batch_size, n)) * 0.05)
     xddots = _t(rng.normal(size=(spec.batch_size, n)) * 3.0)
     s1, s2 = _t([2.0, 5.3][:n] + [8.0] * (n - 2)), _t([5.2, 17.8][:n] + [30.0] * (n - 2))
-    out |= {"jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots, "jet_in": field.in_scale,
+    scales = field.in_scale if not n_u else torch.cat([field.in_scale, field.input_scale])
+    out |= {"jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots, "jet_u": us, "jet_udot": udots, "jet_in": scales,
             "jet_out": field.out_scale, "jet_s1": s1, "jet_s2": s2}
+    inputs = {"u": us, "udot": udots} if n_u else {}
     for name, lam2 in (("jet0", 0.0), ("jet2", 0.1)):
-        res = JetLoss(s1, s2, 1.0, lam2).value_and_grad(field, xs, xdots, xddots, report_r2=True)
+        res = JetLoss(s1, s2, 1.0, lam2).value_and_grad(field, xs, xdots, xddots, report_r2=True, **inputs)
         out |= {f"{name}_sq1": res.loss_r1.reshape(1), f"{name}_sq2": res.loss_r2.reshape(1),
                 f"{name}_grad": flat(res.grads)}
     # clipping, AdamW (the trainers' fused implementation) and the EMA over three steps
@@ -95,16 +102,20 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
             "adam_exp_avg": flat(opt.state[p]["exp_avg"] for p in params),
             "adam_exp_avg_sq": flat(opt.state[p]["exp_avg_sq"] for p in params), "adam_ema": flat(ema)}
     # the misfit gate on a sequence with outliers
-    misfit = _t(np.abs(rng.normal(size=(300, n))) * 0.01)
+    misfit = _t(np.abs(rng.normal(size=(300, ch))) * 0.01)
     misfit[rng.integers(0, 300, 20)] *= 40.0
-    rms = _t(np.abs(rng.normal(size=(300, n))) + 0.5)
-    gate = QualityGate(n, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=F32)
+    rms = _t(np.abs(rng.normal(size=(300, ch))) + 0.5)
+    gate = QualityGate(ch, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=F32)
     out |= {"gate_misfit": misfit, "gate_rms": rms,
             "gate_accept": np.array([bool(gate.check(misfit[i : i + 1], rms[i : i + 1])[0]) for i in range(300)])}
-    # the known field and its hand-written state Jacobian (what the generated C replaces)
+    # the known field and its hand-written Jacobians J_x, J_u (what the generated C replaces)
     known = copy.deepcopy(spec.field.known).to(F32)
-    px = _t(rng.normal(size=(32, n)) * 1.5)
-    out |= {"plant_x": px, "plant_f": known(px), "plant_jac": known.jacobian(px)}
+    px, pu = _t(rng.normal(size=(32, n)) * 1.5), _t(rng.normal(size=(32, n_u)) * 0.5)
+    if n_u:
+        out |= {"plant_f": known(px, pu), "plant_jac": known.jacobian(px, pu), "plant_ju": known.input_jacobian(px, pu)}
+    else:
+        out |= {"plant_f": known(px), "plant_jac": known.jacobian(px), "plant_ju": torch.zeros(32, n, 0)}
+    out |= {"plant_x": px, "plant_u": pu}
     return {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
 
@@ -146,7 +157,8 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
 
     Args:
         spec: the settings the C build was generated from.
-        y, ticks, segment: the stream (k, n), (k,), (k,) (y is rounded to float32).
+        y, ticks, segment: the stream (k, n + n_u): the states, then the recorded inputs, (k,), (k,)
+            (y is rounded to float32).
         seed: the run seed (default ``spec.seed``).
 
     Returns:
@@ -154,7 +166,8 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
     """
     seed = spec.seed if seed is None else seed
     n = spec.field.n_states
-    est = StreamEstimator(n, spec.fs, copy.deepcopy(spec.stream), seed=seed, dtype=F32, pcg32=True)
+    est = StreamEstimator(n, spec.fs, copy.deepcopy(spec.stream), seed=seed, dtype=F32, pcg32=True,
+                          n_inputs=spec.field.n_inputs)
     field = copy.deepcopy(spec.field).to(F32)
     ema = None if spec.ema_decay is None else AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(spec.ema_decay))
     ones = torch.ones(n, dtype=F32)

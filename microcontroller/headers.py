@@ -58,6 +58,8 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
         ("TU_NU", spec.field.n_inputs, "recorded inputs of the known field (" + type(spec.system).__name__
          + ", case " + spec.case + ")"),
+        ("TU_CH", spec.field.n_states + spec.field.n_inputs,
+         "stream channels: the TU_N states, then the TU_NU inputs (the network reads all of them)"),
         ("TU_SIM_PENDULUM", int(isinstance(spec.system, SinglePendulum)), "1: the firmware can simulate the plant"),
         ("TU_PRETRAINED", int(spec.pretrained), "1: keep the tables' scales (fine-tuning)"),
         ("TU_DEFAULT_SEED", f"{spec.seed}u", "the run seed"),
@@ -123,6 +125,8 @@ def model_header(spec: DeviceSpec) -> str:
     sg = SavitzkyGolay(spec.stream.half_width, spec.stream.order)
     norms = torch.linalg.vector_norm(sg.rows, dim=1)
     params = torch.cat([p.detach().flatten() for p in spec.field.parameters_list()])
+    in_scale = spec.field.in_scale if not spec.field.n_inputs else torch.cat([spec.field.in_scale,
+                                                                              spec.field.input_scale])
     body = (
         "static const tu_model TU_MODEL_DATA = {\n"
         f"    .sg_rows = {_array(sg.rows)},\n"
@@ -130,7 +134,7 @@ def model_header(spec: DeviceSpec) -> str:
         f"    .sg_projection = {_array(sg.projection)},\n"
         f"    .sg_noise_gain = {float_literal(sg.noise_gain)},\n"
         f"    .init_params = {_array(params)},\n"
-        f"    .in_scale = {_array(spec.field.in_scale)},\n"
+        f"    .in_scale = {_array(in_scale)},\n"
         f"    .out_scale = {_array(spec.field.out_scale)},\n"
         "};\n")
     return (_stamp(spec) + "#ifndef TU_MODEL_DATA_H\n#define TU_MODEL_DATA_H\n\n#include <math.h>\n\n"

@@ -37,17 +37,18 @@ def static_bytes(spec: DeviceSpec, capacity: int | None = None) -> int:
     """
     st = spec.stream
     n, taps = spec.field.n_states, 2 * st.half_width + 1
+    ch = n + spec.field.n_inputs                                  # stream channels: states, then inputs
     capacity = st.capacity if capacity is None else capacity
     cal_len = st.calibration_ticks(spec.fs)
     params = spec.field.num_parameters()
     rows = 3 if st.lambda2 > 0 else 2
     head = 8 + 2 * 16 + 3 * 8 + _COUNTERS * 8                    # magic .. counters
-    stream = 4 * 4 + (4 * n + 7) * _F32                          # have_last .. cal_fill, tu_calibration
-    ring = ((taps - 1) * st.m_max + 1) * n * _F32 + 2 * 4         # ring, ring_head, run
-    gate = st.gate_history * n * _F32 + 2 * 4                     # history, head, count
-    record = cal_len * n * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
-    union = max(capacity * rows * n * _F32, record)
-    network = (5 * params + 2 * n + 4) * _F32                     # weights .. EMA, scales, last losses
+    stream = 4 * 4 + (4 * ch + 7) * _F32                         # have_last .. cal_fill, tu_calibration
+    ring = ((taps - 1) * st.m_max + 1) * ch * _F32 + 2 * 4        # ring, ring_head, run
+    gate = st.gate_history * ch * _F32 + 2 * 4                    # history, head, count
+    record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
+    union = max(capacity * rows * ch * _F32, record)
+    network = (5 * params + ch + n + 4) * _F32                    # weights .. EMA, scales, last losses
     return _round_up(head + stream + ring + gate + union + network, 8)
 
 
@@ -83,7 +84,7 @@ def check_ram(spec: DeviceSpec, budget: int) -> int:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if static_bytes(spec, mid) <= budget else (lo, mid - 1)
-    slot = (3 if st.lambda2 > 0 else 2) * spec.field.n_states * _F32
+    slot = (3 if st.lambda2 > 0 else 2) * (spec.field.n_states + spec.field.n_inputs) * _F32
     fits = (f"lower model.stream.capacity to at most {lo:,}" if lo >= spec.batch_size else
             "no reservoir of one minibatch fits: shorten model.stream.calibration_s or lower model.stream.m_max")
     raise ValueError(

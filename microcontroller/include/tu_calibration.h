@@ -19,17 +19,20 @@
 
 /** The calibration record: TU_CAL_LEN samples with their flags, and a scratch column. */
 typedef struct {
-    float y[TU_CAL_LEN][TU_N];
+    float y[TU_CAL_LEN][TU_CH];  /**< states, then inputs */
     uint16_t flags[TU_CAL_LEN];
     float scratch[TU_CAL_LEN];
 } tu_cal_record;
 
-/** The outcome of a calibration (units of the state, per second, ...). */
+/** The outcome of a calibration (units of the state, per second, ...). The per-channel values cover
+ * the TU_CH channels (states, then inputs: an input's x_rms is the network's input scale); sigma_rel,
+ * omega_c, m, snr2 and lambda2 come from the TU_N state channels only (torch_ude.calibration's
+ * n_states). */
 typedef struct {
-    float x_rms[TU_N];   /**< state RMS per channel */
-    float s1[TU_N];      /**< first-derivative RMS */
-    float s2[TU_N];      /**< second-derivative RMS */
-    float sigma[TU_N];   /**< noise standard deviation (Eq. 23) */
+    float x_rms[TU_CH];   /**< state RMS per channel */
+    float s1[TU_CH];      /**< first-derivative RMS */
+    float s2[TU_CH];      /**< second-derivative RMS */
+    float sigma[TU_CH];   /**< noise standard deviation (Eq. 23) */
     float sigma_rel;     /**< mean_i sigma_i / x_rms_i */
     float omega_c;       /**< max_i s2_i / s1_i, rad/s */
     float dt_eff;        /**< m / fs, s */

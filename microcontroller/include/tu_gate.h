@@ -9,7 +9,7 @@
 
 /** The misfit history (a ring of the most recent windows). */
 typedef struct {
-    float history[TU_GATE_HISTORY][TU_N];
+    float history[TU_GATE_HISTORY][TU_CH];
     int head;   /**< next slot to write */
     int count;  /**< filled slots, <= TU_GATE_HISTORY */
 } tu_gate;
@@ -18,10 +18,10 @@ typedef struct {
 void tu_gate_reset(tu_gate *self);
 
 /** Append a window's misfits to the history without judging it (warm-up). */
-void tu_gate_record(tu_gate *self, const float misfit[TU_N]);
+void tu_gate_record(tu_gate *self, const float misfit[TU_CH]);
 
 /** Judge a window against the history, then record it; 1 = accept. With TU_QUALITY_GATE 0
  * every window is accepted (and still recorded). */
-int tu_gate_check(tu_gate *self, const float misfit[TU_N], const float rms[TU_N]);
+int tu_gate_check(tu_gate *self, const float misfit[TU_CH], const float rms[TU_CH]);
 
 #endif /* TU_GATE_H */

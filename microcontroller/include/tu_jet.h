@@ -7,10 +7,12 @@
 #include "tu_plant.h"
 
 /** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2), f_known the generated tu_plant_field;
- * pointers are borrowed. */
+ * with TU_NU recorded inputs u, F(x, u) = f_known(x, u) + out_scale * MLP([x / in_scale, u / input scale])
+ * (the plain residual of torch_ude.field.HybridField). Pointers are borrowed. */
 typedef struct {
     const float *params;     /**< TU_NUM_PARAMS weights */
-    const float *in_scale;   /**< TU_N input scales (calibrated state RMS x_rms) */
+    const float *in_scale;   /**< TU_CH network input scales: the TU_N state RMS, then the TU_NU input RMS
+                                  (calibrated x_rms of every channel) */
     const float *out_scale;  /**< TU_N output scales (calibrated first-derivative RMS s1) */
 } tu_field;
 
@@ -22,15 +24,18 @@ typedef struct {
     float lambda2;   /**< weight of ||r2||^2 (0 when the SNR gate is closed) */
 } tu_jet_loss;
 
-/** F(x) in state units per second. */
-void tu_field_eval(const tu_field *field, const float x[TU_N], float value[TU_N]);
+/** F(x, u) in state units per second; u holds TU_NU inputs (NULL when TU_NU is 0). */
+void tu_field_eval(const tu_field *field, const float x[TU_N], const float *u, float value[TU_N]);
 
 /** One sample (x_hat, xdot_hat, xddot_hat) of a minibatch of `batch` samples: adds its
  * share of the gradient of the batch-mean loss to grad (Eq. 14-16) and its ||r1||^2 and
  * ||r2||^2 to *sq1 and *sq2. r2 is evaluated only when lambda2 > 0 or report_r2 is set
- * (the second-order terms of the gradient only when lambda2 > 0). */
+ * (the second-order terms of the gradient only when lambda2 > 0). With recorded inputs, u and
+ * udot are the SG estimates of the TU_NU inputs and their rates at the same window centre
+ * (NULL when TU_NU is 0): r1 compares with F(x, u) and r2 with the Lie derivative
+ * G = J_x F F + J_u F udot (torch_ude.jet). */
 void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch, const float x[TU_N],
-                       const float xdot[TU_N], const float xddot[TU_N], int report_r2, float *grad,
-                       float *sq1, float *sq2);
+                       const float xdot[TU_N], const float xddot[TU_N], const float *u, const float *udot,
+                       int report_r2, float *grad, float *sq1, float *sq2);
 
 #endif /* TU_JET_H */

@@ -1,7 +1,7 @@
 /* The tanh MLP with hand-written forward, JVP, input VJP and reverse-over-JVP parameter
  * gradient (Appendix A.1), one sample at a time, float32. Mirrors torch_ude/mlp.py.
  *
- * Layers l = 1..L (TU_NUM_LAYERS affine layers, sizes TU_LAYER_SIZES):
+ * Layers l = 1..L (TU_NUM_LAYERS affine layers, sizes TU_LAYER_SIZES: TU_CH inputs, TU_N outputs):
  * h_0 = z, a_l = W_l h_{l-1} + b_l, h_l = tanh(a_l) for l < L, output o = a_L.
  * Parameters are one flat array in the order W_1, b_1, ..., W_L, b_L with W_l row-major
  * [out][in] (torch's nn.Linear layout), TU_NUM_PARAMS floats. */
@@ -16,14 +16,14 @@
 
 /** Forward values kept for the reverse sweeps. */
 typedef struct {
-    float z[TU_N];                                /**< input h_0 */
+    float z[TU_CH];                               /**< input h_0 */
     float hidden[TU_NUM_LAYERS - 1][TU_WIDTH_MAX]; /**< h_1 .. h_{L-1} */
     float out[TU_N];                              /**< o */
 } tu_mlp_acts;
 
 /** Forward-mode tangents of a JVP along zdot. */
 typedef struct {
-    float zdot[TU_N];                             /**< input tangent */
+    float zdot[TU_CH];                            /**< input tangent */
     float pre[TU_NUM_LAYERS - 1][TU_WIDTH_MAX];    /**< adot_1 .. adot_{L-1} */
     float hidden[TU_NUM_LAYERS - 1][TU_WIDTH_MAX]; /**< hdot_l = (1 - h_l^2) adot_l */
     float out[TU_N];                              /**< odot */
@@ -33,14 +33,14 @@ typedef struct {
 int tu_mlp_tensor_count(void);
 int tu_mlp_tensor_size(int k);
 
-/** Forward pass at z (TU_N inputs), filling acts. */
-void tu_mlp_forward(const float *params, const float z[TU_N], tu_mlp_acts *acts);
+/** Forward pass at z (TU_CH inputs: the scaled states, then the scaled recorded inputs), filling acts. */
+void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts);
 
 /** The tangent odot = (do/dz) zdot at the point of acts. */
-void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_N], tu_mlp_tangents *tan);
+void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_CH], tu_mlp_tangents *tan);
 
-/** The input cotangent zbar = (do/dz)^T obar. */
-void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_N]);
+/** The input cotangent zbar = (do/dz)^T obar (TU_CH columns). */
+void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_CH]);
 
 /** Add to grad (TU_NUM_PARAMS floats) the parameter gradient of <obar, o> + <tbar, odot>.
  * tan and tbar are NULL for the first term only (Eq. 16). */

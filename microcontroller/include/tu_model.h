@@ -13,7 +13,8 @@ typedef struct {
     float sg_projection[TU_TAPS][TU_TAPS];  /**< R = I - A A^+ (Eq. 27) */
     float sg_noise_gain;                    /**< 1 - 2 [D0]_mu + ||D0||^2 (Eq. 23) */
     float init_params[TU_NUM_PARAMS];       /**< initial weights W1, b1, ..., WL, bL (row-major W[out][in]) */
-    float in_scale[TU_N];                   /**< pretrained input scales (used when TU_PRETRAINED) */
+    float in_scale[TU_CH];                  /**< pretrained network input scales, states then inputs (used when
+                                                 TU_PRETRAINED) */
     float out_scale[TU_N];                  /**< pretrained output scales (used when TU_PRETRAINED) */
 } tu_model;
 

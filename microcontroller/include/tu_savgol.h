@@ -7,13 +7,13 @@
 #include "tu_config.h"
 #include "tu_model.h"
 
-/** State, first and second derivative at the window centre; taps holds TU_N rows of TU_TAPS
+/** State, first and second derivative at the window centre; taps holds TU_CH rows of TU_TAPS
  * values (oldest tap first), dt is the tap spacing in s. */
-void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_N], float xdot[TU_N],
-                        float xddot[TU_N]);
+void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_CH], float xdot[TU_CH],
+                        float xddot[TU_CH]);
 
-/** ||R y||_2 and the RMS of the taps (TU_N rows of TU_TAPS), per channel. */
-void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_N], float rms[TU_N]);
+/** ||R y||_2 and the RMS of the taps (TU_CH rows of TU_TAPS), per channel. */
+void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_CH], float rms[TU_CH]);
 
 /** e = y_mu - D0 . y of one channel's taps (Eq. 23). */
 float tu_savgol_centre_residual(const tu_model *model, const float taps[TU_TAPS]);

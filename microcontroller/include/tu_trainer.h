@@ -21,7 +21,7 @@
  *    reservoir holds roughly the last W windows (for a plant that changes).
  *
  * Updates (tu_trainer_step): a minibatch of TU_BATCH jets drawn uniformly from the reservoir,
- * the exact jet gradient (Eq. 14-16), gradient-norm clipping, AdamW with the cosine schedule
+ * the exact jet gradient (Eq. 14-16; with inputs of F(x, u) and G = J_x F F + J_u F udot), gradient-norm clipping, AdamW with the cosine schedule
  * over TU_MAX_STEPS and the noise-adaptive weight decay, and the EMA of the weights. An update
  * whose loss or gradient is not finite is skipped (the weights never become non-finite). After
  * TU_MAX_STEPS updates the rate stays at its last value (TU_LR_MIN): a device may keep training
@@ -79,7 +79,7 @@ typedef struct {
     uint64_t seen;               /**< jets offered to the reservoir */
     float loss, loss_r1, loss_r2;  /**< of the last update (loss_r2 NaN when not evaluated) */
     float grad_norm, lr;           /**< of the last update, before clipping / the rate used */
-    float in_scale[TU_N], out_scale[TU_N];
+    float in_scale[TU_CH], out_scale[TU_N];  /**< network input scales (states, then inputs), output scales */
 } tu_report;
 
 /** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). It holds no pointers,
@@ -101,12 +101,12 @@ typedef struct {
     uint32_t key;            /**< segment key: count of segment breaks (only its low 14 bits are used) */
     int32_t cal_fill;        /**< samples in the calibration record (< TU_CAL_LEN while calibrating) */
     tu_calibration cal;
-    float ring[TU_RING_LEN][TU_N];
+    float ring[TU_RING_LEN][TU_CH];
     int32_t ring_head;       /**< slot of the next sample */
     uint32_t run;            /**< samples since the last segment break, the newest included (capped) */
     tu_gate gate;
     union {
-        float reservoir[TU_CAPACITY][TU_JET_ROWS][TU_N]; /**< (x_hat, xdot_hat[, xddot_hat]) per slot */
+        float reservoir[TU_CAPACITY][TU_JET_ROWS][TU_CH]; /**< (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs */
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
     } mem;
     /* network and optimizer */
@@ -115,7 +115,7 @@ typedef struct {
     float exp_avg[TU_NUM_PARAMS];
     float exp_avg_sq[TU_NUM_PARAMS];
     float ema[TU_NUM_PARAMS];
-    float in_scale[TU_N];
+    float in_scale[TU_CH];   /**< network input scales: the states' RMS, then the inputs' */
     float out_scale[TU_N];
     float last_loss, last_loss_r1, last_loss_r2, last_grad_norm;
 } tu_trainer;
@@ -144,7 +144,8 @@ tu_status tu_trainer_init(tu_trainer *self, uint64_t seed);
 tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size);
 
 /** Ingest one sample: its tick (sample index at TU_FS), segment id (0 if the sensor has none;
- * a change starts a new segment) and n_channels == TU_N values. Returns TU_OK (also for a
+ * a change starts a new segment) and n_channels == TU_CH values: the TU_N states, then the TU_NU
+ * recorded inputs (TU_CH == TU_N without inputs); another count is TU_ERR_CHANNELS. Returns TU_OK (also for a
  * dropped or rejected sample, which is counted) or an error. The push that completes the
  * calibration record returns TU_ERR_CAL_* if the calibration fails; the trainer then stops
  * (see tu_status.h): later pushes return the same status and ingest nothing. */

@@ -60,7 +60,7 @@ static void tu_screen_outliers(tu_cal_record *r)
     if (!(TU_OUTLIER_THRESHOLD > 0.0f)) {
         return;
     }
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         int count = 0;
         float limit;
         for (k = 2; k < TU_CAL_LEN - 2; ++k) {
@@ -85,7 +85,7 @@ static void tu_screen_outliers(tu_cal_record *r)
 
 /* Window of TU_TAPS taps `spacing` apart starting at `start`: all taps finite and not outliers
  * (and real, for the noise estimate) in every channel, first and last tap in one segment. */
-static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int real_only, float taps[TU_N][TU_TAPS])
+static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int real_only, float taps[TU_CH][TU_TAPS])
 {
     const int last = start + (TU_TAPS - 1) * spacing;
     int c, j;
@@ -100,7 +100,7 @@ static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int rea
         if (real_only && (r->flags[k] & TU_FLAG_BRIDGED)) {
             return 0;
         }
-        for (c = 0; c < TU_N; ++c) {
+        for (c = 0; c < TU_CH; ++c) {
             if (!tu_finite(r->y[k][c])) {
                 return 0;
             }
@@ -110,13 +110,13 @@ static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int rea
     return 1;
 }
 
-static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float sigma[TU_N])
+static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float sigma[TU_CH])
 {
-    float taps[TU_N][TU_TAPS], sum[TU_N] = {0.0f};
+    float taps[TU_CH][TU_TAPS], sum[TU_CH] = {0.0f};
     int start, c, count = 0;
     for (start = 0; start + TU_TAPS <= TU_CAL_LEN; ++start) {
         if (tu_cal_window(r, start, 1, 1, taps)) {
-            for (c = 0; c < TU_N; ++c) {
+            for (c = 0; c < TU_CH; ++c) {
                 const float e = tu_savgol_centre_residual(model, taps[c]);
                 sum[c] += e * e;
             }
@@ -126,29 +126,29 @@ static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float s
     if (count == 0) {
         return TU_ERR_CAL_NO_WINDOW;
     }
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         sigma[c] = sqrtf(sum[c] / (float)count / model->sg_noise_gain);
     }
     return TU_OK;
 }
 
 /* RMS of the SG estimates at spacing m with the noise share removed (calibration._scales). */
-static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m, const float sigma[TU_N],
-                           float x_rms[TU_N], float s1[TU_N], float s2[TU_N])
+static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m, const float sigma[TU_CH],
+                           float x_rms[TU_CH], float s1[TU_CH], float s2[TU_CH])
 {
     const float dt = (float)m / TU_FS;
     const float dt_pow[3] = {1.0f, dt, dt * dt};
-    float taps[TU_N][TU_TAPS], power[3][TU_N] = {{0.0f}};
+    float taps[TU_CH][TU_TAPS], power[3][TU_CH] = {{0.0f}};
     float *outs[3] = {x_rms, s1, s2};
     int start, c, d, count = 0;
     for (start = 0; start + (TU_TAPS - 1) * m < TU_CAL_LEN; start += TU_SCALE_STRIDE) {
-        float est[3][TU_N];
+        float est[3][TU_CH];
         if (!tu_cal_window(r, start, m, 0, taps)) {
             continue;
         }
         tu_savgol_estimate(model, &taps[0][0], dt, est[0], est[1], est[2]);
         for (d = 0; d < 3; ++d) {
-            for (c = 0; c < TU_N; ++c) {
+            for (c = 0; c < TU_CH; ++c) {
                 power[d][c] += est[d][c] * est[d][c];
             }
         }
@@ -158,7 +158,7 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
         return TU_ERR_CAL_NO_SPAN;
     }
     for (d = 0; d < 3; ++d) {
-        for (c = 0; c < TU_N; ++c) {
+        for (c = 0; c < TU_CH; ++c) {
             const float p = power[d][c] / (float)count;
             const float noise_sd = model->sg_row_norm[d] * sigma[c] / dt_pow[d];
             const float signal = p - noise_sd * noise_sd;

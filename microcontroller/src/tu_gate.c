@@ -8,10 +8,10 @@ void tu_gate_reset(tu_gate *self)
     self->count = 0;
 }
 
-void tu_gate_record(tu_gate *self, const float misfit[TU_N])
+void tu_gate_record(tu_gate *self, const float misfit[TU_CH])
 {
     int c;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         self->history[self->head][c] = misfit[c];
     }
     self->head = (self->head + 1) % TU_GATE_HISTORY;
@@ -20,12 +20,12 @@ void tu_gate_record(tu_gate *self, const float misfit[TU_N])
     }
 }
 
-int tu_gate_check(tu_gate *self, const float misfit[TU_N], const float rms[TU_N])
+int tu_gate_check(tu_gate *self, const float misfit[TU_CH], const float rms[TU_CH])
 {
     int accept = 1, c, k;
     if (TU_QUALITY_GATE && self->count > 0) {
         float scratch[TU_GATE_HISTORY];
-        for (c = 0; c < TU_N && accept; ++c) {
+        for (c = 0; c < TU_CH && accept; ++c) {
             float median, threshold;
             for (k = 0; k < self->count; ++k) {
                 scratch[k] = self->history[k][c];

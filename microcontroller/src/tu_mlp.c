@@ -65,7 +65,7 @@ static void tu_affine(const float *w, const float *b, const float *x, int din, i
     }
 }
 
-void tu_mlp_forward(const float *params, const float z[TU_N], tu_mlp_acts *acts)
+void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts)
 {
     const float *prev = acts->z, *w = params;
     int l, j;
@@ -84,7 +84,7 @@ void tu_mlp_forward(const float *params, const float z[TU_N], tu_mlp_acts *acts)
     }
 }
 
-void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_N], tu_mlp_tangents *tan)
+void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_CH], tu_mlp_tangents *tan)
 {
     const float *hdot = tan->zdot, *w = params;
     int l, i, j;
@@ -112,7 +112,7 @@ void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[T
     }
 }
 
-void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_N])
+void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_CH])
 {
     float g[TU_WIDTH_MAX], next[TU_WIDTH_MAX];
     int offsets[TU_L], l, i, j;
@@ -136,7 +136,7 @@ void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float 
             g[i] = next[i];
         }
     }
-    memcpy(zbar, g, TU_N * sizeof(float));
+    memcpy(zbar, g, TU_CH * sizeof(float));
 }
 
 /* gw += abar h^T and (when hbar is not NULL) hbar = W^T abar for one layer, four columns at a

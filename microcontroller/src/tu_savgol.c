@@ -3,12 +3,12 @@
 
 #include "tu_savgol.h"
 
-void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_N], float xdot[TU_N],
-                        float xddot[TU_N])
+void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_CH], float xdot[TU_CH],
+                        float xddot[TU_CH])
 {
     const float dt2 = dt * dt;
     int c, j;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         float e0 = 0.0f, e1 = 0.0f, e2 = 0.0f;
         for (j = 0; j < TU_TAPS; ++j) {
             e0 += taps[c * TU_TAPS + j] * model->sg_rows[0][j];
@@ -21,10 +21,10 @@ void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, floa
     }
 }
 
-void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_N], float rms[TU_N])
+void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_CH], float rms[TU_CH])
 {
     int c, i, j;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         float sq = 0.0f, power = 0.0f;
         for (i = 0; i < TU_TAPS; ++i) {
             float r = 0.0f;

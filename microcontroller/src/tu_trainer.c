@@ -63,12 +63,12 @@ static int tu_values_valid(const tu_trainer *self)
 {
     const tu_calibration *cal = &self->cal;
     const int calibration = self->calibrated != 1
-                            || (tu_all_finite(cal->s1, TU_N, FLT_MIN) && tu_all_finite(cal->s2, TU_N, FLT_MIN)
+                            || (tu_all_finite(cal->s1, TU_CH, FLT_MIN) && tu_all_finite(cal->s2, TU_CH, FLT_MIN)
                                 && tu_all_finite(&cal->dt_eff, 1, FLT_MIN) && tu_all_finite(&cal->lambda2, 1, 0.0f)
                                 && tu_all_finite(&cal->weight_decay, 1, 0.0f));
     return calibration && tu_all_finite(self->params, TU_NUM_PARAMS, -INFINITY)
            && tu_all_finite(self->ema, TU_NUM_PARAMS, -INFINITY) && tu_all_finite(self->exp_avg, TU_NUM_PARAMS, -INFINITY)
-           && tu_all_finite(self->exp_avg_sq, TU_NUM_PARAMS, 0.0f) && tu_all_finite(self->in_scale, TU_N, FLT_MIN)
+           && tu_all_finite(self->exp_avg_sq, TU_NUM_PARAMS, 0.0f) && tu_all_finite(self->in_scale, TU_CH, FLT_MIN)
            && tu_all_finite(self->out_scale, TU_N, FLT_MIN);
 }
 
@@ -119,8 +119,10 @@ tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
     tu_prng_seed(&self->batch_rng, seed, TU_STREAM_BATCH);
     memcpy(self->params, tu_model_tables()->init_params, sizeof self->params);
     memcpy(self->ema, self->params, sizeof self->ema);
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         self->in_scale[c] = TU_PRETRAINED ? tu_model_tables()->in_scale[c] : 1.0f;
+    }
+    for (c = 0; c < TU_N; ++c) {
         self->out_scale[c] = TU_PRETRAINED ? tu_model_tables()->out_scale[c] : 1.0f;
     }
     self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
@@ -154,7 +156,7 @@ static const float *tu_newest(const tu_trainer *self)
     return self->ring[(self->ring_head + TU_RING_LEN - 1) % TU_RING_LEN];
 }
 
-static void tu_ring_push(tu_trainer *self, const float y[TU_N], int brk)
+static void tu_ring_push(tu_trainer *self, const float y[TU_CH], int brk)
 {
     memcpy(self->ring[self->ring_head], y, sizeof self->ring[0]);
     self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
@@ -171,10 +173,10 @@ static void tu_start_streaming(tu_trainer *self)
     /* warm the running median on the record's windows; the last TU_GATE_HISTORY remain */
     tu_gate_reset(&self->gate);
     for (start = 0; start + span < TU_CAL_LEN; start += s) {
-        float taps[TU_N][TU_TAPS], misfit[TU_N], rms[TU_N];
+        float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH];
         int ok = (rec->flags[start] & TU_FLAG_KEY) == (rec->flags[start + span] & TU_FLAG_KEY);
         for (j = 0; j < TU_TAPS && ok; ++j) {
-            for (c = 0; c < TU_N; ++c) {
+            for (c = 0; c < TU_CH; ++c) {
                 taps[c][j] = rec->y[start + j * m][c];
                 ok = ok && tu_finite(taps[c][j]);
             }
@@ -194,8 +196,10 @@ static void tu_start_streaming(tu_trainer *self)
         memcpy(self->ring[self->ring_head], rec->y[k], sizeof self->ring[0]);
         self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
     }
-    for (c = 0; c < TU_N && !TU_PRETRAINED; ++c) {
+    for (c = 0; c < TU_CH && !TU_PRETRAINED; ++c) {  /* the inputs' x_rms is the network's input scale */
         self->in_scale[c] = self->cal.x_rms[c];
+    }
+    for (c = 0; c < TU_N && !TU_PRETRAINED; ++c) {
         self->out_scale[c] = self->cal.s1[c];
     }
     self->seen = 0;  /* the record's memory becomes the reservoir */
@@ -224,12 +228,12 @@ static void tu_reservoir_offer(tu_trainer *self, const float *jet)
 static void tu_window(tu_trainer *self)
 {
     const int m = self->cal.m;
-    float taps[TU_N][TU_TAPS], misfit[TU_N], rms[TU_N], jet[3][TU_N];
+    float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH], jet[3][TU_CH];
     int finite = 1, c, j;
     for (j = 0; j < TU_TAPS; ++j) {
         const int back = (TU_TAPS - 1 - j) * m;
         const int slot = ((self->ring_head - 1 - back) % TU_RING_LEN + TU_RING_LEN) % TU_RING_LEN;
-        for (c = 0; c < TU_N; ++c) {
+        for (c = 0; c < TU_CH; ++c) {
             taps[c][j] = self->ring[slot][c];
             finite = finite && tu_finite(taps[c][j]);
         }
@@ -245,7 +249,7 @@ static void tu_window(tu_trainer *self)
     }
     tu_savgol_misfit(tu_model_tables(), &taps[0][0], misfit, rms);
     tu_savgol_estimate(tu_model_tables(), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
-    for (c = 0; c < TU_N; ++c) {  /* overflow of huge finite samples */
+    for (c = 0; c < TU_CH; ++c) {  /* overflow of huge finite samples */
         finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
                  && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);
     }
@@ -262,7 +266,7 @@ static void tu_window(tu_trainer *self)
 }
 
 /* One sample after bridging: calibration record, or ring and window. */
-static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_N], int bridged, int brk)
+static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_CH], int bridged, int brk)
 {
     if (self->calibrated < 0) {  /* a bridged sample before this one failed the calibration */
         return (tu_status)self->calibrated;
@@ -308,7 +312,7 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
         return TU_OK;
     }
     ++self->counters.samples;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         finite = finite && tu_finite(y[c]);
     }
     if (!finite) {
@@ -329,13 +333,13 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
         }
         if (gap && same && !too_long) {
             const int missing = (int)step - 1;
-            float last[TU_N];
+            float last[TU_CH];
             int j;
             memcpy(last, tu_newest(self), sizeof last);
             for (j = 1; j <= missing; ++j) {
                 const float frac = (float)j / (float)step;
-                float v[TU_N];
-                for (c = 0; c < TU_N; ++c) {
+                float v[TU_CH];
+                for (c = 0; c < TU_CH; ++c) {
                     v[c] = last[c] + (y[c] - last[c]) * frac;
                 }
                 ++self->counters.bridged;
@@ -361,7 +365,7 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
     if (y == NULL) {
         return TU_ERR_NULL;
     }
-    if (n_channels != TU_N) {
+    if (n_channels != TU_CH) {
         return TU_ERR_CHANNELS;
     }
     return tu_push(self, tick, segment, y);
@@ -399,7 +403,7 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
         return TU_ERR_NULL;
     }
     *due = 0;
-    if (n_channels != TU_N) {
+    if (n_channels != TU_CH) {
         return TU_ERR_CHANNELS;
     }
     if (count < 0) {
@@ -409,7 +413,7 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
      * between gaps longer than TU_DUE_SPAN, which count only their last TU_DUE_SPAN ticks */
     for (i = 0; i < count; ++i) {
         const int64_t before = self->have_last ? self->last_tick : -1;
-        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_N);
+        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_CH);
         first = first != TU_OK ? first : st;
         if (self->have_last && self->last_tick > before
             && (uint64_t)self->last_tick - (uint64_t)before > (uint64_t)TU_DUE_SPAN) {
@@ -456,9 +460,11 @@ tu_status tu_trainer_step(tu_trainer *self)
     memset(self->grad, 0, sizeof self->grad);
     for (b = 0; b < TU_BATCH; ++b) {
         const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];
-        /* without stored second derivatives lambda2 is 0 and xddot_hat is never read */
-        const float *xddot = TU_JET_ROWS == 3 ? jet + 2 * TU_N : jet + TU_N;
-        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_N, xddot, 0, self->grad, &sq1, &sq2);
+        /* without stored second derivatives lambda2 is 0 and xddot_hat is never read; the inputs'
+         * rows 0 and 1 are u and udot */
+        const float *xddot = TU_JET_ROWS == 3 ? jet + 2 * TU_CH : jet + TU_CH;
+        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_CH, xddot, TU_NU > 0 ? jet + TU_N : NULL,
+                          TU_NU > 0 ? jet + TU_CH + TU_N : NULL, 0, self->grad, &sq1, &sq2);
     }
     sq1 /= (float)TU_BATCH;
     sq2 /= (float)TU_BATCH;

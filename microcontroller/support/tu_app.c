@@ -36,7 +36,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
     static tu_pendulum_sim sim;
     static int64_t ticks[TU_TRAIN_EVERY];
     static int32_t segments[TU_TRAIN_EVERY];
-    static float y[TU_TRAIN_EVERY][TU_N];
+    static float y[TU_TRAIN_EVERY][TU_CH];
     const int64_t total = (int64_t)(seconds * TU_FS);
     const int64_t change = change_at >= 0.0f ? (int64_t)(change_at * TU_FS) : -1;
     tu_progress p = {{NULL, NULL}, 0u, 0, 0, 0};
@@ -59,7 +59,7 @@ float tu_app_simulate(tu_trainer *trainer, float seconds, float damping_after, f
             segments[i] = tu_pendulum_sim_next(&sim, y[i]);
         }
         p.tick = tick;
-        st = tu_trainer_push_chunk(trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_N, &due);
+        st = tu_trainer_push_chunk(trainer, TU_TRAIN_EVERY, ticks, segments, &y[0][0], TU_CH, &due);
         if (st < 0) {
             printf("tick %lld: %s\n", (long long)tick, tu_status_string(st));
             if (tu_trainer_ready(trainer) < 0) {

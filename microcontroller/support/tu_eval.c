@@ -33,7 +33,7 @@ float tu_pendulum_damping(const tu_trainer *trainer)
             if (tu_energy(k, x) > level) {
                 continue;
             }
-            tu_field_eval(&field, x, value);
+            tu_field_eval(&field, x, NULL, value);
             tu_plant_field(x, NULL, known);
             num += (value[1] - known[1]) * x[1];
             den += x[1] * x[1];

@@ -8,7 +8,7 @@
 typedef struct {
     int64_t ticks[TU_CHUNK_MAX];
     int32_t segments[TU_CHUNK_MAX];
-    float y[TU_CHUNK_MAX][TU_N];
+    float y[TU_CHUNK_MAX][TU_CH];
     int count;
 } tu_chunk;
 
@@ -36,7 +36,7 @@ static void tu_flush(tu_trainer *t, tu_chunk *c, tu_replay_result *r, tu_replay_
                      void *context)
 {
     int due = 0;
-    const tu_status st = tu_trainer_push_chunk(t, c->count, c->ticks, c->segments, &c->y[0][0], TU_N, &due);
+    const tu_status st = tu_trainer_push_chunk(t, c->count, c->ticks, c->segments, &c->y[0][0], TU_CH, &due);
     if (st < 0) {
         r->last_error = st;
     }
@@ -51,7 +51,7 @@ tu_file_status tu_replay(tu_trainer *trainer, const char *path, int32_t max_upda
     tu_stream_file file;
     int64_t tick, block = 0;
     int32_t segment;
-    float y[TU_N];
+    float y[TU_CH];
     tu_report rep;
     memset(result, 0, sizeof *result);
     chunk.count = 0;

@@ -21,7 +21,7 @@ const char *tu_file_status_string(tu_file_status status)
     case TU_FILE_BAD_MAGIC:
         return "not a torch-ude stream file (bad magic)";
     case TU_FILE_CHANNELS:
-        return "the stream file's channel count differs from TU_N";
+        return "the stream file's channel count differs from TU_CH";
     case TU_FILE_TRUNCATED:
         return "the stream file ends inside a record (truncated)";
     }
@@ -43,16 +43,16 @@ tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path)
         return TU_FILE_BAD_MAGIC;
     }
     n = (uint32_t)header[8] | (uint32_t)header[9] << 8 | (uint32_t)header[10] << 16 | (uint32_t)header[11] << 24;
-    if (n != (uint32_t)TU_N) {
+    if (n != (uint32_t)TU_CH) {
         tu_stream_file_close(self);
         return TU_FILE_CHANNELS;
     }
     return TU_FILE_OK;
 }
 
-tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_N])
+tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_CH])
 {
-    unsigned char rec[12 + 4 * TU_N];
+    unsigned char rec[12 + 4 * TU_CH];
     size_t got;
     uint64_t t = 0;
     uint32_t s = 0, bits;
@@ -71,7 +71,7 @@ tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t 
     }
     *tick = (int64_t)t;
     *segment = (int32_t)s;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         const unsigned char *b = rec + 12 + 4 * c;
         bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
         memcpy(&y[c], &bits, sizeof bits);

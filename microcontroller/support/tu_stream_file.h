@@ -14,7 +14,7 @@ typedef enum {
     TU_FILE_END = 1,        /**< clean end of file */
     TU_FILE_MISSING = -1,   /**< the file could not be opened */
     TU_FILE_BAD_MAGIC = -2, /**< not a stream file */
-    TU_FILE_CHANNELS = -3,  /**< its channel count is not TU_N */
+    TU_FILE_CHANNELS = -3,  /**< its channel count is not TU_CH */
     TU_FILE_TRUNCATED = -4  /**< the file ends inside a record */
 } tu_file_status;
 
@@ -31,7 +31,7 @@ const char *tu_file_status_string(tu_file_status status);
 tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path);
 
 /** Read the next record. */
-tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_N]);
+tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_CH]);
 
 /** Close (safe to call twice). */
 void tu_stream_file_close(tu_stream_file *self);

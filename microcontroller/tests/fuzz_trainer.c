@@ -9,7 +9,7 @@
  * restore accepted changed bytes: those are the caller's data).
  *
  * Input: a sequence of operations, each an opcode byte and its operands (see the cases). A
- * sample record is a control byte and TU_N values: bits 0-1 the tick step (repeat, next, a
+ * sample record is a control byte and TU_CH values: bits 0-1 the tick step (repeat, next, a
  * short gap of bits 2-4, a long gap), bit 5 three ticks back, bit 6 a new segment, bit 7 raw
  * float32 values (else int16 / 4096, which keeps mutated streams smooth enough to calibrate). */
 #include <stdint.h>
@@ -57,7 +57,7 @@ static int all_finite(const float *v, int n)
 }
 
 /* One sample record: advances *tick and *segment; 0 at the end of the input. */
-static int sample(tu_input *in, uint64_t *tick, int32_t *segment, float y[TU_N])
+static int sample(tu_input *in, uint64_t *tick, int32_t *segment, float y[TU_CH])
 {
     uint8_t ctrl;
     int c;
@@ -83,7 +83,7 @@ static int sample(tu_input *in, uint64_t *tick, int32_t *segment, float y[TU_N])
     if (ctrl & 0x40u) {
         ++*segment;
     }
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         if (ctrl & 0x80u) {
             if (!take(in, &y[c], sizeof y[c])) {
                 return 0;
@@ -126,21 +126,21 @@ static void drive(int due)
 static void misuse(void)
 {
     static tu_trainer blank; /* zeroed: never initialized */
-    static const float y[TU_N] = {0.0f};
+    static const float y[TU_CH] = {0.0f};
     static float w[TU_NUM_PARAMS];
     const int64_t t = 0;
     int due;
     tu_report rep;
     if (tu_trainer_size() != sizeof(tu_trainer) || tu_report_size() != sizeof(tu_report)
-        || tu_trainer_init(NULL, 0u) != TU_ERR_NULL || tu_trainer_push(NULL, 0, 0, y, TU_N) != TU_ERR_NULL
-        || tu_trainer_push(&blank, 0, 0, y, TU_N) != TU_ERR_UNINITIALIZED
-        || tu_trainer_push(&trainer, 0, 0, NULL, TU_N) != TU_ERR_NULL
-        || tu_trainer_push(&trainer, 0, 0, y, TU_N + 1) != TU_ERR_CHANNELS
-        || tu_trainer_push_chunk(&blank, 1, &t, NULL, y, TU_N, &due) != TU_ERR_UNINITIALIZED
-        || tu_trainer_push_chunk(&trainer, 1, &t, NULL, y, TU_N, NULL) != TU_ERR_NULL
-        || tu_trainer_push_chunk(&trainer, 1, NULL, NULL, y, TU_N, &due) != TU_ERR_NULL
-        || tu_trainer_push_chunk(&trainer, 1, &t, NULL, y, TU_N - 1, &due) != TU_ERR_CHANNELS
-        || tu_trainer_push_chunk(&trainer, -1, &t, NULL, y, TU_N, &due) != TU_ERR_ARGUMENT
+        || tu_trainer_init(NULL, 0u) != TU_ERR_NULL || tu_trainer_push(NULL, 0, 0, y, TU_CH) != TU_ERR_NULL
+        || tu_trainer_push(&blank, 0, 0, y, TU_CH) != TU_ERR_UNINITIALIZED
+        || tu_trainer_push(&trainer, 0, 0, NULL, TU_CH) != TU_ERR_NULL
+        || tu_trainer_push(&trainer, 0, 0, y, TU_CH + 1) != TU_ERR_CHANNELS
+        || tu_trainer_push_chunk(&blank, 1, &t, NULL, y, TU_CH, &due) != TU_ERR_UNINITIALIZED
+        || tu_trainer_push_chunk(&trainer, 1, &t, NULL, y, TU_CH, NULL) != TU_ERR_NULL
+        || tu_trainer_push_chunk(&trainer, 1, NULL, NULL, y, TU_CH, &due) != TU_ERR_NULL
+        || tu_trainer_push_chunk(&trainer, 1, &t, NULL, y, TU_CH - 1, &due) != TU_ERR_CHANNELS
+        || tu_trainer_push_chunk(&trainer, -1, &t, NULL, y, TU_CH, &due) != TU_ERR_ARGUMENT
         || tu_trainer_step(NULL) != TU_ERR_NULL || tu_trainer_steps(&blank, 1, NULL) != TU_ERR_UNINITIALIZED
         || tu_trainer_ready(NULL) != TU_ERR_NULL || tu_trainer_ready(&blank) != TU_ERR_UNINITIALIZED
         || tu_trainer_weights(&blank, 0, w, TU_NUM_PARAMS) != TU_ERR_UNINITIALIZED
@@ -224,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int64_t ticks[TU_FUZZ_CHUNK];
     static int32_t segments[TU_FUZZ_CHUNK];
-    static float ys[TU_FUZZ_CHUNK][TU_N];
+    static float ys[TU_FUZZ_CHUNK][TU_CH];
     tu_input in;
     uint64_t tick = 0u; /* unsigned: the harness's own arithmetic wraps instead of overflowing */
     int32_t segment = 0;
@@ -241,7 +241,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!sample(&in, &tick, &segment, ys[0])) {
                 break;
             }
-            st = tu_trainer_push(&trainer, (int64_t)tick, segment, ys[0], TU_N);
+            st = tu_trainer_push(&trainer, (int64_t)tick, segment, ys[0], TU_CH);
             break;
         case 1: { /* push_chunk, then its due updates */
             const int count = 1 + (op >> 3);
@@ -252,7 +252,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 ++k;
             }
             due = -1;
-            st = tu_trainer_push_chunk(&trainer, k, ticks, segments, &ys[0][0], TU_N, &due);
+            st = tu_trainer_push_chunk(&trainer, k, ticks, segments, &ys[0][0], TU_CH, &due);
             if (due < 0 || due > due_bound(k)) {
                 fail();
             }
@@ -281,7 +281,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             tick = (uint64_t)far;
             due = -1;
-            st = tu_trainer_push_chunk(&trainer, 1, &far, NULL, ys[0], TU_N, &due);
+            st = tu_trainer_push_chunk(&trainer, 1, &far, NULL, ys[0], TU_CH, &due);
             if (due < 0 || due > due_bound(1)) {
                 fail();
             }

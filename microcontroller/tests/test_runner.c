@@ -102,40 +102,44 @@ static int test_tanh(void)
 static int test_savgol(void)
 {
     const tu_golden_array win = tu_golden("sg_windows");
-    const int w = (int)(win.count / (TU_N * TU_TAPS));
+    const int w = (int)(win.count / (TU_CH * TU_TAPS));
     const float dt = tu_golden("sg_dt").f[0];
-    float x[64][TU_N], xd[64][TU_N], xdd[64][TU_N], mis[64][TU_N], rms[64][TU_N], centre[64][TU_N];
+    float x[64][TU_CH], xd[64][TU_CH], xdd[64][TU_CH], mis[64][TU_CH], rms[64][TU_CH], centre[64][TU_CH];
     int k, c;
     for (k = 0; k < w; ++k) {
-        const float *taps = win.f + k * TU_N * TU_TAPS;
+        const float *taps = win.f + k * TU_CH * TU_TAPS;
         tu_savgol_estimate(tu_model_tables(), taps, dt, x[k], xd[k], xdd[k]);
         tu_savgol_misfit(tu_model_tables(), taps, mis[k], rms[k]);
-        for (c = 0; c < TU_N; ++c) {
+        for (c = 0; c < TU_CH; ++c) {
             centre[k][c] = tu_savgol_centre_residual(tu_model_tables(), taps + c * TU_TAPS);
         }
     }
-    return near("x", &x[0][0], tu_golden("sg_x").f, w * TU_N, 1e-5f, 1e-5f)
-           && near("xdot", &xd[0][0], tu_golden("sg_xdot").f, w * TU_N, 1e-5f, 1e-4f)
-           && near("xddot", &xdd[0][0], tu_golden("sg_xddot").f, w * TU_N, 1e-5f, 1e-2f)
-           && near("misfit", &mis[0][0], tu_golden("sg_misfit").f, w * TU_N, 1e-5f, 1e-5f)
-           && near("rms", &rms[0][0], tu_golden("sg_rms").f, w * TU_N, 1e-6f, 1e-6f)
-           && near("centre", &centre[0][0], tu_golden("sg_centre").f, w * TU_N, 1e-5f, 1e-5f);
+    return near("x", &x[0][0], tu_golden("sg_x").f, w * TU_CH, 1e-5f, 1e-5f)
+           && near("xdot", &xd[0][0], tu_golden("sg_xdot").f, w * TU_CH, 1e-5f, 1e-4f)
+           && near("xddot", &xdd[0][0], tu_golden("sg_xddot").f, w * TU_CH, 1e-5f, 1e-2f)
+           && near("misfit", &mis[0][0], tu_golden("sg_misfit").f, w * TU_CH, 1e-5f, 1e-5f)
+           && near("rms", &rms[0][0], tu_golden("sg_rms").f, w * TU_CH, 1e-6f, 1e-6f)
+           && near("centre", &centre[0][0], tu_golden("sg_centre").f, w * TU_CH, 1e-5f, 1e-5f);
 }
 
-/* The generated known field (tu_plant_code.h) against the plant's Python field and its hand-written Jacobian. */
+/* The generated known field (tu_plant_code.h) and its Jacobians J_x, J_u against the plant's Python field
+ * (at states and, with recorded inputs, inputs). */
 static int test_plant(void)
 {
     const tu_golden_array x = tu_golden("plant_x");
+    const float *u = tu_golden("plant_u").f; /* TU_NU per state row (none without inputs) */
     const int b = (int)(x.count / TU_N);
-    float f[32][TU_N], g[32][TU_N], jac[32][TU_N][TU_N];
+    float f[32][TU_N], g[32][TU_N], jac[32][TU_N][TU_N], ju[32 * TU_N * TU_NU + 1];
     int k;
     EXPECT(b <= 32, "%d golden states, room for 32", b);
     for (k = 0; k < b; ++k) {
-        tu_plant_jacobians(x.f + k * TU_N, NULL, f[k], jac[k], NULL);
-        tu_plant_field(x.f + k * TU_N, NULL, g[k]);
+        const float *uk = TU_NU > 0 ? u + k * TU_NU : NULL;
+        tu_plant_jacobians(x.f + k * TU_N, uk, f[k], jac[k], ju + k * TU_N * TU_NU);
+        tu_plant_field(x.f + k * TU_N, uk, g[k]);
     }
     return near("f", &f[0][0], tu_golden("plant_f").f, b * TU_N, 1e-5f, 1e-5f)
            && near("jacobian", &jac[0][0][0], tu_golden("plant_jac").f, b * TU_N * TU_N, 1e-5f, 1e-5f)
+           && near("input jacobian", ju, tu_golden("plant_ju").f, b * TU_N * TU_NU, 1e-5f, 1e-5f)
            && near("tu_plant_field", &g[0][0], &f[0][0], b * TU_N, 0.0f, 0.0f);
 }
 
@@ -143,17 +147,17 @@ static int test_mlp(void)
 {
     const float *params = tu_golden("mlp_params").f;
     const tu_golden_array z = tu_golden("mlp_z");
-    const int b = (int)(z.count / TU_N);
+    const int b = (int)(z.count / TU_CH);
     static float grad[TU_NUM_PARAMS], grad_t[TU_NUM_PARAMS];
-    float out[8][TU_N], jvp[8][TU_N], vjp[8][TU_N];
+    float out[8][TU_N], jvp[8][TU_N], vjp[8][TU_CH];
     int k;
     memset(grad, 0, sizeof grad);
     memset(grad_t, 0, sizeof grad_t);
     for (k = 0; k < b; ++k) {
         tu_mlp_acts acts;
         tu_mlp_tangents tan;
-        tu_mlp_forward(params, z.f + k * TU_N, &acts);
-        tu_mlp_jvp(params, &acts, tu_golden("mlp_zdot").f + k * TU_N, &tan);
+        tu_mlp_forward(params, z.f + k * TU_CH, &acts);
+        tu_mlp_jvp(params, &acts, tu_golden("mlp_zdot").f + k * TU_CH, &tan);
         tu_mlp_vjp_input(params, &acts, tu_golden("mlp_obar").f + k * TU_N, vjp[k]);
         memcpy(out[k], acts.out, sizeof out[k]);
         memcpy(jvp[k], tan.out, sizeof jvp[k]);
@@ -163,12 +167,12 @@ static int test_mlp(void)
     }
     return near("forward", &out[0][0], tu_golden("mlp_out").f, b * TU_N, 1e-5f, 1e-6f)
            && near("jvp", &jvp[0][0], tu_golden("mlp_jvp").f, b * TU_N, 1e-5f, 1e-6f)
-           && near("vjp", &vjp[0][0], tu_golden("mlp_vjp").f, b * TU_N, 1e-5f, 1e-6f)
+           && near("vjp", &vjp[0][0], tu_golden("mlp_vjp").f, b * TU_CH, 1e-5f, 1e-6f)
            && near("grad", grad, tu_golden("mlp_grad").f, TU_NUM_PARAMS, 1e-5f, 1e-6f)
            && near("grad with tangent", grad_t, tu_golden("mlp_grad_tangent").f, TU_NUM_PARAMS, 1e-5f, 1e-6f);
 }
 
-/* The loss and gradient of the golden jet minibatch at params, with lambda2. */
+/* The loss and gradient of the golden jet minibatch (with its inputs and their rates) at params, with lambda2. */
 static float jet_loss(const float *params, float lambda2, float *grad, float *sq1, float *sq2)
 {
     const tu_golden_array x = tu_golden("jet_x");
@@ -187,7 +191,8 @@ static float jet_loss(const float *params, float lambda2, float *grad, float *sq
     memset(grad, 0, TU_NUM_PARAMS * sizeof(float));
     for (k = 0; k < b; ++k) {
         tu_jet_accumulate(&field, &loss, b, x.f + k * TU_N, tu_golden("jet_xdot").f + k * TU_N,
-                          tu_golden("jet_xddot").f + k * TU_N, 1, grad, sq1, sq2);
+                          tu_golden("jet_xddot").f + k * TU_N, TU_NU > 0 ? tu_golden("jet_u").f + k * TU_NU : NULL,
+                          TU_NU > 0 ? tu_golden("jet_udot").f + k * TU_NU : NULL, 1, grad, sq1, sq2);
     }
     *sq1 /= (float)b;
     *sq2 /= (float)b;
@@ -285,7 +290,7 @@ static int test_gate(void)
     uint32_t k;
     tu_gate_reset(&gate);
     for (k = 0; k < acc.count; ++k) {
-        const int got = tu_gate_check(&gate, mis.f + k * TU_N, rms.f + k * TU_N);
+        const int got = tu_gate_check(&gate, mis.f + k * TU_CH, rms.f + k * TU_CH);
         EXPECT(got == (int)acc.q[k], "window %u: accept %d, want %lld", k, got, (long long)acc.q[k]);
     }
     return 1;
@@ -327,10 +332,10 @@ static int test_whole_run(void)
     memcpy(&trained, &trainer, sizeof trained);
     tu_trainer_weights(&trainer, 1, ema, TU_NUM_PARAMS);
     tu_trainer_weights(&trainer, 0, raw, TU_NUM_PARAMS);
-    return near("sigma", rep.calibration.sigma, tu_golden("run_sigma").f, TU_N, 1e-4f, 0.0f)
-           && near("x_rms", rep.calibration.x_rms, tu_golden("run_x_rms").f, TU_N, 1e-4f, 0.0f)
-           && near("s1", rep.calibration.s1, tu_golden("run_s1").f, TU_N, 1e-4f, 0.0f)
-           && near("s2", rep.calibration.s2, tu_golden("run_s2").f, TU_N, 1e-4f, 0.0f)
+    return near("sigma", rep.calibration.sigma, tu_golden("run_sigma").f, TU_CH, 1e-4f, 0.0f)
+           && near("x_rms", rep.calibration.x_rms, tu_golden("run_x_rms").f, TU_CH, 1e-4f, 0.0f)
+           && near("s1", rep.calibration.s1, tu_golden("run_s1").f, TU_CH, 1e-4f, 0.0f)
+           && near("s2", rep.calibration.s2, tu_golden("run_s2").f, TU_CH, 1e-4f, 0.0f)
            && near("lambda2", &rep.calibration.lambda2, tu_golden("run_lambda2").f, 1, 0.0f, 0.0f)
            && near("weight_decay", &rep.calibration.weight_decay, tu_golden("run_weight_decay").f, 1, 1e-4f, 0.0f)
            && near("raw weights", raw, tu_golden("run_raw").f, TU_NUM_PARAMS, 0.0f, TU_RUN_ATOL)
@@ -358,13 +363,14 @@ static int test_skipped_updates(void)
 static int test_api_misuse(void)
 {
     static tu_trainer blank; /* zeroed: never initialized */
-    const float good[TU_N] = {0.0f}, bad[TU_N] = {NAN};
+    const float good[TU_CH] = {0.0f}, bad[TU_CH] = {NAN};
+    const int64_t tick12 = 12;
     float w[TU_NUM_PARAMS];
     tu_report rep;
     int due, s;
     EXPECT(tu_trainer_init(NULL, 0u) == TU_ERR_NULL, "init(NULL)");
-    EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_N) == TU_ERR_NULL, "push(NULL)");
-    EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_N) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
+    EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_CH) == TU_ERR_NULL, "push(NULL)");
+    EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_CH) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
     EXPECT(tu_trainer_step(&blank) == TU_ERR_UNINITIALIZED, "step(uninitialized)");
     EXPECT(tu_trainer_steps(NULL, 0, &due) == TU_ERR_NULL && due == 0, "steps(NULL, 0)");
     EXPECT(tu_trainer_steps(&blank, 0, NULL) == TU_ERR_UNINITIALIZED, "steps(uninitialized, 0)");
@@ -372,21 +378,30 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_ready(&blank) == TU_ERR_UNINITIALIZED, "ready(uninitialized) = %d", tu_trainer_ready(&blank));
     EXPECT(tu_trainer_report(&blank, &rep) == TU_ERR_UNINITIALIZED, "report(uninitialized)");
     EXPECT(tu_trainer_init(&trainer, 1u) == TU_OK, "init");
-    EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_N + 1) == TU_ERR_CHANNELS, "push with TU_N + 1 channels");
-    EXPECT(tu_trainer_push(&trainer, 0, 0, NULL, TU_N) == TU_ERR_NULL, "push(y NULL)");
-    EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_N, &due) == TU_ERR_NULL, "push_chunk(ticks NULL)");
-    EXPECT(tu_trainer_push_chunk(&trainer, -1, NULL, NULL, NULL, TU_N, &due) == TU_ERR_ARGUMENT, "negative count");
+    EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_CH + 1) == TU_ERR_CHANNELS, "push with TU_CH + 1 channels");
+    EXPECT(tu_trainer_push(&trainer, 0, 0, NULL, TU_CH) == TU_ERR_NULL, "push(y NULL)");
+    EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_CH, &due) == TU_ERR_NULL, "push_chunk(ticks NULL)");
+    EXPECT(tu_trainer_push_chunk(&trainer, -1, NULL, NULL, NULL, TU_CH, &due) == TU_ERR_ARGUMENT, "negative count");
     EXPECT(tu_trainer_step(&trainer) == TU_ERR_NOT_READY, "step before calibration");
     EXPECT(tu_trainer_ready(&trainer) == 0, "ready before calibration = %d", tu_trainer_ready(&trainer));
     EXPECT(tu_trainer_steps(&trainer, -5, NULL) == TU_ERR_ARGUMENT, "steps(t, -5)");
-    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_N) == TU_OK, "push");
-    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_N) == TU_OK, "push of a repeated tick");
-    EXPECT(tu_trainer_push(&trainer, 5, 0, good, TU_N) == TU_OK, "push of an earlier tick");
-    EXPECT(tu_trainer_push(&trainer, 11, 0, bad, TU_N) == TU_OK, "push of NaN");
+    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_CH) == TU_OK, "push");
+    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_CH) == TU_OK, "push of a repeated tick");
+    EXPECT(tu_trainer_push(&trainer, 5, 0, good, TU_CH) == TU_OK, "push of an earlier tick");
+    EXPECT(tu_trainer_push(&trainer, 11, 0, bad, TU_CH) == TU_OK, "push of NaN");
+    if (TU_NU > 0) { /* a plant with recorded inputs: every sample carries them after the states */
+        float nan_input[TU_CH] = {0.0f};
+        nan_input[TU_CH - 1] = NAN;
+        EXPECT(tu_trainer_push(&trainer, 12, 0, good, TU_N) == TU_ERR_CHANNELS, "push of the states without inputs");
+        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick12, NULL, good, TU_N, &due) == TU_ERR_CHANNELS,
+               "push_chunk of the states without inputs");
+        EXPECT(tu_trainer_push(&trainer, 12, 0, nan_input, TU_CH) == TU_OK, "push of a NaN input");
+    }
     EXPECT(tu_trainer_weights(&trainer, 2, w, TU_NUM_PARAMS) == TU_ERR_ARGUMENT, "weights(which 2)");
     EXPECT(tu_trainer_weights(&trainer, 1, w, TU_NUM_PARAMS - 1) == TU_ERR_ARGUMENT, "weights(short)");
     EXPECT(tu_trainer_report(&trainer, &rep) == TU_OK, "report");
-    EXPECT(rep.counters.samples == 2 && rep.counters.out_of_order == 2 && rep.counters.nonfinite_samples == 1,
+    EXPECT(rep.counters.samples == 2u + (TU_NU > 0) && rep.counters.out_of_order == 2
+               && rep.counters.nonfinite_samples == 1u + (TU_NU > 0),
            "counters: %llu samples, %llu out of order, %llu non-finite", (unsigned long long)rep.counters.samples,
            (unsigned long long)rep.counters.out_of_order, (unsigned long long)rep.counters.nonfinite_samples);
     for (s = -9; s <= 1; ++s) {
@@ -400,7 +415,7 @@ static int test_api_misuse(void)
  * weights finite at the schedule's last rate. */
 static int test_counters_near_their_limits(void)
 {
-    static const float zero[TU_N] = {0.0f};
+    static const float zero[TU_CH] = {0.0f};
     const uint64_t near = 0xFFFFFFFEu;
     tu_report rep;
     int64_t tick;
@@ -411,9 +426,9 @@ static int test_counters_near_their_limits(void)
     trainer.adam_step = INT32_MAX - 1;
     tick = trainer.last_tick;
     for (k = 1; k <= 2 * TU_M_MAX + 20; ++k) { /* at least two windows at any stride */
-        EXPECT(tu_trainer_push(&trainer, tick + k, trainer.last_segment, zero, TU_N) == TU_OK, "push %d", k);
+        EXPECT(tu_trainer_push(&trainer, tick + k, trainer.last_segment, zero, TU_CH) == TU_OK, "push %d", k);
     }
-    EXPECT(tu_trainer_push(&trainer, tick, trainer.last_segment, zero, TU_N) == TU_OK, "push out of order");
+    EXPECT(tu_trainer_push(&trainer, tick, trainer.last_segment, zero, TU_CH) == TU_OK, "push out of order");
     EXPECT(tu_trainer_steps(&trainer, 3, &done) >= 0 && done == 3, "3 updates near 2^31: %d made", done);
     tu_trainer_report(&trainer, &rep);
     EXPECT(rep.counters.samples == near + 2u * TU_M_MAX + 20u, "samples %llu, want %llu",
@@ -448,7 +463,7 @@ static int test_schedule_after_its_end(void)
  * second of stream's updates are due, not 2^31 - 1. */
 static int test_due_updates_after_a_long_gap(void)
 {
-    static const float zero[TU_N] = {0.0f};
+    static const float zero[TU_CH] = {0.0f};
     const int64_t jumps[3] = {1000000000000LL, 3 * (int64_t)TU_DUE_SPAN, INT64_MAX / 2};
     const int bound = (int)(TU_DUE_SPAN / TU_TRAIN_EVERY) + 1;
     int k, due = -1;
@@ -456,7 +471,7 @@ static int test_due_updates_after_a_long_gap(void)
         int64_t tick;
         memcpy(&trainer, &trained, sizeof trainer);
         tick = trainer.last_tick + jumps[k];
-        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_N, &due) == TU_OK, "push_chunk");
+        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_CH, &due) == TU_OK, "push_chunk");
         EXPECT(due >= 1 && due <= bound, "%d updates due after a gap of %lld ticks, want 1..%d", due,
                (long long)jumps[k], bound);
     }
@@ -466,7 +481,7 @@ static int test_due_updates_after_a_long_gap(void)
         const int64_t tick = trainer.last_tick + 3 * TU_TRAIN_EVERY;
         const int64_t want = tick / TU_TRAIN_EVERY - trainer.last_tick / TU_TRAIN_EVERY;
         EXPECT(3 * TU_TRAIN_EVERY > TU_DUE_SPAN
-                   || (tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_N, &due) == TU_OK && due == want),
+                   || (tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_CH, &due) == TU_OK && due == want),
                "%d updates due after %d ticks, want %lld", due, 3 * TU_TRAIN_EVERY, (long long)want);
     }
     return 1;
@@ -476,20 +491,20 @@ static int test_due_updates_after_a_long_gap(void)
  * motion) and check that it stops with `want` as the Python trainer does, and stays stopped. */
 static int calibration_stops(float value, tu_status want, const char *what)
 {
-    float y[TU_N];
+    float y[TU_CH];
     tu_status st = TU_OK;
     tu_report rep;
     int k, c;
-    for (c = 0; c < TU_N; ++c) {
+    for (c = 0; c < TU_CH; ++c) {
         y[c] = value;
     }
     tu_trainer_init(&trainer, 1u);
     for (k = 0; k < TU_CAL_LEN && st == TU_OK; ++k) {
-        st = tu_trainer_push(&trainer, k, 0, y, TU_N);
+        st = tu_trainer_push(&trainer, k, 0, y, TU_CH);
     }
     EXPECT(st == want && k == TU_CAL_LEN, "%s: push %d returned %d (%s), want %d", what, k, (int)st,
            tu_status_string(st), (int)want);
-    EXPECT(tu_trainer_push(&trainer, TU_CAL_LEN, 0, y, TU_N) == want, "%s: the next push did not stop", what);
+    EXPECT(tu_trainer_push(&trainer, TU_CAL_LEN, 0, y, TU_CH) == want, "%s: the next push did not stop", what);
     EXPECT(tu_trainer_step(&trainer) == want && tu_trainer_ready(&trainer) == (int)want, "%s: step/ready", what);
     tu_trainer_report(&trainer, &rep);
     EXPECT(rep.calibrated == (int32_t)want && rep.counters.calibration_failures == 1u
@@ -512,26 +527,26 @@ static int test_damaged_checkpoints_are_refused(void)
 {
     static tu_trainer copy;
     static unsigned char bytes[sizeof(tu_trainer) + 1];
-    static const float zero[TU_N] = {0.0f};
+    static const float zero[TU_CH] = {0.0f};
     float w[TU_NUM_PARAMS];
     int due = 0;
     /* an index out of range in a live instance (bytes written over it) */
     tu_trainer_init(&trainer, 1u);
-    tu_trainer_push(&trainer, 0, 0, zero, TU_N);
+    tu_trainer_push(&trainer, 0, 0, zero, TU_CH);
     trainer.cal_fill = TU_CAL_LEN + 1000;
-    EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "push with cal_fill out of range");
+    EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "push with cal_fill out of range");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.ring_head = -7;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT,
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT,
            "push with ring_head out of range");
-    EXPECT(tu_trainer_push_chunk(&trainer, 0, NULL, NULL, NULL, TU_N, &due) == TU_ERR_CORRUPT, "push_chunk");
+    EXPECT(tu_trainer_push_chunk(&trainer, 0, NULL, NULL, NULL, TU_CH, &due) == TU_ERR_CORRUPT, "push_chunk");
     EXPECT(tu_trainer_step(&trainer) == TU_ERR_CORRUPT && tu_trainer_ready(&trainer) == TU_ERR_CORRUPT, "step/ready");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.cal.m = 0;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "m = 0");
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "m = 0");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.gate.count = TU_GATE_HISTORY + 1;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_N) == TU_ERR_CORRUPT, "gate count");
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "gate count");
     /* restore: the good bytes give the same trainer back; damaged ones are refused */
     memcpy(bytes, &trained, sizeof trained);
     EXPECT(tu_trainer_restore(&copy, bytes, sizeof trained) == TU_OK && memcmp(&copy, &trained, sizeof copy) == 0,

@@ -1,7 +1,8 @@
 """The C trainer on the host against the float32 Python reference, under ASan and UBSan.
 
 Each case generates the headers (the plant's known field as generated C among them) from a config, the golden vectors of every stage and of a
-whole run (stream with drops, NaNs, spikes and a dropout) with the Python reference, builds
+whole run (stream with drops, NaNs, spikes and a dropout; for the plant with a recorded torque, a
+simulated forced-pendulum log with dropped samples and NaN torques) with the Python reference, builds
 the C test runner with sanitizers and runs it; the runner checks each stage, a
 finite-difference gradient, skipped updates (a NaN weight), API misuse and what a device that
 runs for months meets (counters near 2^32 and 2^31, the end of the schedule, a tick far ahead,
@@ -10,13 +11,18 @@ a failed calibration, damaged checkpoints), and prints ``N passed, N failed``.
 import re
 import shutil
 import subprocess
+import textwrap
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from microcontroller.build import ROOT, build
 from microcontroller.files import write_golden, write_stream
 from microcontroller.generate import spec_from_config, write_headers
 from microcontroller.golden import golden_stream, run_goldens, stage_goldens
+from microcontroller.memory import static_bytes
+from tests.torch_ude.helpers import forced_pendulum_log
 from torch_ude.systems import SensorFaults
 
 SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]
@@ -34,7 +40,39 @@ CASES = {
     "pendulum_forgetting": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
                                                              "--model.stream.forget_window", "300",
                                                              "--model.schedule", "constant"], 8.0),
+    # recorded inputs (issue 32, item 2): the DFKI pendulum's known model driven by a logged torque
+    "torque_pendulum": ("forced log", [*SMALL, "--trainer.max_steps", "400"], 12.0),  # 212 updates live
 }
+LOG_FS = 500.0
+
+
+def _forced_log(folder: Path, duration: float) -> tuple[Path, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A config of `TorquePendulumModel` (state (q, qdot), input torque) on a simulated forced-pendulum log,
+    and that log as the device's stream (columns q, qdot, torque) with three dropped samples (bridged),
+    a dropout of 40 (a new segment) and two NaN torques."""
+    log = forced_pendulum_log(duration=duration, fs=LOG_FS, noise=1e-3)
+    y = np.column_stack([log["position"], log["velocity"], log["torque"]])
+    np.savetxt(folder / "log.csv", np.column_stack([np.arange(len(y)) / LOG_FS, y]), delimiter=",",
+               header="time,position,velocity,torque", comments="")
+    base = (ROOT.parent / "configs" / "pendulum_case_a.yaml").read_text()
+    config = folder / "log.yaml"
+    config.write_text(base[: base.index("\ndata:") + 1] + textwrap.dedent(f"""\
+        data:
+          class_path: torch_ude.training.RecordedDataModule
+          init_args:
+            known:
+              class_path: torch_ude.systems.TorquePendulumModel
+            files: [{folder / 'log.csv'}]
+            time: time
+            states: [position, velocity]
+            inputs: [torque]
+            fs: {LOG_FS}
+            train_rate: 25.0
+        """))
+    ticks = np.arange(len(y))
+    y[[2100, 3300], 2] = np.nan
+    keep = ~np.isin(ticks, [1500, 1501, 1502, *range(4000, 4040)])
+    return config, (y[keep], ticks[keep], np.zeros(int(keep.sum()), dtype=np.int64))
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]
 
@@ -42,12 +80,16 @@ RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def case(request, tmp_path_factory):
     config, overrides, duration = CASES[request.param]
-    spec = spec_from_config(config, overrides)
     folder = tmp_path_factory.mktemp(request.param)
+    if config == "forced log":
+        config, (y, ticks, segment) = _forced_log(folder, duration)
+        spec = spec_from_config(config, overrides)
+    else:
+        spec = spec_from_config(config, overrides)
+        faults = SensorFaults(drop_rate=0.01, nan_rate=0.001, spike_rate=0.002, dropout_rate=2e-4,
+                              dropout_length=50, seed=3)
+        y, ticks, segment = golden_stream(spec, duration, 0.01, faults)
     write_headers(spec, folder / "gen")
-    faults = SensorFaults(drop_rate=0.01, nan_rate=0.001, spike_rate=0.002, dropout_rate=2e-4, dropout_length=50,
-                          seed=3)
-    y, ticks, segment = golden_stream(spec, duration, 0.01, faults)
     write_golden(folder / "golden.bin", stage_goldens(spec) | run_goldens(spec, y, ticks, segment))
     write_stream(folder / "stream.bin", y, ticks, segment)
     return spec, folder
@@ -62,6 +104,7 @@ def test_every_stage_and_a_whole_run_match_the_reference_under_sanitizers(case):
     assert summary, proc.stdout + proc.stderr
     assert proc.returncode == 0 and summary.group(2) == "0" and int(summary.group(1)) == 17, proc.stdout + proc.stderr
     assert "runtime error" not in proc.stderr and "Sanitizer" not in proc.stderr, proc.stderr
+    assert f"sizeof(tu_trainer) = {static_bytes(spec)} bytes" in proc.stdout  # the generator knows the size
 
 
 def test_the_library_never_allocates(case):

@@ -4,6 +4,7 @@ command; its generated f, J_x and J_u agree with torch (``torch.func.jacrev``) i
 CasADi form) and float32 (the C, compiled with the project's warning flags and sanitizers); plants
 without a CasADi form, of the wrong shape or with a mismatched input count are one-line errors."""
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -276,11 +277,10 @@ def test_the_input_jacobian_of_a_forced_plant_matches_torch(tmp_path):
     # the generated C alone, against a config of 2 states and 1 input, with the house flags
     exe = _build_probe(tmp_path, code, n_u=1)
     _check(_probe(exe, x, u), known, x, u, 2)
-    # the trainer itself has no recorded inputs yet: the generator refuses the plant (item 2)
-    with pytest.raises(ValueError, match=r"reads 1 recorded input\(s\) \['force'\]; the C trainer has no recorded "
-                                         r"inputs yet \(issue 32, item 2\)"):
-        spec_from_settings(system, "A", HybridField.from_seed(known, 0), False,
-                           {"stream": {"tap_average": False}}, {"fs": 1000.0, "train_rate": 25.0}, 100, 0, "test")
+    # the trainer takes the plant with its recorded input (item 2; trained in tests/microcontroller/test_c_trainer.py)
+    spec = spec_from_settings(system, "A", HybridField.from_seed(known, 0), False,
+                              {"stream": {"tap_average": False}}, {"fs": 1000.0, "train_rate": 25.0}, 100, 0, "test")
+    assert spec.field.n_inputs == 1
 
 
 @pytest.mark.parametrize("init_args, message", [
@@ -339,14 +339,14 @@ def test_every_casadi_operation_of_the_supported_torch_functions_is_written(tmp_
 
 
 @pytest.mark.parametrize("inputs, message", [
-    ("[torque]", "the known field of RecordedPlant reads 1 recorded input(s) ['torque']; the C trainer has no "
-                 "recorded inputs yet (issue 32, item 2)"),
+    ("[torque]", None),
     ("[torque, extra]", "the known model TorquePendulumModel has 2 states and 1 inputs; the config names 2 state "
                         "columns ['position', 'velocity'] and 2 input columns ['torque', 'extra']"),
 ])
-def test_a_recorded_log_with_inputs_is_a_one_line_error(inputs, message, tmp_path, capsys):
-    # the log's known field traces (TorquePendulumModel, one input); the trainer refuses inputs until
-    # item 2, and a log whose input columns do not match the known model is refused by name
+def test_a_recorded_log_with_inputs_generates_and_a_mismatched_one_is_a_one_line_error(inputs, message, tmp_path,
+                                                                                      capsys):
+    # the log's known field traces (TorquePendulumModel, one input) and the trainer reads the torque beside
+    # the states (issue 32, item 2); a log whose input columns do not match the known model is refused by name
     t = np.arange(0.0, 30.0, 0.01)
     columns = np.column_stack([t, np.sin(2 * t), 2 * np.cos(2 * t), 0.3 * np.sin(1.3 * t), np.cos(t)])
     np.savetxt(tmp_path / "log.csv", columns, delimiter=",", header="time,position,velocity,torque,extra",
@@ -367,6 +367,12 @@ def test_a_recorded_log_with_inputs_is_a_one_line_error(inputs, message, tmp_pat
             fs: 100.0
             train_rate: 25.0
         """))
+    if message is None:
+        assert main(["--config", str(cfg), "--out", str(tmp_path / "gen"), "--model.stream.calibration_s", "5.0"]) == 0
+        config = (tmp_path / "gen" / "tu_config.h").read_text()
+        assert re.search(r"#define TU_NU +1 ", config) and re.search(r"#define TU_CH +3 ", config), config
+        assert "ju[1 * TU_NU + 0]" in (tmp_path / "gen" / "tu_plant_code.h").read_text()  # d(q'')/d(tau) = 1/J
+        return
     assert main(["--config", str(cfg), "--out", str(tmp_path / "gen")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("microcontroller.generate: error:") and err.count("\n") == 1, err
