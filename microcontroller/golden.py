@@ -2,10 +2,12 @@
 
 Each stage of the C port is compared with the torch_ude code it mirrors, run in float32
 (the device's precision): PCG32, the Savitzky-Golay estimates and misfit, the generated known
-field and its Jacobian against the plant's Python field, the MLP's
+field and its Jacobians (J_x, and J_u for a plant with recorded inputs) against the plant's Python field, the MLP's
 forward / JVP / VJP / reverse-over-JVP, the jet loss gradient (Eq. 14-16), clipping, AdamW
 and the EMA, the misfit gate, and a whole run (calibration, stream counters, updates,
-weights) driven by the same stream and the same PCG32 draws (`reference_run`).
+weights) driven by the same stream and the same PCG32 draws (`reference_run`). For a plant with
+recorded inputs every stream-side golden covers the states and the inputs (``n + n_u`` channels),
+the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``.
 """
 from __future__ import annotations
 

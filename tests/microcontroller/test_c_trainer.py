@@ -11,7 +11,6 @@ a failed calibration, damaged checkpoints), and prints ``N passed, N failed``.
 import re
 import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from microcontroller.files import write_golden, write_stream
 from microcontroller.generate import spec_from_config, write_headers
 from microcontroller.golden import golden_stream, run_goldens, stage_goldens
 from microcontroller.memory import static_bytes
+from tests.microcontroller.helpers import recorded_config
 from tests.torch_ude.helpers import forced_pendulum_log
 from torch_ude.systems import SensorFaults
 
@@ -52,23 +52,8 @@ def _forced_log(folder: Path, duration: float) -> tuple[Path, tuple[np.ndarray, 
     a dropout of 40 (a new segment) and two NaN torques."""
     log = forced_pendulum_log(duration=duration, fs=LOG_FS, noise=1e-3)
     y = np.column_stack([log["position"], log["velocity"], log["torque"]])
-    np.savetxt(folder / "log.csv", np.column_stack([np.arange(len(y)) / LOG_FS, y]), delimiter=",",
-               header="time,position,velocity,torque", comments="")
-    base = (ROOT.parent / "configs" / "pendulum_case_a.yaml").read_text()
-    config = folder / "log.yaml"
-    config.write_text(base[: base.index("\ndata:") + 1] + textwrap.dedent(f"""\
-        data:
-          class_path: torch_ude.training.RecordedDataModule
-          init_args:
-            known:
-              class_path: torch_ude.systems.TorquePendulumModel
-            files: [{folder / 'log.csv'}]
-            time: time
-            states: [position, velocity]
-            inputs: [torque]
-            fs: {LOG_FS}
-            train_rate: 25.0
-        """))
+    columns = {"time": np.arange(len(y)) / LOG_FS, "position": y[:, 0], "velocity": y[:, 1], "torque": y[:, 2]}
+    config = recorded_config(folder, columns, ["torque"], LOG_FS, "configs/pendulum_case_a.yaml")
     ticks = np.arange(len(y))
     y[[2100, 3300], 2] = np.nan
     keep = ~np.isin(ticks, [1500, 1501, 1502, *range(4000, 4040)])

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import torch
 from microcontroller.build import ROOT, SANITIZERS, WARNINGS, build
 from microcontroller.generate import main, spec_from_settings
 from microcontroller.plant_code import plant_code, plant_source
+from tests.microcontroller.helpers import recorded_config
 from torch_ude import HybridField
 from torch_ude.export import export_field
 from torch_ude.systems import System, VectorField
@@ -339,8 +339,8 @@ def test_every_casadi_operation_of_the_supported_torch_functions_is_written(tmp_
 
 
 @pytest.mark.parametrize("inputs, message", [
-    ("[torque]", None),
-    ("[torque, extra]", "the known model TorquePendulumModel has 2 states and 1 inputs; the config names 2 state "
+    (["torque"], None),
+    (["torque", "extra"], "the known model TorquePendulumModel has 2 states and 1 inputs; the config names 2 state "
                         "columns ['position', 'velocity'] and 2 input columns ['torque', 'extra']"),
 ])
 def test_a_recorded_log_with_inputs_generates_and_a_mismatched_one_is_a_one_line_error(inputs, message, tmp_path,
@@ -348,25 +348,9 @@ def test_a_recorded_log_with_inputs_generates_and_a_mismatched_one_is_a_one_line
     # the log's known field traces (TorquePendulumModel, one input) and the trainer reads the torque beside
     # the states (issue 32, item 2); a log whose input columns do not match the known model is refused by name
     t = np.arange(0.0, 30.0, 0.01)
-    columns = np.column_stack([t, np.sin(2 * t), 2 * np.cos(2 * t), 0.3 * np.sin(1.3 * t), np.cos(t)])
-    np.savetxt(tmp_path / "log.csv", columns, delimiter=",", header="time,position,velocity,torque,extra",
-               comments="")
-    base = (REPO / "configs" / "pendulum_case_a_c.yaml").read_text()
-    cfg = tmp_path / "log.yaml"
-    cfg.write_text(base[: base.index("\ndata:") + 1] + textwrap.dedent(f"""\
-        data:
-          class_path: torch_ude.training.RecordedDataModule
-          init_args:
-            known:
-              class_path: torch_ude.systems.TorquePendulumModel
-            files: [{tmp_path / 'log.csv'}]
-            val_files: [{tmp_path / 'log.csv'}]
-            time: time
-            states: [position, velocity]
-            inputs: {inputs}
-            fs: 100.0
-            train_rate: 25.0
-        """))
+    cfg = recorded_config(tmp_path, {"time": t, "position": np.sin(2 * t), "velocity": 2 * np.cos(2 * t),
+                                     "torque": 0.3 * np.sin(1.3 * t), "extra": np.cos(t)}, inputs, 100.0,
+                          "configs/pendulum_case_a_c.yaml")
     if message is None:
         assert main(["--config", str(cfg), "--out", str(tmp_path / "gen"), "--model.stream.calibration_s", "5.0"]) == 0
         config = (tmp_path / "gen" / "tu_config.h").read_text()
