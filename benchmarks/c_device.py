@@ -1,8 +1,9 @@
-"""The C trainer on an MCU-class core: Cortex-M4F under QEMU (mps2-an386), against the paper's ESP32.
+"""The C trainer on MCU-class cores: Cortex-M4F (mps2-an386) and rv32imafc (virt) under QEMU, against the paper's ESP32.
 
-``python -m benchmarks.c_device`` (needs arm-none-eabi-gcc and qemu-system-arm; ``make test``
-installs them) builds the firmware for ``configs/pendulum_case_a_c.yaml`` (B = 2048) and
-measures, saving ``results/c_device/c_device.json`` and ``adaptation.png``:
+``python -m benchmarks.c_device`` (needs arm-none-eabi-gcc and qemu-system-arm, and for the rv32
+column riscv64-unknown-elf-gcc with picolibc and qemu-system-riscv32; ``make test`` installs
+them) builds the firmware for ``configs/pendulum_case_a_c.yaml`` (B = 2048) and measures, saving
+``results/c_device/c_device.json`` and ``adaptation.png``:
 
 * memory: the trainer instance, ``.data + .bss`` and ``.text`` of the firmware;
 * instructions per update and per chunk of stream (40 samples, one 25 Hz tick), exactly, with
@@ -17,7 +18,12 @@ measures, saving ``results/c_device/c_device.json`` and ``adaptation.png``:
 * self-contained: the firmware simulates the pendulum itself (RK4, PCG32 noise), 60 s;
 * adaptation: a field pretrained on the host keeps training on the device
   (``configs/pendulum_case_a_adapt_c.yaml``) while the damping changes from 0.40 to 0.55 at 60 s of
-  120 s: c_hat every 50 updates, the time to within 0.02 of 0.55, e_field against the new plant.
+  120 s: c_hat every 50 updates, the time to within 0.02 of 0.55, e_field against the new plant;
+* the other targets (rv32imafc/ilp32f, the ESP32-P4 class, where its tools are installed): memory,
+  instructions per update and per chunk (``-icount shift=0``, the ``minstret`` counter) and the
+  seed-0 replay against the host build, printed beside the Cortex-M4F's.
+
+Everything above but the last point runs on the Cortex-M4F.
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config, spec_from_run
 from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import build_firmware, export_result, run_firmware, sizes
+from microcontroller.target import CORTEX_M4, TARGETS, Target, build_firmware, export_result, run_firmware, sizes
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.data import StreamDataModule
 from torch_ude.training.outputs import to_jsonable
@@ -47,9 +53,9 @@ CPI = (1.0, 1.5, 2.0)
 MHZ = 240.0
 
 
-def measure_instructions(spec, elf, folder: Path) -> dict:
+def measure_instructions(elf, folder: Path, target: Target = CORTEX_M4) -> dict:
     """Instructions per update and per chunk (QEMU icount), and the projected time per update."""
-    run = run_firmware(elf, ["measure", "stream-seed0.bin"], cwd=folder, timeout_s=600, icount=True)
+    run = run_firmware(elf, ["measure", "stream-seed0.bin"], cwd=folder, timeout_s=600, icount=True, target=target)
     m = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk", run.output)
     if run.returncode != 0 or m is None:
         raise RuntimeError(f"the measure run failed:\n{run.output}")
@@ -59,21 +65,23 @@ def measure_instructions(spec, elf, folder: Path) -> dict:
             "projected_ms_per_chunk": {str(c): per_chunk * c / (MHZ * 1e3) for c in CPI}}
 
 
-def replay(folder: Path, seed: int) -> dict:
+def replay(folder: Path, seed: int, target: Target = CORTEX_M4) -> dict:
     """One replay on the emulated core with run seed ``seed`` (stream, initial weights and PCG32
     draws, compiled into its firmware), scored and compared with the host build."""
     spec = spec_from_config(CONFIG, ["--seed_everything", str(seed)])
-    elf = build_firmware(headers_for(spec))
+    elf = build_firmware(headers_for(spec), target=target)
     y, ticks, segment = golden_stream(spec, 60.0, spec.noise)
     write_stream(folder / f"stream-seed{seed}.bin", y, ticks, segment)
+    name = f"seed{seed}" + ("" if target is CORTEX_M4 else f"-{target.name}")
     t0 = time.perf_counter()
-    run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-seed{seed}.bin"], cwd=folder, timeout_s=600)
+    run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-{name}.bin"], cwd=folder, timeout_s=600,
+                       target=target)
     if run.returncode != 0:
-        raise RuntimeError(f"the replay of seed {seed} failed:\n{run.output}")
+        raise RuntimeError(f"the replay of seed {seed} on {target.name} failed:\n{run.output}")
     dm = StreamDataModule(spec.system, spec.case, duration=60.0, noise=spec.noise, seed=seed)
-    metrics, _ = export_result(spec, folder / f"result-seed{seed}.bin", folder / f"replay-seed{seed}",
-                               states=dm.evaluation_states(), extra={"seed": seed})
-    ema, _, _ = read_result(folder / f"result-seed{seed}.bin")
+    metrics, _ = export_result(spec, folder / f"result-{name}.bin", folder / f"replay-{name}",
+                               states=dm.evaluation_states(), extra={"seed": seed}, target=target)
+    ema, _, _ = read_result(folder / f"result-{name}.bin")
     host = CTrainer(spec)
     for part in chunks(ticks, round(spec.fs / spec.train_rate)):
         host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
@@ -126,6 +134,29 @@ def adaptation(folder: Path) -> dict:
             "e_field_visited_new_plant": metrics["e_field_visited"], "c_hat_new_plant": metrics["c_hat"]}
 
 
+def on_target(target: Target, folder: Path) -> dict:
+    """Memory, instructions (after the Cortex-M4F's seed-0 stream is written) and the seed-0
+    replay on a target other than the Cortex-M4F."""
+    elf = build_firmware(headers_for(spec_from_config(CONFIG)), target=target)
+    return {"sizes": sizes(elf, target), "instructions": measure_instructions(elf, folder, target),
+            "replay": replay(folder, 0, target)}
+
+
+def side_by_side(out: dict) -> str:
+    """A Markdown table of memory and instructions per update, one column a target."""
+    columns = {CORTEX_M4.name: out, **{name: out[name] for name in TARGETS if name in out}}
+    rows = [("tu_trainer bytes", lambda c: c["sizes"]["trainer"]),
+            (".data + .bss bytes", lambda c: c["sizes"]["data"] + c["sizes"]["bss"]),
+            (".text bytes", lambda c: c["sizes"]["text"]),
+            ("instructions per update", lambda c: c["instructions"]["instructions_per_update"]),
+            ("instructions per 40-sample chunk", lambda c: c["instructions"]["instructions_per_chunk"])]
+    lines = ["| | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines += [f"| {label} | " + " | ".join(f"{get(c):,}" for c in columns.values()) + " |" for label, get in rows]
+    lines.append("| ms per update at 240 MHz, CPI 1.5 | " + " | ".join(
+        f"{c['instructions']['projected_ms_per_update']['1.5']:.2f}" for c in columns.values()) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: see the module doc."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.c_device", description=__doc__.split("\n\n")[0])
@@ -137,9 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     spec = spec_from_config(CONFIG)
     elf = build_firmware(headers_for(spec))
     out = {"sizes": sizes(elf), "replay": [replay(folder, s) for s in args.seeds]}
-    out["instructions"] = measure_instructions(spec, elf, folder)
+    out["instructions"] = measure_instructions(elf, folder)
     out["self_contained"] = self_contained(spec, elf, folder)
     out["adaptation"] = adaptation(folder)
+    for target in TARGETS.values():
+        if target is not CORTEX_M4 and target.available():
+            out[target.name] = on_target(target, folder)
     r = out["replay"]
     print(f"memory: tu_trainer {out['sizes']['trainer']:,} bytes; .data + .bss {out['sizes']['data'] + out['sizes']['bss']:,}; "
           f".text {out['sizes']['text']:,}")
@@ -156,6 +190,12 @@ def main(argv: list[str] | None = None) -> None:
                    for k in ("seconds_to_within_0.02", "seconds_to_stay_within_0.02"))
     print(f"adaptation: within 0.02 of 0.55 {reach} (stays within it {stay}), final c_hat "
           f"{ad['final_c_hat']:.4f}, e_field_visited against the new plant {ad['e_field_visited_new_plant']:.5f}")
+    for name in TARGETS:
+        if name in out:
+            x = out[name]["replay"]
+            print(f"{name} replay (seed 0): e_field_visited {x['e_field_visited']:.5f}, c_hat {x['c_hat']:.4f}, "
+                  f"host vs device weights within {x['max_weight_difference_to_host']:.2g}")
+    print(side_by_side(out))
     print(f"saved in {save('c_device', to_jsonable(out))}")
 
 

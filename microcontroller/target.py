@@ -1,48 +1,116 @@
-"""The C trainer on an MCU-class core: firmware for QEMU's Cortex-M4F (mps2-an386).
+"""The C trainer on MCU-class cores: firmware for QEMU's Cortex-M4F and rv32imafc.
 
-`build_firmware` compiles the library, the support code (stream files, replay, on-device
-evaluation) and ``targets/cortex_m4`` with Debian's ``arm-none-eabi-gcc`` (hard float,
-newlib with rdimon semihosting); `run_firmware` runs it under ``qemu-system-arm`` with a
-time limit (a crashed firmware exits with status 3 through its fault handlers; a hang is
-cut by the limit). QEMU models no pipeline, caches or wait states: its instruction counts
-(``-icount shift=0``) are exact, cycle and time figures derived from them are estimates, and
-a Cortex-M4 stands in for the ESP32's Xtensa LX6.
+A `Target` describes one core: compiler, flags, link settings and the QEMU command. Three are
+defined: `CORTEX_M4` (mps2-an386, Debian's ``arm-none-eabi-gcc``, hard float, newlib with
+rdimon semihosting; a Cortex-M4 stands in for the ESP32's Xtensa LX6), `RV32` (rv32imafc/ilp32f
+on QEMU's ``virt`` machine, ``riscv64-unknown-elf-gcc`` with picolibc's semihosting: the ESP32-P4
+class, a RISC-V core with a single-precision FPU) and `RV32IMAC` (the same without the FPU,
+rv32imac/ilp32 with software floats: the ESP32-C3/C6 class). `build_firmware` compiles the
+library, the support code (stream files, replay, on-device evaluation), the shared firmware
+``targets/main.c`` and the target's ``targets/<folder>/startup.c``; `run_firmware` runs it
+under QEMU with a time limit (a crashed firmware exits with status 3 through its fault
+handler; a hang is cut by the limit). QEMU models no pipeline, caches or wait states: its
+instruction counts (``-icount shift=0``) are exact, cycle and time figures derived from them
+are estimates.
 """
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .build import ROOT, build
 
-__all__ = ["ARM_FLAGS", "build_firmware", "run_firmware", "FirmwareRun", "sizes", "export_result", "TARGET"]
+__all__ = ["Target", "CORTEX_M4", "RV32", "RV32IMAC", "TARGETS", "build_firmware", "run_firmware", "FirmwareRun", "sizes",
+           "export_result"]
 
-TARGET = ROOT / "targets" / "cortex_m4"
-ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-ffunction-sections",
-             "-fdata-sections"]
-ARM_CC = "arm-none-eabi-gcc"
-QEMU = "qemu-system-arm"
 SUPPORT = [ROOT / "support" / name for name in ("tu_stream_file.c", "tu_replay.c", "tu_eval.c", "tu_app.c")]
+TARGETS_DIR = ROOT / "targets"
 
 
-def _need(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise FileNotFoundError(f"{tool} is not installed; `make test` installs gcc-arm-none-eabi, "
-                                "libnewlib-arm-none-eabi and qemu-system-arm with apt-get.")
-    return path
+@dataclass(frozen=True)
+class Target:
+    """One MCU core under QEMU: how to build its firmware and how to run it.
+
+    Attributes:
+        name: its name in results and on the command line.
+        folder: the folder of its startup code under ``targets/``.
+        compiler: the C compiler; ``size`` and ``nm`` are found beside it (same prefix).
+        flags: compiler flags of every source (architecture, ABI, sections).
+        link_flags: flags of the final link (C library, linker script).
+        qemu: the emulator and its machine options, before ``-icount`` and semihosting.
+        program_name_arg: whether the semihosting command line starts with the program's name
+            (newlib's rdimon takes argv[0] from it; picolibc supplies its own).
+        packages: the Debian packages that provide the compiler and the emulator.
+    """
+
+    name: str
+    folder: str
+    compiler: str
+    flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+    qemu: tuple[str, ...]
+    program_name_arg: bool
+    packages: str
+
+    def tool(self, name: str) -> str:
+        """The path of one of the target's tools (``"size"``, ``"nm"``, the compiler, QEMU).
+
+        Raises:
+            FileNotFoundError: if it is not installed (the message names the packages).
+        """
+        tool = self.compiler.removesuffix("gcc") + name if name in ("size", "nm") else name
+        path = shutil.which(tool)
+        if path is None:
+            raise FileNotFoundError(f"{tool} is not installed; `make test` installs {self.packages} with apt-get.")
+        return path
+
+    def available(self) -> bool:
+        """Whether the compiler and the emulator are installed."""
+        return all(shutil.which(t) for t in (self.compiler, self.qemu[0]))
 
 
-def build_firmware(gen: str | Path, opt: str = "-O2") -> Path:
-    """Build ``app.elf`` for the mps2-an386 against the generated headers in ``gen`` (cached)."""
-    _need(ARM_CC)
-    return build(gen, "program", [*SUPPORT, TARGET / "startup.c", TARGET / "main.c"], compiler=ARM_CC, opt=opt,
-                 extra_flags=ARM_FLAGS,
-                 link_flags=["--specs=rdimon.specs", "-T", str(TARGET / "mps2_an386.ld"), "-Wl,--gc-sections",
-                             "-lm"])
+CORTEX_M4 = Target(
+    name="cortex_m4", folder="cortex_m4", compiler="arm-none-eabi-gcc",
+    flags=("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-ffunction-sections",
+           "-fdata-sections"),
+    link_flags=("--specs=rdimon.specs", "-T", str(TARGETS_DIR / "cortex_m4" / "mps2_an386.ld"), "-Wl,--gc-sections",
+                "-lm"),
+    qemu=("qemu-system-arm", "-M", "mps2-an386", "-cpu", "cortex-m4"), program_name_arg=True,
+    packages="gcc-arm-none-eabi, libnewlib-arm-none-eabi and qemu-system-arm")
+RV32 = Target(
+    name="rv32", folder="rv32", compiler="riscv64-unknown-elf-gcc",
+    flags=("-march=rv32imafc", "-mabi=ilp32f", "--specs=picolibc.specs", "-ffunction-sections", "-fdata-sections"),
+    link_flags=("--oslib=semihost", "--crt0=semihost", "-T", str(TARGETS_DIR / "rv32" / "virt.ld"),
+                "-Wl,--gc-sections", "-lm"),
+    qemu=("qemu-system-riscv32", "-M", "virt", "-cpu", "rv32", "-bios", "none"), program_name_arg=False,
+    packages="gcc-riscv64-unknown-elf, picolibc-riscv64-unknown-elf and qemu-system-misc")
+RV32IMAC = replace(RV32, name="rv32imac", flags=("-march=rv32imac", "-mabi=ilp32", *RV32.flags[2:]))
+#: The targets by name.
+TARGETS = {t.name: t for t in (CORTEX_M4, RV32, RV32IMAC)}
+
+
+def build_firmware(gen: str | Path, opt: str = "-O2", target: Target = CORTEX_M4) -> Path:
+    """Build ``app.elf`` for ``target`` against the generated headers in ``gen`` (cached).
+
+    Args:
+        gen: folder with ``tu_config.h``, ``tu_model_data.h`` and ``tu_plant_code.h``.
+        opt: optimization flag.
+        target: the core to build for.
+
+    Returns:
+        The path of the ELF file.
+
+    Raises:
+        FileNotFoundError: if the target's compiler is not installed.
+        microcontroller.build.BuildError: if the compiler fails (warnings are errors).
+    """
+    target.tool(target.compiler)
+    return build(gen, "program", [*SUPPORT, TARGETS_DIR / "main.c", TARGETS_DIR / target.folder / "startup.c"],
+                 compiler=target.compiler, opt=opt, extra_flags=[*target.flags, "-I", str(TARGETS_DIR)],
+                 link_flags=list(target.link_flags))
 
 
 @dataclass
@@ -54,37 +122,57 @@ class FirmwareRun:
     wall_s: float
 
 
-def run_firmware(elf: Path, args: list[str], cwd: str | Path, timeout_s: int = 300, icount: bool = False
-                 ) -> FirmwareRun:
-    """Run the firmware under QEMU with semihosting; ``args`` follow ``app.elf`` (paths relative
-    to ``cwd``); ``icount`` counts one instruction per ns of virtual time (and tells the
-    firmware so with ``--icount``: only then does it print instruction counts)."""
+def run_firmware(elf: Path, args: list[str], cwd: str | Path, timeout_s: int = 300, icount: bool = False,
+                 target: Target = CORTEX_M4) -> FirmwareRun:
+    """Run the firmware under QEMU with semihosting.
+
+    Args:
+        elf: the firmware of `build_firmware` for ``target``.
+        args: the firmware's arguments (after ``app.elf``; paths relative to ``cwd``).
+        cwd: the working directory of the firmware's files.
+        timeout_s: wall-clock seconds before the emulation is cut (status 124).
+        icount: count one instruction per ns of virtual time (``-icount shift=0``) and tell the
+            firmware so with ``--icount``: only then does it print instruction counts.
+        target: the core ``elf`` was built for.
+
+    Returns:
+        The exit status (0 done, 1 the trainer failed, 2 a bad file or usage, 3 a fault, 124
+        the time limit), stdout and stderr together, and the wall time in seconds.
+    """
     import time
 
-    _need(QEMU)
+    qemu = target.tool(target.qemu[0])
     args = ["--icount", *args] if icount else list(args)
-    semi = ",".join(["enable=on", "target=native", "arg=app.elf", *(f"arg={a.replace(',', ',,')}" for a in args)])
-    cmd = ["timeout", str(timeout_s), QEMU, "-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic", "-monitor", "none",
-           "-serial", "none", "-semihosting-config", semi, "-kernel", str(elf)]
-    if icount:
-        cmd[3:3] = ["-icount", "shift=0,align=off,sleep=off"]
+    semi = ",".join(["enable=on", "target=native", *(["arg=app.elf"] if target.program_name_arg else []),
+                     *(f"arg={a.replace(',', ',,')}" for a in args)])
+    cmd = ["timeout", str(timeout_s), qemu, *target.qemu[1:], *(["-icount", "shift=0,align=off,sleep=off"] if icount
+                                                                 else []),
+           "-nographic", "-monitor", "none", "-serial", "none", "-semihosting-config", semi, "-kernel", str(elf)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     return FirmwareRun(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0)
 
 
-def sizes(elf: Path) -> dict[str, int]:
-    """Section sizes (``text``, ``data``, ``bss``) and the size of the trainer instance (``trainer``)."""
-    out = subprocess.run([_need("arm-none-eabi-size"), "-A", str(elf)], capture_output=True, text=True,
-                         check=True).stdout
+def sizes(elf: Path, target: Target = CORTEX_M4) -> dict[str, int]:
+    """Section sizes and the size of the trainer instance of a firmware, bytes.
+
+    Returns:
+        ``text`` (code and constants, with picolibc's ``.init``; ``text + data`` is the flash),
+        ``data`` and ``bss`` (with the small-data sections ``.sdata`` and ``.sbss`` of RISC-V;
+        ``data + bss`` is the static RAM, the stack not counted) and ``trainer`` (the
+        ``tu_trainer`` instance).
+    """
+    out = subprocess.run([target.tool("size"), "-A", str(elf)], capture_output=True, text=True, check=True).stdout
     sec = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\.(\w+)\s+(\d+)", out, re.M)}
-    nm = subprocess.run([_need("arm-none-eabi-nm"), "-S", str(elf)], capture_output=True, text=True, check=True).stdout
+    nm = subprocess.run([target.tool("nm"), "-S", str(elf)], capture_output=True, text=True, check=True).stdout
     trainer = next(int(m.group(1), 16) for m in re.finditer(r"^[0-9a-f]+ ([0-9a-f]+) [bBdD] trainer$", nm, re.M))
-    return {"text": sec.get("text", 0), "data": sec.get("data", 0), "bss": sec.get("bss", 0), "trainer": trainer}
+    return {"text": sec.get("text", 0) + sec.get("init", 0), "data": sec.get("data", 0) + sec.get("sdata", 0),
+            "bss": sec.get("bss", 0) + sec.get("sbss", 0), "trainer": trainer}
 
 
 def export_result(spec, result_file: str | Path, folder: str | Path | None = None, system=None,
-                  states: dict | None = None, extra: dict | None = None) -> tuple[dict, "HybridField"]:
+                  states: dict | None = None, extra: dict | None = None, target: Target = CORTEX_M4
+                  ) -> tuple[dict, "HybridField"]:
     """Score the weights a firmware wrote, and (with ``folder``) export them like every trainer.
 
     Args:
@@ -95,6 +183,7 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
         states: ``{"grid", "visited"}`` states of the metrics (default: the plant's grid and its
             visited part).
         extra: further entries for ``metrics.json``.
+        target: the core that trained them (names the run: ``jet_matching_c_<name>``).
 
     Returns:
         The metrics (e_field, e_field_visited, c_hat, the firmware's report) and the field
@@ -124,7 +213,8 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
                     "reject_rate": None, "updates": report["updates"], "wall_s": None, "counters": report["counters"],
                     "report": report, **(extra or {})})
     if folder is not None:
-        outputs = RunOutputs(folder, "jet_matching_c_cortex_m4", system, spec.case, spec.seed, {"settings": spec.settings()})
+        outputs = RunOutputs(folder, f"jet_matching_c_{target.name}", system, spec.case, spec.seed,
+                             {"settings": spec.settings()})
         outputs.start()
         outputs.finish(field, metrics)
     return metrics, field
@@ -133,7 +223,7 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
 def main(argv: list[str] | None = None) -> int:
     """Command line: build the firmware for generated headers and run it under QEMU.
 
-    ``python -m microcontroller.target --gen DIR simulate result.bin 60`` (any firmware
+    ``python -m microcontroller.target [--target rv32] --gen DIR simulate result.bin 60`` (any firmware
     arguments after the options: ``replay STREAM RESULT``, ``measure STREAM`` with ``--icount``,
     ``simulate RESULT SECONDS [DAMPING AT [EVERY]]``). ``--stream FILE --config CONFIG`` writes
     the stream file of a config's simulated plant instead (for ``replay``). Paths are relative
@@ -144,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m microcontroller.target", description=main.__doc__.split("\n")[0])
     parser.add_argument("--gen", help="folder of tu_config.h and tu_model_data.h (python -m microcontroller.generate)")
+    parser.add_argument("--target", choices=sorted(TARGETS), default=CORTEX_M4.name,
+                        help="the core: cortex_m4 (mps2-an386), rv32 (rv32imafc on virt) or rv32imac (no FPU)")
     parser.add_argument("--cwd", default=".", help="working directory of the firmware's files")
     parser.add_argument("--icount", action="store_true", help="one instruction per ns of virtual time (measure)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds before the emulation is cut")
@@ -163,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.gen or not firmware_args:
         parser.error("give --gen DIR and the firmware's arguments (e.g. simulate result.bin 60).")
-    run = run_firmware(build_firmware(args.gen), firmware_args, cwd=args.cwd, timeout_s=args.timeout,
-                       icount=args.icount)
+    target = TARGETS[args.target]
+    run = run_firmware(build_firmware(args.gen, target=target), firmware_args, cwd=args.cwd, timeout_s=args.timeout,
+                       icount=args.icount, target=target)
     sys.stdout.write(run.output)
     return run.returncode
 

@@ -1,9 +1,14 @@
-/* Vector table and reset handler of the mps2-an386 (Cortex-M4F) firmware. The reset handler turns
- * on the FPU and hands over to newlib's rdimon crt0 (_start: .bss, semihosting stdio, argv, main,
- * exit). Every fault exits through semihosting with status 3, so a crashed firmware ends the
- * emulation instead of spinning forever. */
+/* Vector table, reset handler and timer of the mps2-an386 (Cortex-M4F) firmware. The reset handler
+ * turns on the FPU and hands over to newlib's rdimon crt0 (_start: .bss, semihosting stdio, argv,
+ * main, exit). Every fault exits through semihosting with status 3, so a crashed firmware ends the
+ * emulation instead of spinning forever. The timer is CMSDK APB timer 0 (25 MHz: 40 instructions
+ * a tick at QEMU's 1 GHz virtual clock under -icount shift=0). */
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "tu_target.h"
+
+#define TIMER0 ((volatile uint32_t *)0x40000000u) /* CMSDK APB timer 0: CTRL, VALUE, RELOAD */
 
 typedef void (*tu_vector)(void);
 
@@ -12,6 +17,21 @@ extern void _exit(int status); /* newlib's (rdimon: a semihosting exit) */
 extern void _start(void);
 void Reset_Handler(void);
 void Fault_Handler(void);
+
+const uint32_t tu_target_instructions_per_tick = 40u; /* 25 MHz timer, 1 GHz virtual clock */
+
+void tu_target_timer_start(void)
+{
+    TIMER0[0] = 0u;
+    TIMER0[2] = 0xFFFFFFFFu;
+    TIMER0[1] = 0xFFFFFFFFu;
+    TIMER0[0] = 1u;
+}
+
+uint64_t tu_target_timer_now(void)
+{
+    return 0xFFFFFFFFu - TIMER0[1]; /* it counts down */
+}
 
 void Reset_Handler(void)
 {

@@ -1,4 +1,6 @@
-/* torch-ude firmware for the Cortex-M4F of QEMU's mps2-an386 (semihosting for files and stdout).
+/* torch-ude firmware for an MCU core under QEMU (semihosting for files and stdout), shared by
+ * every target in targets/ (Cortex-M4F on mps2-an386, rv32imafc and rv32imac on virt); a target
+ * supplies the startup, the fault handling and the timer of tu_target.h.
  *
  *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream, write the weights
  *   app.elf [--icount] simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
@@ -7,11 +9,12 @@
  *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
- * time since the previous line read from CMSDK timer 0. `--icount` says that QEMU runs with
- * -icount shift=0 (microcontroller.target.run_firmware passes it): the timer then counts 40
- * instructions a tick, and the lines give instructions; without it the timer follows the
- * host's clock, the lines say "host-time timer ticks", and `measure` refuses to run. Exit
- * status: 0 done, 1 the trainer failed, 2 a file is missing or bad (or a usage error), 3 a fault. */
+ * time since the previous line read from the target's timer. `--icount` says that QEMU runs with
+ * -icount shift=0 (microcontroller.target.run_firmware passes it): the timer then counts
+ * instructions (tu_target_instructions_per_tick each tick), and the lines give instructions;
+ * without it the timer follows the host's clock, the lines say "host-time timer ticks", and
+ * `measure` refuses to run. Exit status: 0 done, 1 the trainer failed, 2 a file is missing or bad
+ * (or a usage error), 3 a fault. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,26 +23,11 @@
 #include "tu_eval.h"
 #include "tu_replay.h"
 #include "tu_stream_file.h"
+#include "tu_target.h"
 #include "tu_trainer.h"
 
-#define TIMER0 ((volatile uint32_t *)0x40000000u) /* CMSDK APB timer 0: CTRL, VALUE, RELOAD */
-#define TU_INSTRUCTIONS_PER_TICK 40u             /* 25 MHz timer, 1 GHz virtual clock */
-
 static tu_trainer trainer;
-static int icount; /* QEMU runs with -icount shift=0: timer ticks are 40 instructions each */
-
-static void timer_start(void)
-{
-    TIMER0[0] = 0u;
-    TIMER0[2] = 0xFFFFFFFFu;
-    TIMER0[1] = 0xFFFFFFFFu;
-    TIMER0[0] = 1u;
-}
-
-static uint32_t timer_now(void)
-{
-    return 0xFFFFFFFFu - TIMER0[1]; /* ticks since timer_start (it counts down) */
-}
+static int icount; /* QEMU runs with -icount shift=0: timer ticks count instructions */
 
 static void print_report(const char *what)
 {
@@ -63,7 +51,7 @@ static void print_report(const char *what)
 /* The timer's count since timer_start as instructions (under -icount) or as host-time ticks. */
 static uint64_t elapsed(void)
 {
-    return (uint64_t)timer_now() * (icount ? TU_INSTRUCTIONS_PER_TICK : 1u);
+    return tu_target_timer_now() * (icount ? tu_target_instructions_per_tick : 1u);
 }
 
 static const char *elapsed_unit(void)
@@ -106,7 +94,7 @@ static int replay(const char *stream, const char *result)
     uint64_t last = 0;
     tu_replay_result r;
     int ready;
-    timer_start();
+    tu_target_timer_start();
     tu_replay(&trainer, stream, TU_MAX_STEPS, &r, progress, 1000, &last);
     if (r.file != TU_FILE_END) {
         printf("error: %s: %s after %lu records\n", stream, tu_file_status_string(r.file), (unsigned long)r.records);
@@ -131,7 +119,7 @@ static int simulate(const char *result, float seconds, float damping_after, floa
     int ready;
     clock.now = elapsed;
     clock.unit = elapsed_unit();
-    timer_start();
+    tu_target_timer_start();
     tu_app_simulate(&trainer, seconds, damping_after, change_at, clock, report_every);
     ready = tu_trainer_ready(&trainer);
     if (ready < 0) {
@@ -167,26 +155,26 @@ static int measure(const char *stream)
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
     }
-    timer_start();
+    tu_target_timer_start();
     while (measured < 20 && (fs = tu_stream_file_next(&file, &tick, &segment, v)) == TU_FILE_OK) {
         ticks[count] = tick;
         segments[count] = segment;
         memcpy(y[count++], v, sizeof v);
         if (count == TU_TRAIN_EVERY) {
             const int timing = tu_trainer_ready(&trainer) > 0 && updates >= 50;
-            uint32_t t0 = timer_now();
+            uint64_t t0 = tu_target_timer_now();
             tu_trainer_push_chunk(&trainer, count, ticks, segments, &y[0][0], TU_N, &due);
             if (timing) {
-                chunk_sum += timer_now() - t0;
+                chunk_sum += tu_target_timer_now() - t0;
                 ++chunks;
             }
             while (due-- > 0) {
-                t0 = timer_now();
+                t0 = tu_target_timer_now();
                 if (tu_trainer_step(&trainer) == TU_OK) {
                     ++updates;
                 }
                 if (timing) {
-                    update_sum += timer_now() - t0;
+                    update_sum += tu_target_timer_now() - t0;
                     ++measured;
                 }
             }
@@ -199,8 +187,8 @@ static int measure(const char *stream)
         return 1;
     }
     printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks)\n",
-           (unsigned long)(update_sum * TU_INSTRUCTIONS_PER_TICK / (uint64_t)measured),
-           (unsigned long)(chunk_sum * TU_INSTRUCTIONS_PER_TICK / (uint64_t)chunks), TU_TRAIN_EVERY, measured, chunks);
+           (unsigned long)(update_sum * tu_target_instructions_per_tick / (uint64_t)measured),
+           (unsigned long)(chunk_sum * tu_target_instructions_per_tick / (uint64_t)chunks), TU_TRAIN_EVERY, measured, chunks);
     return 0;
 }
 
@@ -221,7 +209,7 @@ int main(int argc, char **argv)
         return measure(argv[2]);
     }
     if (argc == 2 && strcmp(argv[1], "fault") == 0) {
-        return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault */
+        return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault (Arm), an access fault (RISC-V) */
     }
 #if TU_SIM_PENDULUM
     if ((argc == 4 || argc == 6 || argc == 7) && strcmp(argv[1], "simulate") == 0) {
