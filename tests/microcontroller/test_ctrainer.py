@@ -1,14 +1,15 @@
 """The C trainer's Python binding (microcontroller.ctrainer.CTrainer) on what a long-running
 device meets: a calibration that fails (it stops, with the Python trainer's message), and a
-damaged checkpoint (refused; the instance is not used)."""
+damaged checkpoint (refused; the instance is not used); and a plant with a recorded input."""
 import lightning as L
 import numpy as np
 import pytest
 import torch
 
-from microcontroller.ctrainer import CTrainer
+from microcontroller.ctrainer import CTrainer, load_weights
 from microcontroller.generate import spec_from_config
 from microcontroller.training import CJetMatchingModule
+from tests.microcontroller.helpers import recorded_config
 from torch_ude.calibration import calibrate
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamSettings
@@ -107,3 +108,22 @@ def test_a_damaged_checkpoint_is_refused(spec):
         other.load_state_bytes(bytes(damaged))
     with pytest.raises(RuntimeError, match="uninitialized"):
         other.report()
+
+
+def test_the_binding_carries_recorded_inputs(tmp_path):
+    # a plant with a recorded torque (issue 32, item 2): samples are (q, qdot, tau); the report's input
+    # scales cover the three channels and load_weights gives the torque's to the field's input_scale
+    t = np.arange(0.0, 12.0, 0.01)
+    log = {"time": t, "position": np.sin(2 * t), "velocity": 2 * np.cos(2 * t), "torque": 0.3 * np.sin(1.3 * t)}
+    spec = spec_from_config(recorded_config(tmp_path, log, ["torque"], 100.0, "configs/pendulum_case_a.yaml"),
+                            [*SMALL, "--model.stream.calibration_s", "3.0"])
+    trainer = CTrainer(spec, build_root=tmp_path / "build")
+    y = np.column_stack([log["position"], log["velocity"], log["torque"]])
+    with pytest.raises(ValueError, match=r"push_chunk needs y of shape \(k, 3\)"):
+        trainer.push_chunk(y[:, :2], np.arange(len(t)))
+    trainer.push_chunk(y, np.arange(len(t)))
+    report = trainer.report()
+    assert report["calibrated"] and len(report["in_scale"]) == 3
+    assert report["in_scale"] == report["calibration"]["x_rms"]
+    field = load_weights(spec.field, trainer.weights(), report["in_scale"], report["out_scale"])
+    assert field.input_scale.tolist() == pytest.approx(report["in_scale"][2:])
