@@ -94,15 +94,17 @@ def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
 def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypatch):
-    # the default config holds the form that won on its validation files (issue 31: input-affine and, for the
-    # single pendulum, trained physical parameters); the _linear variant is the same run with the plain linear
-    # term and the known model's fixed parameters
+    # the default config holds the form that won on its validation files (issue 31: input-affine, trained physical
+    # parameters, and for the single pendulum and EMPS those parameters alone, physics_first: 1); the _linear
+    # variant is the same run with the plain linear term, a residual from the start and the known model's fixed
+    # parameters
     base, linear = (yaml.safe_load((ROOT / "configs" / f"{n}.yaml").read_text()) for n in (name, f"{name}_linear"))
     assert linear["model"]["init_args"].pop("linear") is True and "input_affine" not in linear["model"]["init_args"]
     assert "trainable" not in linear["data"]["init_args"]["known"]["init_args"]
     assert linear["trainer"].pop("default_root_dir") == f"runs/{name}_linear"
     base["trainer"].pop("default_root_dir")
-    for key in ("linear", "input_affine"):
+    assert "physics_first" not in linear["model"]["init_args"]
+    for key in ("linear", "input_affine", "physics_first"):
         base["model"]["init_args"].pop(key, None)
     base["data"]["init_args"]["known"]["init_args"].pop("trainable", None)
     assert linear == base
