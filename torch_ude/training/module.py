@@ -18,7 +18,7 @@ from ..calibration import Calibration, calibration_notes
 from ..envelope import DEFAULT_MARGIN, describe_envelope, envelope_from_span
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
-from ..physical import physical_report
+from ..physical import physical_report, refit_physical_parameters
 from ..prediction import held_out_metric
 from ..stream import StreamEstimator, StreamSettings, reject_rate
 from ..update import ExponentialAverage, apply_calibration, due_updates, flatten_parameters, jet_update, link_gradients
@@ -140,6 +140,14 @@ class JetMatchingModule(L.LightningModule):
             learning what is left. In [0, 1]; 1 trains the physical parameters alone for the whole
             run with the residual switched off (zero), a gray-box fit of the known model's form
             whose exported field is the physics alone (no residual check).
+        physics_refit: where the run exports its physics alone (``physics_first`` 1, or a residual
+            the check rejected) and the known model trains physical parameters, refit them at
+            the end to the exact minimum of the jet loss on the sample buffer, within their
+            bounds (`torch_ude.physical.refit_physical_parameters`): the run's own objective,
+            solved by least squares instead of ended at its minibatch descent (and, after a
+            rejected residual, without the residual that took a share of the physics). The
+            report (``metrics.json``: ``physics_refit``) holds the loss before and after and the
+            values it started from.
         stream: streaming-estimator settings (phase sampling, calibration, gates, buffer).
         batch_size: minibatch size (64; v1: 32).
         lr: Adam learning rate (initial value of the cosine schedule).
@@ -176,6 +184,7 @@ class JetMatchingModule(L.LightningModule):
                  periodic: bool = True, invariant: bool = True, envelope: bool | None = None,
                  envelope_margin: float = DEFAULT_MARGIN,
                  residual_check: bool = True, keep_rejected_residual: bool = False, physics_first: float = 0.25,
+                 physics_refit: bool = True,
                  stream: StreamSettings | None = None,
                  batch_size: int = 64, lr: float = 5e-3, lr_min: float = 5e-5,
                  schedule: Literal["cosine", "constant"] = "cosine", ema_decay: float | None = 0.995,
@@ -216,6 +225,9 @@ class JetMatchingModule(L.LightningModule):
         if isinstance(physics_first, bool) or not (isinstance(physics_first, (int, float)) and 0 <= physics_first <= 1):
             raise ValueError(f"model.physics_first must be a share of the updates in [0, 1]; got {physics_first!r}.")
         self.physics_first = float(physics_first)
+        if not isinstance(physics_refit, bool):
+            raise TypeError(f"model.physics_refit must be true or false; got {physics_refit!r}.")
+        self.physics_refit = physics_refit
         self.schedule, self.ema_decay, self.grad_clip = schedule, ema_decay, float(grad_clip)
         self.weight_decay, self.weight_decay_full_at = float(weight_decay), weight_decay_full_at
         self.lambda1, self.log_every, self.num_threads = float(lambda1), int(log_every), num_threads
@@ -627,17 +639,46 @@ class JetMatchingModule(L.LightningModule):
                 return physics, report
         return field, report
 
-    def physical_parameters(self, field: HybridField) -> dict | None:
-        """The trained physical parameters of ``field`` with their standard errors on the jets the
-        sample buffer holds (`torch_ude.physical.physical_report`); None when nothing is trained."""
+    def _buffer_jets(self, field: HybridField) -> tuple[torch.Tensor, ...] | None:
+        """The sample buffer's jets as ``(x, xdot, xddot)`` or, with inputs, ``(x, xdot, xddot, u,
+        udot)`` ((fill, n) and (fill, n_u) each); None without a filled buffer."""
         buffer = self.stream.buffer if isinstance(self.stream, StreamEstimator) else None
-        if not field.physical or buffer is None or buffer.fill == 0:
+        if buffer is None or buffer.fill == 0:
             return None
         jets, n = buffer.data[: buffer.fill], field.n_states
         if field.n_inputs:
-            return physical_report(field, self.loss, jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n],
-                                   jets[:, 0, n:], jets[:, 1, n:])
-        return physical_report(field, self.loss, jets[:, 0], jets[:, 1], jets[:, 2])
+            return jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n], jets[:, 0, n:], jets[:, 1, n:]
+        return jets[:, 0], jets[:, 1], jets[:, 2]
+
+    def physical_parameters(self, field: HybridField) -> dict | None:
+        """The trained physical parameters of ``field`` with their standard errors on the jets the
+        sample buffer holds (`torch_ude.physical.physical_report`); None when nothing is trained."""
+        jets = self._buffer_jets(field)
+        if not field.physical or jets is None:
+            return None
+        return physical_report(field, self.loss, *jets)
+
+    def refit_physics(self, field: HybridField) -> tuple[HybridField, dict | None]:
+        """``field`` (a physics-alone field) with its physical parameters refitted on the sample
+        buffer (``physics_refit``; `torch_ude.physical.refit_physical_parameters`), a copy.
+
+        Returns:
+            ``(field to export, report)``; ``(field, None)`` when the refit is off, the known model
+            trains nothing or the buffer is empty. The report adds the held-out errors before and
+            after (`held_out_errors` of the data module) where it has held-out data.
+        """
+        jets = self._buffer_jets(field)
+        if not self.physics_refit or not field.physical or jets is None:
+            return field, None
+        refit = copy.deepcopy(field)
+        report = refit_physical_parameters(refit, self.loss, *jets)
+        dm = self.trainer.datamodule
+        before = dm.held_out_errors(field) if hasattr(dm, "held_out_errors") else None
+        if before is not None:
+            metric = held_out_metric(before)
+            report.update({"metric": metric, "held_out_before": before[metric],
+                           "held_out_after": dm.held_out_errors(refit)[metric], "on": before["scored_on"]})
+        return refit, report
 
     def run_metrics(self) -> dict:
         """The keys every trainer reports in ``metrics.json``, plus stream diagnostics."""
@@ -729,11 +770,15 @@ class JetMatchingModule(L.LightningModule):
             raise RuntimeError(reason)
         envelope = self.install_envelope([self.field, self.averaged_field()])
         self.exported, check = self.check_residual(self.averaged_field())
+        rejected = self.exported is not self.averaged_field()
+        refit = None
+        if rejected or self.physics_only:
+            self.exported, refit = self.refit_physics(self.exported)
         metrics = self.run_metrics()
-        metrics.update({"envelope": envelope, "residual_check": check,
+        metrics.update({"envelope": envelope, "residual_check": check, "physics_refit": refit,
                         "physical_parameters": self.physical_parameters(self.exported)})
         degraded = self.quality_status(metrics)
-        status = "residual rejected" if self.exported is not self.averaged_field() else degraded
+        status = "residual rejected" if rejected else degraded
         paths = self.outputs.finish(self.exported, metrics, status)
         buffer = f"buffer {metrics['buffer_fill']}/{metrics['buffer_capacity']}" + (
             "" if metrics["buffer_full"] else " (never full: trained on what it held)")

@@ -144,6 +144,9 @@ def test_physics_first_one_fits_the_physics_alone_and_exports_no_residual(tmp_pa
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["residual_check"] is None and metrics["status"] != "residual rejected"
     assert abs(metrics["physical_parameters"]["viscous"]["value"] - 0.05) < 0.005
+    refit = metrics["physics_refit"]  # the exported physics is the least-squares optimum on the buffer
+    assert refit["loss_after"] <= refit["loss_before"] and refit["values_before"]["viscous"] != \
+        metrics["physical_parameters"]["viscous"]["value"]
     program, _ = load_field(tmp_path)
     x = torch.tensor([[0.3, 1.0, 0.5], [-2.0, -0.5, -1.5], [1.0, 4.0, 0.0]])
     physics = TorquePendulumModel(viscous=metrics["physical_parameters"]["viscous"]["value"])

@@ -1,2 +1,0 @@
-/* Forwards to the repository header (Arduino adds only src/ to the include path). */
-#include "../../../../support/tu_app.h"
