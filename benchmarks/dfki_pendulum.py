@@ -125,8 +125,10 @@ def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
     return out, field
 
 
-def _without_residual(model) -> HybridField:
-    """``model`` as a hybrid field whose residual is switched off (zero network)."""
+def configured_physics(model) -> HybridField:
+    """``model`` as a hybrid field whose residual is switched off (zero network) at the model's
+    configured constants: a model that trains physical parameters is reset to its configured
+    values (``theta`` zeroed), unlike `HybridField.without_residual`, which keeps trained ones."""
     field = HybridField(model)
     with torch.no_grad():
         for p in field.parameters_list():
@@ -136,7 +138,7 @@ def _without_residual(model) -> HybridField:
 
 def known_alone(dm) -> dict:
     """Prediction errors of f_known with the residual switched off (zero network)."""
-    return prediction_errors(_without_residual(copy.deepcopy(dm.system.known)), dm.val_logs, dm.horizons,
+    return prediction_errors(configured_physics(copy.deepcopy(dm.system.known)), dm.val_logs, dm.horizons,
                              periodic=dm.system.periodic)
 
 
@@ -157,7 +159,7 @@ def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoubl
 def lab_model(dm, config: Path) -> dict:
     """Prediction errors of the lab's whole identified model (friction and offset or rotor inertia included)."""
     model, value = reference_model(dm, config)
-    return prediction_errors(_without_residual(model), dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {
+    return prediction_errors(configured_physics(model), dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {
         "parameters": value}
 
 

@@ -46,7 +46,7 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.dfki_pendulum import (_without_residual, add_run_arguments, jet_matching, require_data,
+from benchmarks.dfki_pendulum import (configured_physics, add_run_arguments, jet_matching, require_data,
                                       residual_torques, rk4_baseline, summarize_seeds, torque_figure)
 from benchmarks.jet_runs import RESULTS, save
 from torch_ude.position_only import noise_gains
@@ -234,10 +234,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"difference {forces['rms_difference'][0]:.3f} N", flush=True)
             if seed == args.seeds[0]:
                 comparisons[method], simulations[method] = forces, score["series"]
-    alone = scores(_without_residual(dm.system.known), dm)
+    alone = scores(configured_physics(dm.system.known), dm)
     out["f_known_alone"] = {k: v for k, v in alone.items() if k != "series"}
     print(_line("f_known alone", alone), flush=True)
-    idim = scores(_without_residual(reference_model(dm, fit)), dm)
+    idim = scores(configured_physics(reference_model(dm, fit)), dm)
     out["idim_ls_model"] = {k: v for k, v in idim.items() if k != "series"}
     simulations["IDIM-LS model"] = idim["series"]
     print(_line("IDIM-LS model", idim), flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.dfki_pendulum import _without_residual, main, residual_torques
+from benchmarks.dfki_pendulum import configured_physics, main, residual_torques
 from torch_ude.cli import main as cli_main
 from torch_ude.systems import TorqueDoublePendulumModel
 from torch_ude.training import RecordedDataModule
@@ -50,7 +50,7 @@ def test_the_config_is_model_3_1_on_trajectories_00_to_04():
 def test_the_lab_friction_is_what_the_rigid_body_model_lacks():
     dm = _module(yaml.safe_load(CONFIG.read_text()))
     lab = TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.0_parameters.yml")
-    out = residual_torques(_without_residual(dm.system.known), lab, dm)
+    out = residual_torques(configured_physics(dm.system.known), lab, dm)
     assert out["rms_residual"] == [0.0, 0.0] and out["rms_difference"] == out["rms_reference"]
     # the Coulomb terms cf atan(100 q') dominate model 3.0's friction: |F| -> cf pi/2 = 0.146 and
     # 0.123 N m once |q'| >> 0.01 rad/s (b q' adds < 0.01 N m); its rotor inertia adds torque where

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.dfki_pendulum import _without_residual
+from benchmarks.dfki_pendulum import configured_physics
 from benchmarks.emps import BENCHMARK_IDIM, full_simulation, idim_ls, main, pulse_steps
 from torch_ude.prediction import rk4_input_rollout
 from torch_ude.recorded import RecordedLog
@@ -49,9 +49,9 @@ def test_the_full_simulation_of_the_model_that_made_a_record_is_exact_and_a_wron
     x = rk4_input_rollout(truth, torch.tensor([[0.0, 0.0]]), u.unsqueeze(1), 1.0 / fs)[:, 0]
     log = RecordedLog(fs=fs, names=("q", "q_dot", "u"), n_states=2,
                       segments=[torch.cat((x, u), dim=1).numpy()], starts=[0.0])
-    exact = full_simulation(_without_residual(truth), log)
+    exact = full_simulation(configured_physics(truth), log)
     assert exact["rms_q_m"] < 1e-12 and exact["r2_q"] == pytest.approx(1.0, abs=1e-12)
-    wrong = full_simulation(_without_residual(LinearAxisModel(mass=2.0, gain=1.0)), log)
+    wrong = full_simulation(configured_physics(LinearAxisModel(mass=2.0, gain=1.0)), log)
     q = log.segments[0][:, 0]
     err = wrong["series"]["simulated"] - q
     assert wrong["rms_q_mm"] == pytest.approx(1e3 * np.sqrt(np.mean(err**2)))
