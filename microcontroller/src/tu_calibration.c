@@ -1,4 +1,6 @@
 /* Calibration (Algorithm 1, lines 3-4), float32; the reference is torch_ude/calibration.py. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 
 #include "tu_calibration.h"

@@ -1,4 +1,6 @@
 /* Running-median misfit gate (Eq. 27). */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include "tu_gate.h"
 #include "tu_select.h"
 

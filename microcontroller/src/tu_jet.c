@@ -1,4 +1,6 @@
 /* Jet-matching gradient by a VJP and reverse mode over a JVP (Eq. 14-16), float32. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <stddef.h>
 
 #include "tu_jet.h"

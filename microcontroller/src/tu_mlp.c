@@ -1,6 +1,8 @@
 /* Hand-written derivatives of the tanh MLP, one sample, float32 (mirrors torch_ude/mlp.py).
  * Weight rows are read contiguously; every sum runs over its terms in the same order as the
  * reference (transposed products accumulate row by row, which keeps each sum's order). */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 #include <string.h>
 

@@ -1,4 +1,6 @@
 /* Clipping, AdamW, cosine schedule and EMA (torch's formulas, float32). */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 
 #include "tu_optim.h"

@@ -1,4 +1,6 @@
 /* PCG32 XSH-RR (O'Neill 2014); mirrored by torch_ude/prng.py. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 
 #include "tu_prng.h"

@@ -1,4 +1,6 @@
 /* Savitzky-Golay estimates, misfit and centre residual (Eq. 20-23, 27), float32. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 
 #include "tu_savgol.h"

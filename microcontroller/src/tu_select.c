@@ -1,4 +1,6 @@
 /* Quickselect (Hoare partition, middle pivot), in place. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include "tu_select.h"
 
 float tu_lower_median(float *values, int n)

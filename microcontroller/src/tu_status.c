@@ -1,4 +1,6 @@
 /* Human-readable status strings. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include "tu_status.h"
 
 int tu_status_is_calibration(tu_status status)

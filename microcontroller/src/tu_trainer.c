@@ -1,5 +1,7 @@
 /* The streaming trainer of Algorithm 1: stream ingestion, calibration hand-off, windows,
  * reservoir, updates. Float32, static memory; see tu_trainer.h. */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <float.h>
 #include <limits.h>
 #include <math.h>

@@ -1,4 +1,6 @@
 /* On-device training on the simulated pendulum (see tu_app.h). */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <stdio.h>
 
 #include "tu_app.h"

@@ -1,4 +1,6 @@
 /* Single-pendulum evaluation and simulation on the device (see tu_eval.h). */
+#include "tu_fp.h" /* first: no fused multiply-add in the library */
+
 #include <math.h>
 #include <string.h>
 
