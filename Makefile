@@ -9,9 +9,11 @@ STAMP  := $(VENV)/.installed
 # The C port's tests need clang-14 with libFuzzer, the Arm and RISC-V embedded gccs with their C
 # libraries (newlib, picolibc) and QEMU for both: Debian packages, installed once with apt-get
 # when missing (as root, or through sudo).
-C_TOOLS    := clang-14 arm-none-eabi-gcc qemu-system-arm riscv64-unknown-elf-gcc qemu-system-riscv32
+C_TOOLS    := clang-14 arm-none-eabi-gcc qemu-system-arm riscv64-unknown-elf-gcc qemu-system-riscv32 \
+              xtensa-lx106-elf-gcc
 C_PACKAGES := clang-14 libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm \
-              gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc
+              gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc \
+              gcc-xtensa-lx106 binutils-xtensa-lx106 picolibc-xtensa-lx106-elf
 
 .PHONY: demo test clean c-tools
 

@@ -10,7 +10,10 @@ named by the config's ``class_path``) for a fresh network seeded like every trai
 run folder (``field.pt`` + ``field.json`` of a jet-matching run, `microcontroller.run_folder`)
 to fine-tune it on the device, with the settings recorded in that run unless ``--config`` is
 also given. The headers are stamped with the generator, the torch-ude and torch versions and
-a hash of the settings (as CMSIS-NN's generated test headers are). Settings the C port cannot
+a hash of the settings (as CMSIS-NN's generated test headers are). ``--with-sources`` also copies
+the library's sources and headers and the on-device application (`library_files`) into the folder,
+which then builds on its own: an Arduino library's ``src/``, an ESP-IDF component
+(``microcontroller/esp32/README.md``). Settings the C port cannot
 run, and a trainer larger than the target's RAM (``--ram-budget BYTES``, default the
 Cortex-M4F firmware's, `microcontroller.memory`), are errors here, in one line, before any
 compiler sees them.
@@ -22,6 +25,7 @@ import hashlib
 import json
 import logging
 import math
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,13 +39,14 @@ from torch_ude.field import HybridField
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import System
 
+from .build import ROOT, library_sources
 from .headers import GENERATOR, headers_for, write_headers
 from .memory import default_ram_budget
 from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
 __all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "headers_for",
-           "main", "GENERATOR"]
+           "library_files", "copy_library", "main", "GENERATOR"]
 
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
 
@@ -306,6 +311,28 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
                               int(recorded["max_steps"]), int(sidecar["extra"].get("seed", 0)), f"run {folder}")
 
 
+def library_files() -> list[Path]:
+    """What a build needs beside the generated headers: the library's headers (``include/*.h``) and
+    sources (``src/*.c``), and the on-device application of the ESP32 projects (``support/tu_app``
+    and ``support/tu_eval``, ``.h`` and ``.c``), sorted by name; no two share a name."""
+    app = [ROOT / "support" / f"{stem}{ext}" for stem in ("tu_app", "tu_eval") for ext in (".h", ".c")]
+    return sorted([*(ROOT / "include").glob("*.h"), *library_sources(), *app], key=lambda p: p.name)
+
+
+def copy_library(out: str | Path) -> list[Path]:
+    """Copy `library_files` into the folder ``out`` (created if missing; one flat folder, as an
+    Arduino library's ``src/`` and an ESP-IDF component hold them). With the generated headers
+    beside them the folder compiles on its own: every ``#include`` of these files names a file in it
+    or a C library header.
+
+    Returns:
+        The paths written, sorted by name.
+    """
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copyfile(src, folder / src.name)) for src in library_files()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: see the module doc and ``--help``. An error of a setting or a file is one
     line ``microcontroller.generate: error: ...`` and exit status 2."""
@@ -318,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ram-budget", type=int, default=None, metavar="BYTES",
                         help="static RAM the trainer may take on the target (default: the Cortex-M4F firmware's "
                              "RAM less its stack and buffers)")
+    parser.add_argument("--with-sources", action="store_true",
+                        help="also copy the library's sources and headers and the on-device application into --out, "
+                             "so that the folder builds on its own (an Arduino library's src/, an ESP-IDF component)")
     args, overrides = parser.parse_known_args(argv)
     args.overrides = overrides  # anything else is a LightningCLI override of --config, e.g. --data.noise 0.02
     if not (args.config or args.run):
@@ -329,13 +359,15 @@ def main(argv: list[str] | None = None) -> int:
         spec = spec_from_run(args.run, args.config, args.overrides) if args.run else \
             spec_from_config(args.config, args.overrides)
         paths = write_headers(spec, args.out, budget)
+        copied = copy_library(args.out) if args.with_sources else []
     except USER_ERRORS as exc:
         err = user_error(exc)
         if err is None:
             raise
         print(f"microcontroller.generate: error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
-    print(f"wrote {', '.join(str(p) for p in paths)} (settings hash {spec.config_hash()})")
+    also = f" and {len(copied)} files of the library beside them" if copied else ""
+    print(f"wrote {', '.join(str(p) for p in paths)}{also} (settings hash {spec.config_hash()})")
     return 0
 
 

@@ -3,7 +3,7 @@
 #define ARDUINO_H
 #include <stdint.h>
 #include <stdio.h>
-unsigned long micros(void);
+void delay(uint32_t ms);
 struct HardwareSerialStub {
     void begin(unsigned long) {}
     template <typename... A> int printf(const char *f, A... a) { return ::printf(f, a...); }
