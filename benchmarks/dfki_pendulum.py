@@ -26,10 +26,13 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
   3.1): the lab's model 3.0 (model_3.0_parameters.yml: viscous and Coulomb friction and
   rotor inertia added).
 
-Each learned residual is compared with the reference on the validation logs' visited states
-(measured states, recorded torques) in joint torques: the residual's torque ``M(q) N(x, u)``
-(``M`` the known model's mass matrix, the inverse of its input Jacobian's acceleration
-rows) against the reference's ``M(q) (f_ref - f_known)`` (friction, offset, rotor inertia),
+What each model learned over f_known is compared with the reference on the validation logs'
+visited states (measured states, recorded torques) in joint torques: ``M(q) (F(x, u) -
+f_known(x, u))``, the learned residual plus any change of trained physical parameters (the
+residual alone where the physics is fixed; the physics alone for a config with
+``model.physics_first: 1``; ``M`` the known model's mass matrix at its configured constants,
+the inverse of its input Jacobian's acceleration rows) against the reference's ``M(q) (f_ref -
+f_known)`` (friction, offset, rotor inertia),
 RMS per joint and the RMS of the difference; for the double pendulum also against model
 3.0's friction torque ``-F(q')`` alone. Plotted per joint over the joint velocity
 (residual_torque.png).
@@ -178,7 +181,8 @@ def _torque(known, x: torch.Tensor, u: torch.Tensor, accel: torch.Tensor) -> tor
 
 
 def residual_torques(field: HybridField, reference, dm) -> dict:
-    """The residual's joint torques against the reference's on the validation states (module doc).
+    """The joint torques ``field`` adds to the configured f_known (its residual and any trained change
+    of its physical parameters) against the reference's on the validation states (module doc).
 
     Returns:
         Per joint (lists): ``rms_residual``, ``rms_reference`` (``M (f_ref - f_known)``),
@@ -190,7 +194,8 @@ def residual_torques(field: HybridField, reference, dm) -> dict:
     x, u = _visited(dm)
     n_u = u.shape[1]
     with torch.no_grad():
-        accel = field.residual(x.to(field.dtype), u.to(field.dtype))[:, -n_u:].to(torch.float64)
+        learned = field.evaluate(x.to(field.dtype), u.to(field.dtype)).to(torch.float64) - known(x, u)
+        accel = learned[:, -n_u:]
         res = _torque(known, x, u, accel)
         ref = _torque(known, x, u, (reference(x, u) - known(x, u))[:, -n_u:])
 
