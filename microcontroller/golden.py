@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from torch_ude.calibration import noise_adaptive_weight_decay
+from torch_ude.field import HybridField
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
 from torch_ude.prng import STREAM_BATCH, Pcg32
@@ -27,9 +29,10 @@ from torch_ude.stream import StreamEstimator
 from torch_ude.training.data import StreamDataModule
 from torch_ude.update import apply_calibration, due_updates, jet_update
 
-from .generate import DeviceSpec
+from .generate import DeviceSpec, _quiet_cli
 
-__all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "golden_stream", "run_goldens"]
+__all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "data_module", "data_stream", "golden_stream",
+           "run_goldens"]
 
 F32 = torch.float32
 
@@ -130,6 +133,8 @@ class ReferenceRun:
         ema_weights: the EMA weights (the raw ones without EMA), flat float32 array.
         raw_weights: the raw weights, flat float32 array.
         updates: updates made; skipped: updates skipped.
+        field: the trained float32 field with the EMA weights (the raw ones without EMA) and the
+            calibrated scales: the Python trainer's model, to score beside the C trainer's.
     """
 
     stream: StreamEstimator
@@ -137,6 +142,7 @@ class ReferenceRun:
     raw_weights: np.ndarray
     updates: int
     skipped: int
+    field: HybridField
 
 
 def chunks(ticks: np.ndarray, train_every: int) -> list[slice]:
@@ -207,23 +213,47 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
         if attempts > 2 * spec.max_steps:
             break
     flat = lambda f: torch.cat([p.detach().flatten() for p in f.parameters_list()]).numpy()  # noqa: E731
-    return ReferenceRun(est, flat(field if ema is None else ema.module), flat(field), updates, skipped)
+    final = field if ema is None else ema.module
+    return ReferenceRun(est, flat(final), flat(field), updates, skipped, final)
 
 
-def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, seed: int | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The simulated sensor stream of a trainer with these settings (the data module's chunks, joined).
+def data_module(config: str | Path, overrides: list[str] | None = None):
+    """The data module a ``torch-ude`` config builds (with CLI overrides), as ``torch-ude fit`` builds it:
+    the plant or the recorded logs of `microcontroller.generate.spec_from_config`'s settings."""
+    from torch_ude.cli import main
+
+    with _quiet_cli():
+        return main(["--config", str(config), *(overrides or [])], run=False).datamodule
+
+
+def data_stream(dm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A data module's whole training stream, its chunks joined: what a trainer fed by ``dm`` sees.
+
+    Args:
+        dm: a `torch_ude.training.StreamDataModule` (a simulated plant) or
+            `torch_ude.training.RecordedDataModule` (recorded logs resampled onto ``fs``) before
+            its first chunk.
 
     Returns:
-        ``(y (k, n) float64, ticks (k,) int64, segment (k,) int64)``.
+        ``(y (k, n + n_u) float64: the states, then the recorded inputs, ticks (k,) int64, segment (k,) int64)``.
     """
-    dm = StreamDataModule(spec.system, spec.case, duration=duration, fs=spec.fs, noise=noise,
-                          train_rate=spec.train_rate, faults=faults, seed=spec.seed if seed is None else seed)
     parts = []
     while dm.live:
         c = dm.next_chunk()
         parts.append((c["y"].numpy(), c["ticks"].numpy(), c["segment"].numpy()))
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, seed: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The simulated sensor stream of a trainer with these settings (`data_stream` of its data module).
+
+    Returns:
+        ``(y (k, n) float64, ticks (k,) int64, segment (k,) int64)``.
+    """
+    return data_stream(StreamDataModule(spec.system, spec.case, duration=duration, fs=spec.fs, noise=noise,
+                                        train_rate=spec.train_rate, faults=faults,
+                                        seed=spec.seed if seed is None else seed))
 
 
 def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> dict[str, np.ndarray]:

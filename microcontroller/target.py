@@ -171,7 +171,7 @@ def sizes(elf: Path, target: Target = CORTEX_M4) -> dict[str, int]:
 
 
 def export_result(spec, result_file: str | Path, folder: str | Path | None = None, system=None,
-                  states: dict | None = None, extra: dict | None = None, target: Target = CORTEX_M4
+                  states: dict | None = None, extra: dict | None = None, target: Target = CORTEX_M4, data=None
                   ) -> tuple[dict, "HybridField"]:
     """Score the weights a firmware wrote, and (with ``folder``) export them like every trainer.
 
@@ -184,10 +184,15 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
             visited part).
         extra: further entries for ``metrics.json``.
         target: the core that trained them (names the run: ``jet_matching_c_<name>``).
+        data: the data module of recorded logs the stream came from (a
+            `torch_ude.training.RecordedDataModule`): the field is then scored by its ``evaluate``
+            (one-step and open-loop prediction errors on its validation logs, `torch_ude.prediction`)
+            instead of the field error of a simulated plant, and its settings go into ``field.json``,
+            so ``torch-ude score FOLDER --files LOG`` reads logs with the run's columns.
 
     Returns:
-        The metrics (e_field, e_field_visited, c_hat, the firmware's report) and the field
-        (float64, EMA weights).
+        The metrics (e_field, e_field_visited, c_hat, or a recorded log's prediction errors; the
+        firmware's report) and the field (float64, EMA weights).
     """
     import torch
 
@@ -200,21 +205,24 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
 
     system = system or spec.system
     ema, _, report_bytes = read_result(result_file)
-    report = report_dict(report_type(spec.field.n_states).from_buffer_copy(report_bytes))
+    report = report_dict(report_type(spec.field.n_states, spec.field.n_inputs).from_buffer_copy(report_bytes))
     field = HybridField.from_seed(spec.system.known_field(spec.case), spec.seed, hidden=spec.field.mlp.sizes[1:-1])
     load_weights(field, ema, report["in_scale"], report["out_scale"])
-    if states is None:
-        grid = system.evaluation_grid()
-        states = {"grid": grid, "visited": grid[system.visited_region(grid)]}
     with torch.no_grad():
-        metrics = evaluate_field(field.evaluate, system, spec.case, states)
+        if data is not None:
+            metrics = data.evaluate(field)
+        else:
+            if states is None:
+                grid = system.evaluation_grid()
+                states = {"grid": grid, "visited": grid[system.visited_region(grid)]}
+            metrics = evaluate_field(field.evaluate, system, spec.case, states)
     cal = report["calibration"] or {}
     metrics.update({"sigma_hat": cal.get("sigma"), "m": cal.get("m"), "lambda2": cal.get("lambda2"),
                     "reject_rate": None, "updates": report["updates"], "wall_s": None, "counters": report["counters"],
                     "report": report, **(extra or {})})
     if folder is not None:
-        outputs = RunOutputs(folder, f"jet_matching_c_{target.name}", system, spec.case, spec.seed,
-                             {"settings": spec.settings()})
+        config = {"settings": spec.settings(), **({"data": data.config()} if data is not None else {})}
+        outputs = RunOutputs(folder, f"jet_matching_c_{target.name}", system, spec.case, spec.seed, config)
         outputs.start()
         outputs.finish(field, metrics)
     return metrics, field

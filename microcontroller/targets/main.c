@@ -2,10 +2,12 @@
  * every target in targets/ (Cortex-M4F on mps2-an386, rv32imafc and rv32imac on virt); a target
  * supplies the startup, the fault handling and the timer of tu_target.h.
  *
- *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream, write the weights
+ *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream (TU_CH channels a sample:
+ *                                              the states, then the recorded inputs), write the weights
  *   app.elf [--icount] simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
  *                                              train on the firmware's own simulated pendulum
- *   app.elf --icount measure STREAM_FILE       instructions per update and per chunk of stream
+ *   app.elf --icount measure STREAM_FILE       instructions per update (early and steady state) and per
+ *                                              chunk of stream
  *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
@@ -22,6 +24,7 @@
 #include "tu_app.h"
 #include "tu_eval.h"
 #include "tu_replay.h"
+#include "tu_select.h"
 #include "tu_stream_file.h"
 #include "tu_target.h"
 #include "tu_trainer.h"
@@ -131,19 +134,74 @@ static int simulate(const char *result, float seconds, float damping_after, floa
 }
 #endif
 
-/* Instructions of the stream work of one chunk (one training tick) and of one update, over 20 of
- * each once the reservoir is full and 50 updates were made. */
+/* The steady-state window of `measure`: the last updates of the run, at most this many. */
+#define TU_STEADY_WINDOW 1000
+
+/* What `measure` counts, in timer ticks. */
+typedef struct {
+    uint64_t chunk_sum, update_sum; /* the early window's chunks and updates */
+    int chunks, early;
+    int32_t updates;                /* updates made (skipped ones not counted) */
+    int32_t first;                  /* the steady-state window: updates first..TU_MAX_STEPS */
+    float steady[TU_STEADY_WINDOW]; /* their ticks */
+} tu_measure;
+
+/* Whether the next chunk and update fall into the early window: updates 51-70, the reservoir full. */
+static int early_window(const tu_measure *m)
+{
+    return m->updates >= 50 && m->early < 20;
+}
+
+/* One update, timed; returns its status. */
+static tu_status timed_update(tu_measure *m)
+{
+    const int early = early_window(m);
+    const uint64_t t0 = tu_target_timer_now();
+    const tu_status st = tu_trainer_step(&trainer);
+    const uint64_t ticks = tu_target_timer_now() - t0;
+    if (st == TU_OK) {
+        if (early) {
+            m->update_sum += ticks;
+            ++m->early;
+        }
+        if (++m->updates >= m->first && m->updates <= TU_MAX_STEPS) { /* a long stream may train past it live */
+            m->steady[m->updates - m->first] = (float)ticks;
+        }
+    }
+    return st;
+}
+
+/* One chunk of stream pushed (timed) and its due updates made. */
+static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const int32_t *segments, const float *y)
+{
+    int due = 0;
+    const int early = early_window(m);
+    const uint64_t t0 = tu_target_timer_now();
+    tu_trainer_push_chunk(&trainer, count, ticks, segments, y, TU_CH, &due);
+    if (early) {
+        m->chunk_sum += tu_target_timer_now() - t0;
+        ++m->chunks;
+    }
+    while (due-- > 0) {
+        (void)timed_update(m);
+    }
+}
+
+/* Instructions of one update and of the stream work of one chunk (one training tick, TU_CH channels
+ * a sample: the states, then the recorded inputs). The stream is driven as `replay` drives it
+ * (chunks of one training tick, the due updates after each, then updates on the reservoir until
+ * TU_MAX_STEPS) with the timer read around every push and update. Early figures: the means over
+ * updates 51-70 (the reservoir full) and the chunks before them; steady state: the median over the
+ * last min(TU_STEADY_WINDOW, TU_MAX_STEPS / 2) updates of the run. Its counts live on the stack: they
+ * are not part of the firmware's static memory. */
 static int measure(const char *stream)
 {
+    tu_measure m;
     tu_stream_file file;
-    int64_t ticks[TU_TRAIN_EVERY];
-    int32_t segments[TU_TRAIN_EVERY];
-    float y[TU_TRAIN_EVERY][TU_N];
-    uint64_t chunk_sum = 0, update_sum = 0;
-    int count = 0, measured = 0, due, chunks = 0, updates = 0;
-    int64_t tick;
-    int32_t segment;
-    float v[TU_N];
+    int64_t ticks[TU_TRAIN_EVERY], tick = 0, block = 0;
+    int32_t segments[TU_TRAIN_EVERY], segment = 0, attempts;
+    float y[TU_TRAIN_EVERY][TU_CH], v[TU_CH];
+    int count = 0;
     tu_file_status fs;
     if (!icount) {
         printf("error: measure counts instructions, which the timer gives only under QEMU's -icount shift=0: "
@@ -155,40 +213,45 @@ static int measure(const char *stream)
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
     }
+    memset(&m, 0, sizeof m);
+    m.first = TU_MAX_STEPS - (TU_MAX_STEPS / 2 < TU_STEADY_WINDOW ? TU_MAX_STEPS / 2 : TU_STEADY_WINDOW) + 1;
     tu_target_timer_start();
-    while (measured < 20 && (fs = tu_stream_file_next(&file, &tick, &segment, v)) == TU_FILE_OK) {
+    for (;;) {
+        fs = tu_stream_file_next(&file, &tick, &segment, v);
+        if (count > 0 && (fs != TU_FILE_OK || tick / TU_TRAIN_EVERY != block || count == TU_TRAIN_EVERY)) {
+            timed_chunk(&m, count, ticks, segments, &y[0][0]);
+            count = 0;
+        }
+        if (fs != TU_FILE_OK) {
+            break;
+        }
+        block = tick / TU_TRAIN_EVERY;
         ticks[count] = tick;
         segments[count] = segment;
         memcpy(y[count++], v, sizeof v);
-        if (count == TU_TRAIN_EVERY) {
-            const int timing = tu_trainer_ready(&trainer) > 0 && updates >= 50;
-            uint64_t t0 = tu_target_timer_now();
-            tu_trainer_push_chunk(&trainer, count, ticks, segments, &y[0][0], TU_N, &due);
-            if (timing) {
-                chunk_sum += tu_target_timer_now() - t0;
-                ++chunks;
-            }
-            while (due-- > 0) {
-                t0 = tu_target_timer_now();
-                if (tu_trainer_step(&trainer) == TU_OK) {
-                    ++updates;
-                }
-                if (timing) {
-                    update_sum += tu_target_timer_now() - t0;
-                    ++measured;
-                }
-            }
-            count = 0;
-        }
     }
     tu_stream_file_close(&file);
-    if (measured == 0 || chunks == 0) {
-        printf("error: the stream did not fill the reservoir and reach 50 updates\n");
+    if (fs != TU_FILE_END) {
+        printf("error: %s: %s\n", stream, tu_file_status_string(fs));
+        return 2;
+    }
+    for (attempts = 0; m.updates < TU_MAX_STEPS && attempts < 2 * TU_MAX_STEPS; ++attempts) {
+        if (timed_update(&m) < 0) {
+            break; /* too few jets, a failed calibration: the check below reports it */
+        }
+    }
+    if (m.early < 20 || m.chunks == 0 || m.updates < TU_MAX_STEPS) {
+        printf("error: %ld updates of %ld made: the stream did not fill the reservoir and reach 70 updates, or the "
+               "reservoir replay stopped\n", (long)m.updates, (long)TU_MAX_STEPS);
         return 1;
     }
-    printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks)\n",
-           (unsigned long)(update_sum * tu_target_instructions_per_tick / (uint64_t)measured),
-           (unsigned long)(chunk_sum * tu_target_instructions_per_tick / (uint64_t)chunks), TU_TRAIN_EVERY, measured, chunks);
+    printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks); "
+           "steady state: %lu instructions per update (median of updates %ld-%ld)\n",
+           (unsigned long)(m.update_sum * tu_target_instructions_per_tick / (uint64_t)m.early),
+           (unsigned long)(m.chunk_sum * tu_target_instructions_per_tick / (uint64_t)m.chunks), TU_TRAIN_EVERY, m.early,
+           m.chunks,
+           (unsigned long)((uint64_t)tu_lower_median(m.steady, TU_MAX_STEPS - m.first + 1) * tu_target_instructions_per_tick),
+           (long)m.first, (long)TU_MAX_STEPS);
     return 0;
 }
 

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["recorded_config"]
+from tests.torch_ude.helpers import forced_pendulum_log
+
+__all__ = ["recorded_config", "forced_log", "LOG_FS"]
 
 REPO = Path(__file__).resolve().parents[2]
+#: the rate of `forced_log`, Hz
+LOG_FS = 500.0
 
 
 def recorded_config(folder: Path, columns: dict[str, np.ndarray], inputs: list[str], fs: float, base: str) -> Path:
@@ -39,3 +43,19 @@ def recorded_config(folder: Path, columns: dict[str, np.ndarray], inputs: list[s
             train_rate: 25.0
         """))
     return config
+
+
+def forced_log(folder: Path, duration: float) -> tuple[Path, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A config of `TorquePendulumModel` (state (q, qdot), input torque) on a simulated forced-pendulum log
+    of ``duration`` s at `LOG_FS` (`recorded_config`, the settings of ``configs/pendulum_case_a.yaml``), and
+    that log as the device's stream: ``y`` (k, 3) with the columns q (rad), qdot (rad/s), torque (N m),
+    ``ticks`` (k,) and ``segment`` (k,), with three dropped samples (bridged), a dropout of 40 (a new
+    segment) and two NaN torques."""
+    log = forced_pendulum_log(duration=duration, fs=LOG_FS, noise=1e-3)
+    y = np.column_stack([log["position"], log["velocity"], log["torque"]])
+    columns = {"time": np.arange(len(y)) / LOG_FS, "position": y[:, 0], "velocity": y[:, 1], "torque": y[:, 2]}
+    config = recorded_config(folder, columns, ["torque"], LOG_FS, "configs/pendulum_case_a.yaml")
+    ticks = np.arange(len(y))
+    y[[2100, 3300], 2] = np.nan
+    keep = ~np.isin(ticks, [1500, 1501, 1502, *range(4000, 4040)])
+    return config, (y[keep], ticks[keep], np.zeros(int(keep.sum()), dtype=np.int64))

@@ -11,9 +11,7 @@ a failed calibration, damaged checkpoints), and prints ``N passed, N failed``.
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from microcontroller.build import ROOT, build
@@ -21,8 +19,7 @@ from microcontroller.files import write_golden, write_stream
 from microcontroller.generate import spec_from_config, write_headers
 from microcontroller.golden import golden_stream, run_goldens, stage_goldens
 from microcontroller.memory import static_bytes
-from tests.microcontroller.helpers import recorded_config
-from tests.torch_ude.helpers import forced_pendulum_log
+from tests.microcontroller.helpers import forced_log
 from torch_ude.systems import SensorFaults
 
 SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]
@@ -43,21 +40,6 @@ CASES = {
     # recorded inputs (issue 32, item 2): the DFKI pendulum's known model driven by a logged torque
     "torque_pendulum": ("forced log", [*SMALL, "--trainer.max_steps", "400"], 12.0),  # 212 updates live
 }
-LOG_FS = 500.0
-
-
-def _forced_log(folder: Path, duration: float) -> tuple[Path, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """A config of `TorquePendulumModel` (state (q, qdot), input torque) on a simulated forced-pendulum log,
-    and that log as the device's stream (columns q, qdot, torque) with three dropped samples (bridged),
-    a dropout of 40 (a new segment) and two NaN torques."""
-    log = forced_pendulum_log(duration=duration, fs=LOG_FS, noise=1e-3)
-    y = np.column_stack([log["position"], log["velocity"], log["torque"]])
-    columns = {"time": np.arange(len(y)) / LOG_FS, "position": y[:, 0], "velocity": y[:, 1], "torque": y[:, 2]}
-    config = recorded_config(folder, columns, ["torque"], LOG_FS, "configs/pendulum_case_a.yaml")
-    ticks = np.arange(len(y))
-    y[[2100, 3300], 2] = np.nan
-    keep = ~np.isin(ticks, [1500, 1501, 1502, *range(4000, 4040)])
-    return config, (y[keep], ticks[keep], np.zeros(int(keep.sum()), dtype=np.int64))
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]
 
@@ -67,7 +49,7 @@ def case(request, tmp_path_factory):
     config, overrides, duration = CASES[request.param]
     folder = tmp_path_factory.mktemp(request.param)
     if config == "forced log":
-        config, (y, ticks, segment) = _forced_log(folder, duration)
+        config, (y, ticks, segment) = forced_log(folder, duration)
         spec = spec_from_config(config, overrides)
     else:
         spec = spec_from_config(config, overrides)

@@ -1,0 +1,105 @@
+"""A recorded log with inputs replayed to the firmware under QEMU (issue 32, items 2-4).
+
+A sample of the stream file has TU_CH = TU_N + TU_NU channels: the states, then the recorded inputs.
+
+* A simulated forced-pendulum log (a torque input, dropped samples, a dropout, NaN torques) on each
+  core with a single-precision FPU: the firmware trains the weights of the host build of the same
+  sources, and ``measure`` counts the instructions of an update with the input (early and steady state).
+* The DFKI pendulum's real logs (``configs/dfki_pendulum_c.yaml`` at 700 updates: the 674 the 54 s of
+  logs make live, then the reservoir; skipped without ``../shared/data/dfki_pendulum``): the field the
+  Cortex-M4F trains scores within 10 % of the float32 Python trainer's on the same samples with the
+  same seed (`microcontroller.golden.reference_run`) on the validation log ``ddp.csv`` (1 s open-loop
+  NRMSE, the data module's prediction errors, `torch_ude.prediction`), and ``torch-ude score`` gives the
+  same score from the run folder the device's weights were exported to.
+"""
+import re
+
+import numpy as np
+import pytest
+
+from microcontroller.ctrainer import CTrainer
+from microcontroller.files import read_result, write_stream
+from microcontroller.generate import headers_for, spec_from_config
+from microcontroller.golden import chunks, data_module, data_stream, reference_run
+from microcontroller.target import CORTEX_M4, RV32, build_firmware, export_result, run_firmware
+from tests.microcontroller.helpers import REPO, forced_log
+from torch_ude.score import score
+
+SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0",
+         "--model.stream.m_max", "50", "--trainer.max_steps", "400"]
+DFKI = REPO.parent / "shared" / "data" / "dfki_pendulum"
+DFKI_CONFIG = "configs/dfki_pendulum_c.yaml"
+DFKI_STEPS = ["--trainer.max_steps", "700"]  # >= the live updates: beyond max_steps the C trainer holds lr_min
+
+
+@pytest.fixture(scope="module", params=[pytest.param(t, id=t.name, marks=[] if t is CORTEX_M4 else pytest.mark.skipif(
+    not t.available(), reason=f"{t.compiler} or {t.qemu[0]} is not installed (make test installs {t.packages})"))
+    for t in (CORTEX_M4, RV32)])
+def fpu_target(request):
+    """Each firmware target with a single-precision FPU in turn."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("forced")
+    config, (y, ticks, segment) = forced_log(folder, 12.0)
+    spec = spec_from_config(config, SMALL)
+    write_stream(folder / "stream.bin", y, ticks, segment)
+    return spec, folder, (y, ticks, segment)
+
+
+def test_a_log_with_inputs_trains_the_host_builds_weights_on_the_emulated_core(forced, fpu_target):
+    spec, folder, (y, ticks, segment) = forced
+    assert y.shape[1] == 3 and np.isnan(y[:, 2]).sum() == 2  # q, qdot, torque; two NaN torques
+    elf = build_firmware(headers_for(spec), target=fpu_target)
+    run = run_firmware(elf, ["replay", "stream.bin", f"result-{fpu_target.name}.bin"], cwd=folder, timeout_s=120,
+                       target=fpu_target)
+    assert run.returncode == 0, run.output
+    assert f"done: updates {spec.max_steps}," in run.output and "nonfinite_samples 2," in run.output
+    ema, raw, _ = read_result(folder / f"result-{fpu_target.name}.bin")
+    host = CTrainer(spec)
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
+    host.steps(spec.max_steps - host.report()["updates"])
+    assert np.abs(host.weights(True) - ema).max() < 1e-5
+    assert np.abs(host.weights(False) - raw).max() < 1e-5
+
+
+def test_a_stream_file_without_the_inputs_is_refused(forced, fpu_target):
+    spec, folder, (y, ticks, segment) = forced
+    write_stream(folder / "states-only.bin", y[:, :2], ticks, segment)
+    run = run_firmware(build_firmware(headers_for(spec), target=fpu_target), ["replay", "states-only.bin", "out.bin"],
+                       cwd=folder, timeout_s=60, target=fpu_target)
+    assert run.returncode == 2 and "channel count differs from TU_CH" in run.output, run.output
+
+
+def test_measure_counts_an_update_with_inputs_early_and_in_steady_state(forced):
+    spec, folder, _ = forced
+    run = run_firmware(build_firmware(headers_for(spec)), ["measure", "stream.bin"], cwd=folder, timeout_s=120,
+                       icount=True)
+    found = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk of 20 samples \(20 updates, \d+ "
+                      r"chunks\); steady state: (\d+) instructions per update \(median of updates (\d+)-(\d+)\)",
+                      run.output)
+    assert run.returncode == 0 and found, run.output
+    early, chunk, steady, first, last = map(int, found.groups())
+    assert (first, last) == (201, 400)  # the last half of the 400 updates
+    assert 0.8 < steady / early < 1.2 and 100_000 < early < 2_000_000 and 0 < chunk < early
+
+
+@pytest.mark.skipif(not DFKI.is_dir(), reason=f"the DFKI pendulum's logs are not in {DFKI} (see ../shared/data/README.md)")
+def test_the_dfki_pendulum_trained_on_the_emulated_mcu_scores_as_the_python_trainer(tmp_path):
+    spec = spec_from_config(DFKI_CONFIG, DFKI_STEPS)
+    dm = data_module(DFKI_CONFIG, DFKI_STEPS)
+    y, ticks, segment = data_stream(dm)
+    write_stream(tmp_path / "stream.bin", y, ticks, segment)
+    run = run_firmware(build_firmware(headers_for(spec)), ["replay", "stream.bin", "result.bin"], cwd=tmp_path,
+                       timeout_s=120)
+    assert run.returncode == 0 and "done: updates 700," in run.output, run.output
+    device, _ = export_result(spec, tmp_path / "result.bin", tmp_path / "device", data=dm)
+    python = dm.evaluate(reference_run(spec, y.astype(np.float32), ticks, segment).field.double())
+    key = "open_loop_1s_nrmse"
+    assert np.isfinite(device[key]) and abs(device[key] / python[key] - 1.0) < 0.10, (device[key], python[key])
+    # the exported run folder is a model `torch-ude score` reads, with the run's columns: the same score
+    scored = score(tmp_path / "device", [DFKI / "ddp.csv"], horizons=[1.0], out=tmp_path / "score")
+    assert scored["pooled"][key] == pytest.approx(device[key], rel=1e-6)
