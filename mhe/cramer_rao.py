@@ -1,7 +1,8 @@
 """Which physical parameters a recording determines: Fisher information of the one-step outputs (Table 1).
 
-The one-step outputs ``y_{k+1} = C f_d(x_k, u_k; theta)`` of a physics-only model, evaluated on the
-true states of a recording, depend on the identified parameters ``theta``; with measurement noise
+The one-step outputs ``y_{k+1} = C f_d(x_k, u~_k; theta)`` of a physics-only model (``u~_k`` the step
+input of the model's hold, `mhe.hold`), evaluated on the true states of a recording, depend on the
+identified parameters ``theta``; with measurement noise
 ``eta ~ N(0, R)``, ``R = diag(r^2)``, the Fisher information of the relative parameters
 ``theta_j (1 + e_j)`` is ``F = sum_k J_k^T R^-1 J_k`` with ``J_k = dy_{k+1}/de = (dy_{k+1}/dtheta) diag(theta)``.
 The Cramér–Rao bound of an unbiased estimator's relative error ``e_j`` is ``sqrt((F^-1)_jj)``
@@ -29,7 +30,8 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
         model: a physics-only model; its identified parameters (``physics.params.free_names``) are
             the ones in ``F``, at their current values.
         states: true states ``x_0..x_{T-1}``, shape (T, n_x).
-        inputs: inputs ``u_0..u_{T-1}``, shape (T, n_u); ``u_k`` drives step k -> k+1.
+        inputs: step inputs ``u~_0..u~_{T-1}``, shape (T, n_u_step) (`mhe.hold`: ``u_k``, or
+            ``[u_k, u_{k+1}]`` for a paired hold, `mhe.hold.held_inputs`); ``u~_k`` drives step k -> k+1.
         measurement_std: ``r``, one positive standard deviation per output (units of the outputs).
         breaks: rows ``t`` that do not follow row ``t - 1`` (`mhe.simulate.Recording.breaks`); the
             transition into such a row is left out.
@@ -38,18 +40,16 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
         ``F``, shape (n_p, n_p), in ``free_names`` order (dimensionless: relative parameters).
 
     Raises:
-        ValueError: for a model with a neural residual or no identified parameter, a hold other than
-            ``"zoh"``, shapes that do not match the model, or a non-positive ``r``.
+        ValueError: for a model with a neural residual or no identified parameter, shapes that do not
+            match the model, or a non-positive ``r``.
     """
     if model.physics is None or model.residual is not None or not model.physics.params.free_names:
         raise ValueError("one_step_fisher needs a physics-only model with identified parameters; got physics="
                          f"{model.physics is not None}, residual={model.residual is not None}.")
-    if model.hold.paired:
-        raise ValueError(f"one_step_fisher reads one input per step (a zero-order hold); got hold={model.hold.name!r}.")
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
-    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (states.shape[0], model.n_u) \
+    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (states.shape[0], model.n_u_step) \
             or r.shape != (model.n_y,) or not bool((r > 0).all()):
-        raise ValueError(f"Need states (T, {model.n_x}), inputs (T, {model.n_u}) and {model.n_y} positive "
+        raise ValueError(f"Need states (T, {model.n_x}), step inputs (T, {model.n_u_step}) and {model.n_y} positive "
                          f"measurement_std; got {tuple(states.shape)}, {tuple(inputs.shape)} and {r.tolist()}.")
     params = model.physics.params
     free = params.free_names
@@ -62,11 +62,11 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
     def outputs(values: Tensor) -> Tensor:
         p = {**fixed, **dict(zip(free, values.unbind(0)))}
 
-        def field(s: Tensor) -> Tensor:
-            parts = model.physics.vector_field(list(s.unbind(-1)), list(u.unbind(-1)), p, TORCH_OPS)
+        def field(s: Tensor, v: Tensor) -> Tensor:
+            parts = model.physics.vector_field(list(s.unbind(-1)), list(v.unbind(-1)), p, TORCH_OPS)
             return torch.stack(torch.broadcast_tensors(*parts), dim=-1)
 
-        return model.output(model.tableau.step(field, x, model.dt))
+        return model.output(model.held_step(field, x, u))
 
     jac = torch.func.jacfwd(outputs)(theta) * theta / r[:, None]  # (K, n_y, n_p): dy/de_j in units of r
     return torch.einsum("kyp,kyq->pq", jac, jac)

@@ -14,7 +14,9 @@ estimates taken as exact (an EKF's, `mhe.ekf`), a network that maps the last ``h
 * one step of the physics ``x_{k+1} = f_d(x_k, u_k; theta_k)``: the `mhe.model.PhysicsField`'s
   own `~mhe.model.PhysicsField.vector_field` with the coefficients of each row (the fixed
   parameters at the field's values) under the discretization's Butcher tableau
-  (`mhe.discretization`), the same equations as every other row of the tables.
+  (`mhe.discretization`), the same equations as every other row of the tables, the input
+  ``u_k`` held over the step (a zero-order hold, `mhe.hold`, as Deep Dynamics does: its rows
+  end at ``u_k``, so no later input is read).
 
 Training (`fit_deep_dynamics`) minimizes the weighted one-step state error
 ``mean_k sum_i w_i (x^_{k+1,i} - f_d(x^_k, u_k; theta_k)_i)^2`` with Adam; a seeded random

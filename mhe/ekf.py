@@ -119,17 +119,21 @@ class ExtendedKalmanFilter:
         """Filter the whole recording: update with ``y~_0``, then predict with ``u~_k`` and update with ``y~_{k+1}``.
 
         Args:
-            recording: inputs (T, n_u) and outputs (T, n_y) at the model's sample time.
+            recording: step inputs (T, n_u_step) (the model's hold, `mhe.hold`: ``u_k``, or ``[u_k, u_{k+1}]``
+                for a paired hold, as in `mhe.identification.IdentificationProblem.recording`) and outputs
+                (T, n_y) at the model's sample time.
 
         Returns:
             The filtered and predicted states, covariances and innovations.
 
         Raises:
-            ValueError: for a recording of another sample time or output size.
+            ValueError: for a recording of another sample time, output size or number of input columns.
         """
-        if abs(recording.dt - self.model.dt) > 1e-12 * self.model.dt or recording.outputs.shape[1] != self.model.n_y:
-            raise ValueError(f"The recording has dt={recording.dt} s and {recording.outputs.shape[1]} outputs; the "
-                             f"model needs dt={self.model.dt} s and {self.model.n_y}.")
+        shape = (recording.dt, recording.outputs.shape[1], recording.inputs.shape[1])
+        if abs(shape[0] - self.model.dt) > 1e-12 * self.model.dt or shape[1:] != (self.model.n_y, self.model.n_u_step):
+            raise ValueError(f"The recording has dt={shape[0]} s, {shape[1]} outputs and {shape[2]} input columns; the "
+                             f"model needs dt={self.model.dt} s, {self.model.n_y} and {self.model.n_u_step} (its "
+                             f"{self.model.hold.name} hold's step inputs: mhe.hold.held_inputs).")
         t0 = time.perf_counter()
         u = recording.inputs.detach().numpy()
         y = recording.outputs.detach().numpy()

@@ -6,8 +6,10 @@ A recording holds the input at the sample instants, ``u_k`` at ``t_k``; the disc
 * ``"zoh"`` (zero-order, the default): ``u(t_k + c h) = u_k``, what a digital controller's
   output stage does, and what every earlier config assumed;
 * ``"foh"`` (first-order): ``u(t_k + c h) = u_k + c (u_{k+1} - u_k)``, linear between the
-  samples, as the recorded-log side of ``torch_ude`` interpolates (`torch_ude.recorded`): a
-  smooth input sampled from an analogue signal (a signal generator, a measured force);
+  samples, as the recorded-log side of ``torch_ude`` reads a logged input (`torch_ude.recorded`
+  resamples it linearly; `torch_ude.prediction.rk4_input_rollout` and `baselines.rk4` give RK4's
+  stages ``u_k``, the mean, ``u_{k+1}``: the same map, `tests/mhe/test_hold.py`): a smooth input
+  sampled from an analogue signal (a signal generator, a measured force);
 * ``"midpoint"``: ``u(t_k + c h) = (u_k + u_{k+1}) / 2`` over the whole step, the average of the
   linear input, held: one input per step like a zero-order hold, centred on the interval.
 
@@ -15,9 +17,12 @@ A zero-order hold's step reads ``u_k`` alone (``n_u`` columns); the two others r
 ``[u_k, u_{k+1}]`` (``2 n_u`` columns, `InputHold.columns`). `held_inputs` turns a recording's
 inputs into these step inputs, so the MHE windows, the NLPs, the hypergradients and the
 simulators read one row per step whatever the hold, as they do for an input history
-(`mhe.input_history`). The last row of each contiguous stretch (the recording's end and the row
-before each break) has no next input in its stretch; it repeats its own, and no step of that
-stretch reads it.
+(`mhe.input_history`). A window of ``N`` steps thus carries ``u_{k+N}`` in its last row, as data
+(the NLP's parameters), with no new decision variable. The last row of each contiguous stretch (the
+recording's end and the row before each break) has no next input in its stretch; it repeats its
+own, and no step reads it (a stretch of ``T`` samples has ``T - 1`` steps; an output map reads a
+row's first ``n_u`` columns, ``u_k`` itself). So every step of every hold reads recorded samples,
+and no hold falls back to another at an edge.
 """
 from __future__ import annotations
 

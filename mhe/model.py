@@ -22,7 +22,7 @@ The output is ``C x`` (the ``measured`` states) by default, or an `mhe.output.Ou
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 
 import torch
@@ -256,10 +256,26 @@ class StateSpaceModel(nn.Module):
         Returns:
             ``x_{k+1}``, (B, n_x).
         """
+        return self.held_step(lambda s, v: self.field(s, v, w), x, u)
+
+    def held_step(self, field: Callable[[Tensor, Tensor], Tensor], x: Tensor, u: Tensor) -> Tensor:
+        """One step over ``dt`` of ``x' = field(x, u(t))`` with the model's tableau, ``u(t)`` as its hold says.
+
+        The one place where the torch side reads the input between samples (`step`; `mhe.cramer_rao`
+        steps its physics at other parameter values through it).
+
+        Args:
+            field: ``f(states (B, n_x), inputs (B, n_u)) -> (B, n_x)``.
+            x: states, (B, n_x).
+            u: step inputs, (B, n_u_step): ``u_k``, or ``[u_k, u_{k+1}]`` for a paired hold.
+
+        Returns:
+            ``x_{k+1}``, (B, n_x).
+        """
         if not self.hold.paired:
-            return self.tableau.step(lambda s: self.field(s, u, w), x, self.dt)
+            return self.tableau.step(lambda s: field(s, u), x, self.dt)
         now, nxt = u[..., :self.n_u], u[..., self.n_u:]
-        return self.tableau.step_timed(lambda s, c: self.field(s, self.hold.at(now, nxt, c), w), x, self.dt)
+        return self.tableau.step_timed(lambda s, c: field(s, self.hold.at(now, nxt, c)), x, self.dt)
 
     def output(self, x: Tensor, u: Tensor | None = None) -> Tensor:
         """Noise-free output ``C x`` or ``h(x, u; p_y)``, (..., n_x), step inputs (..., n_u_step) or None ->

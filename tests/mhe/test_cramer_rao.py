@@ -5,6 +5,7 @@ import torch
 
 from mhe import NeuralResidual, SingleTrackVehicle, StateSpaceModel
 from mhe.cramer_rao import cramer_rao_std, one_step_fisher
+from mhe.hold import held_inputs, input_hold
 from mhe.pendulum import PendulumPhysics
 from mhe.racing import MEASURED, RacingSimulation
 
@@ -33,9 +34,10 @@ def test_theta_alone_sees_the_damping_with_rk4_only():
     assert torch.isfinite(cramer_rao_std(rk4)).all()
 
 
-def test_vehicle_fisher_is_the_finite_difference_one():
-    rec = RacingSimulation(steps=60, seed=2).record()
-    model = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=MEASURED)
+@pytest.mark.parametrize("hold", ["zoh", "foh"])
+def test_vehicle_fisher_is_the_finite_difference_one(hold):
+    rec = held_inputs(RacingSimulation(steps=60, seed=2).record(), input_hold(hold))  # foh: rows [u_k, u_{k+1}]
+    model = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=MEASURED, hold=hold)
     r = (1e-3, 1e-2)
     fisher = one_step_fisher(model, rec.states, rec.inputs, r)
     params = model.physics.params

@@ -1,10 +1,13 @@
 """The extended Kalman filter: CasADi Jacobians against torch, and the hidden vy of a simulated car."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from mhe import SingleTrackVehicle, StateSpaceModel
 from mhe.ekf import EKFSettings, ExtendedKalmanFilter
+from mhe.hold import held_inputs, input_hold
 from mhe.racing import MEASURED, RacingSimulation, perturbed_values
 
 Q, R = (0.005, 0.005, 0.1), (0.0005, 0.002)
@@ -19,10 +22,11 @@ def recording():
     return RacingSimulation(steps=600, process_std=Q, measurement_std=R, seed=3).record()
 
 
-def test_jacobians_are_torch_jacobians(tmp_path):
-    model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED)
+@pytest.mark.parametrize("hold", ["zoh", "foh"])
+def test_jacobians_are_torch_jacobians(hold, tmp_path):
+    model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED, hold=hold)
     ekf = ExtendedKalmanFilter(model, settings(), tmp_path)
-    x, u = torch.tensor([1.7, 0.08, 1.2]), torch.tensor([0.15, 0.4])
+    x, u = torch.tensor([1.7, 0.08, 1.2]), torch.tensor([0.15, 0.4, 0.25, 0.1])[:model.n_u_step]
     nxt, a, g = (v.full() for v in ekf._predict(x.numpy(), u.numpy(), ekf.p))
     w = torch.zeros(3)
     step = lambda xx, ww: model.step(xx[None], u[None], ww[None])[0]  # noqa: E731
@@ -59,3 +63,16 @@ def test_bad_settings_are_errors(tmp_path):
         EKFSettings((0.1, 0.0, 0.1), R, (1.5, 0, 0), (1, 1, 1))
     with pytest.raises(ValueError, match="measurement_std 2"):
         ExtendedKalmanFilter(model, settings(r=(0.1,)), tmp_path)
+
+
+def test_a_paired_hold_filters_its_step_inputs_and_refuses_plain_ones(recording, tmp_path):
+    model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED, hold="foh")
+    ekf = ExtendedKalmanFilter(model, settings(), tmp_path)
+    with pytest.raises(ValueError, match=r"2 input columns; the model needs .* and 4 \(its foh hold's step inputs"):
+        ekf.run(recording)
+    # the simulated car holds its inputs: pairs [u_k, u_k] are the zero-order hold's filter, true pairs another one
+    zoh = ExtendedKalmanFilter(StateSpaceModel(SingleTrackVehicle(), measured=MEASURED), settings(), tmp_path)
+    want = zoh.run(recording).states
+    held = ekf.run(replace(recording, inputs=recording.inputs.repeat(1, 2))).states
+    np.testing.assert_allclose(held, want, rtol=0.0, atol=1e-12)
+    assert np.abs(ekf.run(held_inputs(recording, input_hold("foh"))).states - want).max() > 1e-3

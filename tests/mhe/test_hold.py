@@ -66,6 +66,41 @@ def test_the_first_order_hold_removes_the_zero_order_holds_error_on_a_linear_inp
     assert err["zoh"] == pytest.approx(GAIN * abs(s) * h ** 2 / 2, rel=0.05)  # the velocity misses int_0^h g s t dt
 
 
+@pytest.mark.parametrize("hold", sorted(HOLDS))
+def test_eulers_leading_error_is_that_of_the_input_its_hold_reads(hold):
+    # Euler's error is O(h^2) whatever input it reads, so the order alone cannot tell the holds apart; its leading
+    # term can. Against the closed form of the hold's own input, x(h) = x0 + h f(x0, u(0)) + h^2/2 (A f + B u'(0)):
+    # zoh and midpoint hold a constant u (u' = 0), foh reads u(0) = u0 and has u' = s; reading another input
+    # shifts the step by h B (u_read - u(0)), i.e. by h^2 B s / 2 for midpoint and foh swapped
+    x0, u0, s = np.array([0.3, -0.2]), 0.5, -3.0
+    for h in (0.01, 0.005):
+        u1 = u0 + s * h
+        held, slope = {"zoh": (u0, 0.0), "foh": (u0, s), "midpoint": (0.5 * (u0 + u1), 0.0)}[hold]
+        f = A @ x0 + B[:, 0] * held
+        leading = -0.5 * (A @ f + B[:, 0] * slope)
+        err = (_step(hold, "euler", h, x0, u0, u1) - _exact(x0, held, slope, h)) / h ** 2
+        np.testing.assert_allclose(err, leading, rtol=0.0, atol=0.05 * np.abs(leading).max())
+
+
+@pytest.mark.parametrize("hold", ["foh", "zoh"])
+def test_a_first_order_hold_rk4_free_run_is_torch_udes_recorded_input_rollout(hold):
+    # torch_ude.prediction.rk4_input_rollout (and baselines.rk4) interpolate a recorded input linearly over each
+    # step: mhe's foh is the same map, to rounding (u_k + (u_{k+1} - u_k) / 2 against (u_k + u_{k+1}) / 2);
+    # zoh is another one
+    from mhe import simulate_free_run
+    from mhe.torque_pendulum import TorquePendulumPhysics
+    from torch_ude.prediction import rk4_input_rollout
+
+    physics = TorquePendulumPhysics()
+    u = 0.3 * torch.sin(torch.arange(200, dtype=torch.float64) * 0.37)[:, None]
+    x0 = torch.tensor([[0.4, -0.3]], dtype=torch.float64)
+    want = rk4_input_rollout(physics.torch_model(), x0, u[:, None], 0.02)[:, 0]
+    with torch.no_grad():
+        got = simulate_free_run(StateSpaceModel(physics, dt=0.02, hold=hold), x0[0], u).states
+    err = float((got - want).abs().max())
+    assert err <= 1e-12 if hold == "foh" else err > 1e-3
+
+
 def test_euler_reads_the_input_at_the_steps_start_only_so_its_first_order_hold_is_the_zero_order_hold():
     x0, u0, u1 = (0.3, -0.2), 0.5, -0.7
     assert np.array_equal(_step("foh", "euler", 0.05, x0, u0, u1), _step("zoh", "euler", 0.05, x0, u0, u1))
