@@ -36,27 +36,44 @@ def plant_seconds() -> float:
     return time.perf_counter() - t0
 
 
+def speedup(repeats: int) -> dict:
+    """The whole run with the C trainer and with the Python trainer, alternating, ``repeats`` times each.
+
+    Returns:
+        ``wall_s`` (per engine, s), ``median_wall_s``, ``speedup`` (Python over C, medians), ``runs``
+        (each run's wall_s, update_ms, stream_s, e_field_visited, c_hat), ``plant_s_median`` (the
+        simulated plant alone) and ``c_updates_s_median`` (8000 C updates with their Python calls).
+    """
+    walls = {"c": [], "python": []}
+    runs = {"c": [], "python": []}
+    for k in range(repeats):
+        for engine, extra in (("c", []), ("python", PYTHON)):
+            m = fit(CONFIG, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
+            walls[engine].append(m["wall_s"])
+            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat")})
+    plant = [plant_seconds() for _ in range(repeats)]
+    med = {e: statistics.median(v) for e, v in walls.items()}
+    c_update = statistics.median(r["update_ms"] for r in runs["c"]) * 8000 / 1e3
+    return {"wall_s": walls, "median_wall_s": med, "speedup": med["python"] / med["c"], "runs": runs,
+            "plant_s_median": statistics.median(plant), "c_updates_s_median": c_update}
+
+
+def summary(out: dict) -> str:
+    """One line of `speedup`'s result."""
+    med, repeats = out["median_wall_s"], len(out["wall_s"]["c"])
+    return (f"whole run, median of {repeats}: C trainer {med['c']:.2f} s, Python trainer {med['python']:.2f} s, "
+            f"speed-up {out['speedup']:.1f}x; of the C run: plant {out['plant_s_median']:.2f} s, "
+            f"8000 C updates (with their Python calls) {out['c_updates_s_median']:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: see the module doc."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.c_speed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    walls = {"c": [], "python": []}
-    runs = {"c": [], "python": []}
-    for k in range(args.repeats):
-        for engine, extra in (("c", []), ("python", PYTHON)):
-            m = fit(CONFIG, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
-            walls[engine].append(m["wall_s"])
-            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat")})
-    plant = [plant_seconds() for _ in range(args.repeats)]
-    med = {e: statistics.median(v) for e, v in walls.items()}
-    c_update = statistics.median(r["update_ms"] for r in runs["c"]) * 8000 / 1e3
-    out = {"wall_s": walls, "median_wall_s": med, "speedup": med["python"] / med["c"], "runs": runs,
-           "plant_s_median": statistics.median(plant), "c_updates_s_median": c_update}
-    print(f"whole run, median of {args.repeats}: C trainer {med['c']:.2f} s, Python trainer {med['python']:.2f} s, "
-          f"speed-up {out['speedup']:.1f}x; of the C run: plant {out['plant_s_median']:.2f} s, "
-          f"8000 C updates (with their Python calls) {c_update:.2f} s")
+    out = speedup(args.repeats)
+    print(summary(out))
     print(f"saved in {save('c_speed', out)}")
 
 

@@ -6,8 +6,8 @@
  *                                              the states, then the recorded inputs), write the weights
  *   app.elf [--icount] simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
  *                                              train on the firmware's own simulated pendulum
- *   app.elf --icount measure STREAM_FILE       instructions per update (early and steady state) and per
- *                                              chunk of stream
+ *   app.elf --icount measure STREAM_FILE [UPDATES]   instructions per update (early and steady state) and
+ *                                              per chunk of stream, over a run of UPDATES (default TU_MAX_STEPS)
  *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
@@ -142,7 +142,7 @@ typedef struct {
     uint64_t chunk_sum, update_sum; /* the early window's chunks and updates */
     int chunks, early;
     int32_t updates;                /* updates made (skipped ones not counted) */
-    int32_t first;                  /* the steady-state window: updates first..TU_MAX_STEPS */
+    int32_t first, last;            /* the steady-state window: updates first..last, the run's last */
     float steady[TU_STEADY_WINDOW]; /* their ticks */
 } tu_measure;
 
@@ -164,7 +164,7 @@ static tu_status timed_update(tu_measure *m)
             m->update_sum += ticks;
             ++m->early;
         }
-        if (++m->updates >= m->first && m->updates <= TU_MAX_STEPS) { /* a long stream may train past it live */
+        if (++m->updates >= m->first && m->updates <= m->last) {
             m->steady[m->updates - m->first] = (float)ticks;
         }
     }
@@ -188,13 +188,13 @@ static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const in
 }
 
 /* Instructions of one update and of the stream work of one chunk (one training tick, TU_CH channels
- * a sample: the states, then the recorded inputs). The stream is driven as `replay` drives it
- * (chunks of one training tick, the due updates after each, then updates on the reservoir until
- * TU_MAX_STEPS) with the timer read around every push and update. Early figures: the means over
- * updates 51-70 (the reservoir full) and the chunks before them; steady state: the median over the
- * last min(TU_STEADY_WINDOW, TU_MAX_STEPS / 2) updates of the run. Its counts live on the stack: they
- * are not part of the firmware's static memory. */
-static int measure(const char *stream)
+ * a sample: the states, then the recorded inputs) over a run of `updates` updates. The stream is
+ * driven as `replay` drives it (chunks of one training tick, the due updates after each, then updates
+ * on the reservoir) with the timer read around every push and update, until `updates` updates are
+ * made. Early figures: the means over updates 51-70 (the reservoir full) and the chunks before them;
+ * steady state: the median over the last min(TU_STEADY_WINDOW, updates / 2) updates of the run. Its
+ * counts live on the stack: they are not part of the firmware's static memory. */
+static int measure(const char *stream, int32_t updates)
 {
     tu_measure m;
     tu_stream_file file;
@@ -208,15 +208,21 @@ static int measure(const char *stream)
                "run it with `python -m microcontroller.target --icount ... measure STREAM`\n");
         return 2;
     }
+    if (updates < 140) {
+        printf("error: measure needs a run of at least 140 updates (early window 51-70, steady state the last "
+               "half); got %ld\n", (long)updates);
+        return 2;
+    }
     fs = tu_stream_file_open(&file, stream);
     if (fs != TU_FILE_OK) {
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
     }
     memset(&m, 0, sizeof m);
-    m.first = TU_MAX_STEPS - (TU_MAX_STEPS / 2 < TU_STEADY_WINDOW ? TU_MAX_STEPS / 2 : TU_STEADY_WINDOW) + 1;
+    m.last = updates;
+    m.first = updates - (updates / 2 < TU_STEADY_WINDOW ? updates / 2 : TU_STEADY_WINDOW) + 1;
     tu_target_timer_start();
-    for (;;) {
+    while (m.updates < m.last) {
         fs = tu_stream_file_next(&file, &tick, &segment, v);
         if (count > 0 && (fs != TU_FILE_OK || tick / TU_TRAIN_EVERY != block || count == TU_TRAIN_EVERY)) {
             timed_chunk(&m, count, ticks, segments, &y[0][0]);
@@ -231,18 +237,18 @@ static int measure(const char *stream)
         memcpy(y[count++], v, sizeof v);
     }
     tu_stream_file_close(&file);
-    if (fs != TU_FILE_END) {
+    if (fs != TU_FILE_END && fs != TU_FILE_OK) {
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
     }
-    for (attempts = 0; m.updates < TU_MAX_STEPS && attempts < 2 * TU_MAX_STEPS; ++attempts) {
+    for (attempts = 0; m.updates < m.last && attempts < 2 * m.last; ++attempts) {
         if (timed_update(&m) < 0) {
             break; /* too few jets, a failed calibration: the check below reports it */
         }
     }
-    if (m.early < 20 || m.chunks == 0 || m.updates < TU_MAX_STEPS) {
+    if (m.early < 20 || m.chunks == 0 || m.updates < m.last) {
         printf("error: %ld updates of %ld made: the stream did not fill the reservoir and reach 70 updates, or the "
-               "reservoir replay stopped\n", (long)m.updates, (long)TU_MAX_STEPS);
+               "reservoir replay stopped\n", (long)m.updates, (long)m.last);
         return 1;
     }
     printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks); "
@@ -250,8 +256,8 @@ static int measure(const char *stream)
            (unsigned long)(m.update_sum * tu_target_instructions_per_tick / (uint64_t)m.early),
            (unsigned long)(m.chunk_sum * tu_target_instructions_per_tick / (uint64_t)m.chunks), TU_TRAIN_EVERY, m.early,
            m.chunks,
-           (unsigned long)((uint64_t)tu_lower_median(m.steady, TU_MAX_STEPS - m.first + 1) * tu_target_instructions_per_tick),
-           (long)m.first, (long)TU_MAX_STEPS);
+           (unsigned long)((uint64_t)tu_lower_median(m.steady, m.last - m.first + 1) * tu_target_instructions_per_tick),
+           (long)m.first, (long)m.last);
     return 0;
 }
 
@@ -268,8 +274,8 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "replay") == 0) {
         return replay(argv[2], argv[3]);
     }
-    if (argc == 3 && strcmp(argv[1], "measure") == 0) {
-        return measure(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "measure") == 0) {
+        return measure(argv[2], argc == 4 ? (int32_t)atol(argv[3]) : TU_MAX_STEPS);
     }
     if (argc == 2 && strcmp(argv[1], "fault") == 0) {
         return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault (Arm), an access fault (RISC-V) */
@@ -280,7 +286,7 @@ int main(int argc, char **argv)
                         argc >= 6 ? (float)atof(argv[5]) : -1.0f, argc == 7 ? atoi(argv[6]) : 1000);
     }
 #endif
-    printf("usage: app.elf [--icount] (replay STREAM RESULT | measure STREAM | simulate RESULT SECONDS [DAMPING AT "
+    printf("usage: app.elf [--icount] (replay STREAM RESULT | measure STREAM [UPDATES] | simulate RESULT SECONDS [DAMPING AT "
            "[EVERY]] | fault)\n");
     return 2;
 }

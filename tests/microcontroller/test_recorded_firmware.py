@@ -1,4 +1,4 @@
-"""A recorded log with inputs replayed to the firmware under QEMU (issue 32, items 2-4).
+"""A recorded log with inputs replayed to the firmware under QEMU (issue 32, items 2-4), and the device configs.
 
 A sample of the stream file has TU_CH = TU_N + TU_NU channels: the states, then the recorded inputs.
 
@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 import pytest
+import yaml
 
 from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
@@ -103,3 +104,17 @@ def test_the_dfki_pendulum_trained_on_the_emulated_mcu_scores_as_the_python_trai
     # the exported run folder is a model `torch-ude score` reads, with the run's columns: the same score
     scored = score(tmp_path / "device", [DFKI / "ddp.csv"], horizons=[1.0], out=tmp_path / "score")
     assert scored["pooled"][key] == pytest.approx(device[key], rel=1e-6)
+
+
+@pytest.mark.parametrize("name, trust", [("dfki_pendulum", {"periodic": False, "envelope": False}),
+                                         ("emps", {"invariant": False, "envelope": False})])
+def test_the_device_configs_are_the_linear_configs_with_what_the_c_port_runs(name, trust):
+    linear, device = (yaml.safe_load((REPO / "configs" / f"{name}_{v}.yaml").read_text()) for v in ("linear", "c"))
+    model = device["model"]["init_args"]
+    assert model.pop("linear") is False and linear["model"]["init_args"].pop("linear") is True
+    assert {k: model.pop(k) for k in trust} == trust
+    assert model["stream"].pop("tap_average") is False
+    assert device["trainer"].pop("default_root_dir") == f"runs/{name}_c"
+    linear["trainer"].pop("default_root_dir")
+    assert device == linear
+    spec_from_config(f"configs/{name}_c.yaml")  # the generator takes it
