@@ -54,7 +54,8 @@ class CJetMatchingModule(JetMatchingModule):
         self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
                                            linear=self.linear)
-        data = {"fs": dm.fs, "train_rate": dm.train_rate, "noise": dm.noise, "duration": dm.duration}
+        # a recorded log has no simulator noise (the generator takes its default)
+        data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
         spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
                                   self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")
         self.engine = CTrainer(spec, seed=dm.seed)

@@ -7,7 +7,10 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from microcontroller.generate import spec_from_config
+from microcontroller.memory import static_bytes
 from microcontroller.training import CJetMatchingModule
+from tests.microcontroller.helpers import forced_log
 from torch_ude.cli import main
 from torch_ude.export import load_field
 from torch_ude.stream import StreamSettings
@@ -69,3 +72,18 @@ def test_a_c_run_resumes_exactly_extends_its_schedule_and_refuses_other_settings
     assert report["updates"] == 800 and report["lr"] == pytest.approx(5e-5, rel=1e-3)
     with pytest.raises(ValueError, match="built with other settings"):
         _fit(tmp_path / "d", 400, ckpt_path=ckpt, lr=1e-3)
+
+
+def test_fit_with_the_c_trainer_on_a_log_with_a_recorded_input(tmp_path):
+    # the C backend of `torch-ude fit` on a RecordedDataModule: states, then the torque, a sample
+    config, _ = forced_log(tmp_path, 12.0)
+    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
+              "1.0", "--model.stream.m_max", "50"]
+    main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule", *device,
+          "--model.envelope", "false", "--trainer.max_steps", "400", "--trainer.enable_progress_bar", "false",
+          "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
+          str(tmp_path / "run")])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["trainer"] == "jet_matching_c" and metrics["updates"] == 400
+    assert metrics["static_bytes"] == static_bytes(spec_from_config(config, device))  # 3 channels a sample
+    assert np.isfinite(metrics["open_loop_1s_nrmse"]) and metrics["residual_check"]["physics"] is not None
