@@ -71,6 +71,15 @@ def test_logs_recording_joins_files_with_a_break_and_estimates_the_angle_noise(t
         LogsRecording([tmp_path / "a.csv"], "time", ("position", "velocity"), ("torque",), measured=(2,))
 
 
+def test_the_problem_takes_the_torques_hold(tmp_path):
+    _write_log(tmp_path / "log.csv", 2.0, 3)
+    problem = torque_pendulum_problem([tmp_path / "log.csv"], ("Fv",), hold="foh")
+    assert problem.estimator().model.hold.name == "foh" and problem.windows.u.shape[-1] == 2
+    assert torque_pendulum_problem([tmp_path / "log.csv"], ("Fv",)).windows.u.shape[-1] == 1
+    with pytest.raises(ValueError, match="hold must be one of"):
+        torque_pendulum_problem([tmp_path / "log.csv"], ("Fv",), hold="linear")
+
+
 def test_pem_mhe_from_the_angle_alone_recovers_friction_and_offset(tmp_path):
     _write_log(tmp_path / "log.csv", 20.0, 3)
     problem = torque_pendulum_problem([tmp_path / "log.csv"], ("Fv", "Fc", "offset"), measured=(0,),
