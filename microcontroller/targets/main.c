@@ -141,6 +141,8 @@ static int simulate(const char *result, float seconds, float damping_after, floa
 typedef struct {
     uint64_t chunk_sum, update_sum; /* the early window's chunks and updates */
     int chunks, early;
+    float tail[20];                 /* the latest chunks after the calibration, a ring */
+    int tail_count;
     int32_t updates;                /* updates made (skipped ones not counted) */
     int32_t first, last;            /* the steady-state window: updates first..last, the run's last */
     float steady[TU_STEADY_WINDOW]; /* their ticks */
@@ -176,11 +178,18 @@ static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const in
 {
     int due = 0;
     const int early = early_window(m);
+    tu_report r;
     const uint64_t t0 = tu_target_timer_now();
+    uint64_t ticks_used;
     tu_trainer_push_chunk(&trainer, count, ticks, segments, y, TU_CH, &due);
+    ticks_used = tu_target_timer_now() - t0;
     if (early) {
-        m->chunk_sum += tu_target_timer_now() - t0;
+        m->chunk_sum += ticks_used;
         ++m->chunks;
+    }
+    tu_trainer_report(&trainer, &r);
+    if (r.calibrated == 1) {
+        m->tail[m->tail_count++ % 20] = (float)ticks_used;
     }
     while (due-- > 0) {
         (void)timed_update(m);
@@ -191,8 +200,9 @@ static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const in
  * a sample: the states, then the recorded inputs) over a run of `updates` updates. The stream is
  * driven as `replay` drives it (chunks of one training tick, the due updates after each, then updates
  * on the reservoir) with the timer read around every push and update, until `updates` updates are
- * made. Early figures: the means over updates 51-70 (the reservoir full) and the chunks before them;
- * steady state: the median over the last min(TU_STEADY_WINDOW, updates / 2) updates of the run. Its
+ * made. Early figures: the means over updates 51-70 (the reservoir full) and the chunks before them
+ * (a stream that ends before update 50, its reservoir not full: the last 20 chunks after the
+ * calibration); steady state: the median over the last min(TU_STEADY_WINDOW, updates / 2) updates of the run. Its
  * counts live on the stack: they are not part of the firmware's static memory. */
 static int measure(const char *stream, int32_t updates)
 {
@@ -201,7 +211,7 @@ static int measure(const char *stream, int32_t updates)
     int64_t ticks[TU_TRAIN_EVERY], tick = 0, block = 0;
     int32_t segments[TU_TRAIN_EVERY], segment = 0, attempts;
     float y[TU_TRAIN_EVERY][TU_CH], v[TU_CH];
-    int count = 0;
+    int count = 0, tail, i;
     tu_file_status fs;
     if (!icount) {
         printf("error: measure counts instructions, which the timer gives only under QEMU's -icount shift=0: "
@@ -246,16 +256,23 @@ static int measure(const char *stream, int32_t updates)
             break; /* too few jets, a failed calibration: the check below reports it */
         }
     }
-    if (m.early < 20 || m.chunks == 0 || m.updates < m.last) {
+    if (m.early < 20 || m.tail_count == 0 || m.updates < m.last) {
         printf("error: %ld updates of %ld made: the stream did not fill the reservoir and reach 70 updates, or the "
                "reservoir replay stopped\n", (long)m.updates, (long)m.last);
         return 1;
     }
-    printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks); "
+    tail = m.chunks == 0;
+    if (tail) { /* the reservoir filled after the stream: its last chunks */
+        m.chunks = m.tail_count < 20 ? m.tail_count : 20;
+        for (i = 0; i < m.chunks; ++i) {
+            m.chunk_sum += (uint64_t)m.tail[i];
+        }
+    }
+    printf("measure: %lu instructions per update, %lu per chunk of %d samples (%d updates, %d chunks%s); "
            "steady state: %lu instructions per update (median of updates %ld-%ld)\n",
            (unsigned long)(m.update_sum * tu_target_instructions_per_tick / (uint64_t)m.early),
            (unsigned long)(m.chunk_sum * tu_target_instructions_per_tick / (uint64_t)m.chunks), TU_TRAIN_EVERY, m.early,
-           m.chunks,
+           m.chunks, tail ? " at the stream's end" : "",
            (unsigned long)((uint64_t)tu_lower_median(m.steady, m.last - m.first + 1) * tu_target_instructions_per_tick),
            (long)m.first, (long)m.last);
     return 0;
