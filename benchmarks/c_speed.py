@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.c_speed`` runs single pendulum Case A, 1 % noise, 60 s stream, 8000
 updates, B = 2048 (``configs/pendulum_case_a_c.yaml``) with the C trainer and with the Python
-trainer (its default granularity: one chunk per step, 25 replay updates per step), alternating,
+trainer on the same settings (its default granularity: one chunk per step, 25 replay updates per step), alternating,
 ``--repeats`` times each (default 3). Both include the simulated plant. Reports the run's own
 ``wall_s`` (fit start to end: stream, calibration, updates, periodic evaluation and checkpoints)
 and the split of the C run into the plant, the C library and the rest; saves
@@ -14,14 +14,31 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from .jet_runs import RESULTS, fit, save
 
 CONFIG = "configs/pendulum_case_a_c.yaml"
-PYTHON = ["--model.class_path", "torch_ude.training.JetMatchingModule", "--model.replay_updates", "25",
-          "--model.chunks_per_step", "1"]
+#: the Python trainer's granularity (speed only); its settings are the config's (`python_config`)
+PYTHON = ["--model.replay_updates", "25", "--model.chunks_per_step", "1"]
+
+
+def python_config() -> Path:
+    """`CONFIG` with the Python trainer as its model class, written to ``results/c_speed/python.yaml``.
+
+    A ``--model.class_path`` override would not do: LightningCLI then gives the new class its own
+    defaults, not the config's settings (B = 4096 and box-averaged taps instead of the device's).
+    """
+    text = Path(CONFIG).read_text()
+    engine = "class_path: microcontroller.training.CJetMatchingModule"
+    if engine not in text:
+        raise RuntimeError(f"{CONFIG} no longer names {engine}; update benchmarks.c_speed.python_config.")
+    path = RESULTS / "c_speed" / "python.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace(engine, "class_path: torch_ude.training.JetMatchingModule"))
+    return path
 
 
 def plant_seconds() -> float:
@@ -46,11 +63,13 @@ def speedup(repeats: int) -> dict:
     """
     walls = {"c": [], "python": []}
     runs = {"c": [], "python": []}
+    python = str(python_config())
     for k in range(repeats):
-        for engine, extra in (("c", []), ("python", PYTHON)):
-            m = fit(CONFIG, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
+        for engine, config, extra in (("c", CONFIG, []), ("python", python, PYTHON)):
+            m = fit(config, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
             walls[engine].append(m["wall_s"])
-            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat")})
+            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat",
+                                                      "m")})
     plant = [plant_seconds() for _ in range(repeats)]
     med = {e: statistics.median(v) for e, v in walls.items()}
     c_update = statistics.median(r["update_ms"] for r in runs["c"]) * 8000 / 1e3
