@@ -5,11 +5,13 @@ A sample of the stream file has TU_CH = TU_N + TU_NU channels: the states, then 
 * A simulated forced-pendulum log (a torque input, dropped samples, a dropout, NaN torques) on each
   core with a single-precision FPU: the firmware trains the weights of the host build of the same
   sources, and ``measure`` counts the instructions of an update with the input (early and steady state).
-* The DFKI pendulum's real logs (``configs/dfki_pendulum_c.yaml`` at 700 updates: the 674 the 54 s of
-  logs make live, then the reservoir; skipped without ``../shared/data/dfki_pendulum``): the field the
-  Cortex-M4F trains scores within 10 % of the float32 Python trainer's on the same samples with the
-  same seed (`microcontroller.golden.reference_run`) on the validation log ``ddp.csv`` (1 s open-loop
-  NRMSE, the data module's prediction errors, `torch_ude.prediction`), and ``torch-ude score`` gives the
+* Real logs, the DFKI pendulum's (``configs/dfki_pendulum_c.yaml``: the 54 s of logs make 674 updates
+  live) and the EMPS axis's (``configs/emps_c.yaml``: its reservoir is not full before the log ends, so
+  every update is made on the reservoir after it), at 700 updates
+  (each skipped without its folder in ``../shared/data``): the field the Cortex-M4F trains scores within
+  10 % of the float32 Python trainer's on the same samples with the same seed
+  (`microcontroller.golden.reference_run`) on the validation log (``ddp.csv``, ``DATA_EMPS_PULSES.mat``;
+  1 s open-loop NRMSE, the data module's prediction errors, `torch_ude.prediction`), and ``torch-ude score`` gives the
   same score from the run folder the device's weights were exported to.
 """
 import re
@@ -28,9 +30,12 @@ from torch_ude.score import score
 
 SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0",
          "--model.stream.m_max", "50", "--trainer.max_steps", "400"]
-DFKI = REPO.parent / "shared" / "data" / "dfki_pendulum"
-DFKI_CONFIG = "configs/dfki_pendulum_c.yaml"
-DFKI_STEPS = ["--trainer.max_steps", "700"]  # >= the live updates: beyond max_steps the C trainer holds lr_min
+DATA = REPO.parent / "shared" / "data"
+STEPS = ["--trainer.max_steps", "700"]  # >= the live updates: beyond max_steps the C trainer holds lr_min
+REAL_LOGS = [pytest.param(config, DATA / folder, val, id=folder, marks=pytest.mark.skipif(
+    not (DATA / folder).is_dir(), reason=f"the logs are not in {DATA / folder} (see ../shared/data/README.md)"))
+    for config, folder, val in (("configs/dfki_pendulum_c.yaml", "dfki_pendulum", "ddp.csv"),
+                                ("configs/emps_c.yaml", "emps", "DATA_EMPS_PULSES.mat"))]
 
 
 @pytest.fixture(scope="module", params=[pytest.param(t, id=t.name, marks=[] if t is CORTEX_M4 else pytest.mark.skipif(
@@ -88,10 +93,10 @@ def test_measure_counts_an_update_with_inputs_early_and_in_steady_state(forced):
     assert 0.8 < steady / early < 1.2 and 100_000 < early < 2_000_000 and 0 < chunk < early
 
 
-@pytest.mark.skipif(not DFKI.is_dir(), reason=f"the DFKI pendulum's logs are not in {DFKI} (see ../shared/data/README.md)")
-def test_the_dfki_pendulum_trained_on_the_emulated_mcu_scores_as_the_python_trainer(tmp_path):
-    spec = spec_from_config(DFKI_CONFIG, DFKI_STEPS)
-    dm = data_module(DFKI_CONFIG, DFKI_STEPS)
+@pytest.mark.parametrize("config, data, val", REAL_LOGS)
+def test_a_real_log_trained_on_the_emulated_mcu_scores_as_the_python_trainer(config, data, val, tmp_path):
+    spec = spec_from_config(config, STEPS)
+    dm = data_module(config, STEPS)
     y, ticks, segment = data_stream(dm)
     write_stream(tmp_path / "stream.bin", y, ticks, segment)
     run = run_firmware(build_firmware(headers_for(spec)), ["replay", "stream.bin", "result.bin"], cwd=tmp_path,
@@ -102,7 +107,7 @@ def test_the_dfki_pendulum_trained_on_the_emulated_mcu_scores_as_the_python_trai
     key = "open_loop_1s_nrmse"
     assert np.isfinite(device[key]) and abs(device[key] / python[key] - 1.0) < 0.10, (device[key], python[key])
     # the exported run folder is a model `torch-ude score` reads, with the run's columns: the same score
-    scored = score(tmp_path / "device", [DFKI / "ddp.csv"], horizons=[1.0], out=tmp_path / "score")
+    scored = score(tmp_path / "device", [data / val], horizons=[1.0], out=tmp_path / "score")
     assert scored["pooled"][key] == pytest.approx(device[key], rel=1e-6)
 
 
