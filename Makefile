@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 # The C port's tests need clang-14 with libFuzzer, the Arm and RISC-V embedded gccs with their C
 # libraries (newlib, picolibc) and QEMU for both: Debian packages, installed once with apt-get
-# when missing (as root, or through sudo).
+# when a package is missing (dpkg's record; without dpkg, when a tool is missing), as root or through sudo.
 C_TOOLS    := clang-14 arm-none-eabi-gcc qemu-system-arm riscv64-unknown-elf-gcc qemu-system-riscv32 \
               xtensa-lx106-elf-gcc
 C_PACKAGES := clang-14 libclang-rt-14-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm \
@@ -34,7 +34,12 @@ demo: $(STAMP)
 	$(BIN)/torch-ude fit --config configs/pendulum_case_a.yaml
 
 c-tools:
-	@missing=""; for t in $(C_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	@missing=""; \
+	if command -v dpkg-query >/dev/null 2>&1; then \
+	  for p in $(C_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	else \
+	  for t in $(C_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing the C toolchains (missing:$$missing)"; \
 	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
