@@ -103,15 +103,8 @@ class DeviceSpec:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
 
         Raises:
-            ValueError: for a known field without a C form (`plant`), the residual's linear term
-                (the input-affine residual needs it), or impossible sizes and settings.
+            ValueError: for a known field without a C form (`plant`), or impossible sizes and settings.
         """
-        if self.field.linear:
-            raise ValueError(
-                "model.linear (the residual's linear term, HybridField(..., linear=True), and with it the input-affine "
-                "residual) is not in the C port; "
-                "set model.linear false for the device, or train and use the field with the Python trainer "
-                "(its field.pt exports the linear term).")
         self.plant()  # a known field without a C form is refused here, by name
         self.stream.validate()
         if self.stream.tap_average:
@@ -159,6 +152,7 @@ class DeviceSpec:
             "plant": {"class_path": f"{type(self.system).__module__}.{type(self.system).__qualname__}",
                       "init_args": self.system.init_args()},
             "case": self.case, "layer_sizes": list(self.field.mlp.sizes), "pretrained": self.pretrained,
+            **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
             "stream": asdict(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
@@ -267,7 +261,7 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     dm, model = cli.datamodule, cli.model
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
-                                  linear=bool(hp.get("linear", False)))
+                                  linear=bool(hp.get("linear", False)), input_affine=bool(hp.get("input_affine", False)))
     # a recorded log's data module has no simulator noise (the firmware simulates only simulated plants)
     data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,

@@ -7,7 +7,9 @@ forward / JVP / VJP / reverse-over-JVP, the jet loss gradient (Eq. 14-16), clipp
 and the EMA, the misfit gate, and a whole run (calibration, stream counters, updates,
 weights) driven by the same stream and the same PCG32 draws (`reference_run`). For a plant with
 recorded inputs every stream-side golden covers the states and the inputs (``n + n_u`` channels),
-the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``.
+the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``. With the
+residual's linear term (``model.linear``, and the input-affine residual) the network's goldens
+start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it.
 """
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     # the MLP's derivatives at the generated initial weights
     field = copy.deepcopy(spec.field).to(F32)
     mlp = field.mlp
+    if mlp.linear:  # L starts at zero: give it values, so that every stage below exercises it
+        with torch.no_grad():
+            mlp.linear_weight.copy_(_t(rng.normal(size=tuple(mlp.linear_weight.shape)) * 0.3))
     z, zdot = (_t(rng.normal(size=(4, mlp.sizes[0]))) for _ in range(2))
     obar, tbar = (_t(rng.normal(size=(4, n))) for _ in range(2))
     acts = mlp.activations(z)

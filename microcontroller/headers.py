@@ -56,6 +56,9 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_LAYER_SIZES", "{" + ", ".join(str(s) for s in sizes) + "}", "layer widths"),
         ("TU_WIDTH_MAX", max(sizes), "widest layer"),
         ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
+        ("TU_LINEAR", int(spec.field.linear), "1: the residual's linear term L z (model.linear)"),
+        ("TU_MLP_READS", spec.field.mlp.reads,
+         "input columns the tanh layers read (TU_N: input-affine, the inputs enter through L alone)"),
         ("TU_NU", spec.field.n_inputs, "recorded inputs of the known field (" + type(spec.system).__name__
          + ", case " + spec.case + ")"),
         ("TU_CH", spec.field.n_states + spec.field.n_inputs,

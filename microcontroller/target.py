@@ -15,6 +15,7 @@ are estimates.
 """
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import subprocess
@@ -196,7 +197,6 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
     """
     import torch
 
-    from torch_ude.field import HybridField
     from torch_ude.metrics import evaluate_field
     from torch_ude.training.outputs import RunOutputs
 
@@ -206,8 +206,7 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
     system = system or spec.system
     ema, _, report_bytes = read_result(result_file)
     report = report_dict(report_type(spec.field.n_states, spec.field.n_inputs).from_buffer_copy(report_bytes))
-    field = HybridField.from_seed(spec.system.known_field(spec.case), spec.seed, hidden=spec.field.mlp.sizes[1:-1])
-    load_weights(field, ema, report["in_scale"], report["out_scale"])
+    field = load_weights(copy.deepcopy(spec.field), ema, report["in_scale"], report["out_scale"])
     with torch.no_grad():
         if data is not None:
             metrics = data.evaluate(field)

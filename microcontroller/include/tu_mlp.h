@@ -2,9 +2,14 @@
  * gradient (Appendix A.1), one sample at a time, float32. Mirrors torch_ude/mlp.py.
  *
  * Layers l = 1..L (TU_NUM_LAYERS affine layers, sizes TU_LAYER_SIZES: TU_CH inputs, TU_N outputs):
- * h_0 = z, a_l = W_l h_{l-1} + b_l, h_l = tanh(a_l) for l < L, output o = a_L.
- * Parameters are one flat array in the order W_1, b_1, ..., W_L, b_L with W_l row-major
- * [out][in] (torch's nn.Linear layout), TU_NUM_PARAMS floats. */
+ * h_0 = z[0 : TU_MLP_READS], a_l = W_l h_{l-1} + b_l, h_l = tanh(a_l) for l < L, output o = a_L.
+ * With TU_LINEAR the output gains the linear term of the whole input, o = a_L + L z, L a
+ * (TU_N, TU_CH) matrix (torch_ude.mlp.TanhMLP(linear=True)); its derivatives: odot gains L zdot,
+ * the input cotangent L^T obar, and dL = obar z^T + tbar zdot^T. TU_MLP_READS < TU_CH (the
+ * input-affine residual: the tanh layers read the TU_N scaled states) needs TU_LINEAR: the
+ * inputs then reach the output through L alone, and W_1 is (d_1, TU_MLP_READS).
+ * Parameters are one flat array in the order W_1, b_1, ..., W_L, b_L (then L with TU_LINEAR)
+ * with W_l and L row-major [out][in] (torch's nn.Linear layout), TU_NUM_PARAMS floats. */
 #ifndef TU_MLP_H
 #define TU_MLP_H
 
@@ -13,6 +18,12 @@
 #if TU_NUM_LAYERS < 2
 #error "the MLP needs at least one hidden layer (TU_NUM_LAYERS >= 2)"
 #endif
+#if TU_MLP_READS < TU_CH && !TU_LINEAR
+#error "tanh layers that read fewer than TU_CH inputs need the linear term (TU_LINEAR 1)"
+#endif
+
+/** Parameter tensors: W_1, b_1, ..., W_L, b_L, then L with the linear term. */
+#define TU_MLP_TENSORS (2 * TU_NUM_LAYERS + TU_LINEAR)
 
 /** Forward values kept for the reverse sweeps. */
 typedef struct {
@@ -29,7 +40,7 @@ typedef struct {
     float out[TU_N];                              /**< odot */
 } tu_mlp_tangents;
 
-/** Number of parameter tensors (2 L) and the size of tensor k (W_1, b_1, ...). */
+/** Number of parameter tensors (TU_MLP_TENSORS) and the size of tensor k (W_1, b_1, ..., L), floats. */
 int tu_mlp_tensor_count(void);
 int tu_mlp_tensor_size(int k);
 

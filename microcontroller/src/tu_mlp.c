@@ -13,28 +13,55 @@
 
 static const int tu_sizes[TU_L + 1] = TU_LAYER_SIZES;
 
+/* L of the linear term, (TU_N, TU_CH) row-major, is the last tensor of the flat array. */
+#define TU_LINEAR_OFFSET (TU_NUM_PARAMS - TU_N * TU_CH)
+
+/* The inputs layer l reads: TU_MLP_READS for the first, the previous width after it. */
+static int tu_din(int l)
+{
+    return l == 0 ? TU_MLP_READS : tu_sizes[l];
+}
+
 /* offsets[l]: where W_l starts in the flat parameter array (b_l follows it). */
 static void tu_offsets(int offsets[TU_L])
 {
     int l, off = 0;
     for (l = 0; l < TU_L; ++l) {
         offsets[l] = off;
-        off += tu_sizes[l + 1] * (tu_sizes[l] + 1);
+        off += tu_sizes[l + 1] * (tu_din(l) + 1);
     }
 }
 
 int tu_mlp_tensor_count(void)
 {
-    return 2 * TU_L;
+    return TU_MLP_TENSORS;
 }
 
 int tu_mlp_tensor_size(int k)
 {
     const int l = k / 2;
-    if (k < 0 || k >= 2 * TU_L) {
+    if (k < 0 || k >= TU_MLP_TENSORS) {
         return 0;
     }
-    return k % 2 == 0 ? tu_sizes[l + 1] * tu_sizes[l] : tu_sizes[l + 1];
+    if (k == 2 * TU_L) {
+        return TU_N * TU_CH;
+    }
+    return k % 2 == 0 ? tu_sizes[l + 1] * tu_din(l) : tu_sizes[l + 1];
+}
+
+/* out += L v for the linear term (TU_LINEAR): each row's sum over the TU_CH inputs in order, then
+ * added, as torch.addmm(out, v, L^T) does. */
+static void tu_linear_add(const float *params, const float v[TU_CH], float out[TU_N])
+{
+    const float *lw = params + TU_LINEAR_OFFSET;
+    int i, j;
+    for (j = 0; j < TU_N; ++j) {
+        float s = 0.0f;
+        for (i = 0; i < TU_CH; ++i) {
+            s += lw[j * TU_CH + i] * v[i];
+        }
+        out[j] += s;
+    }
 }
 
 /* a = W x + b for one layer, four rows at a time (each x[i] loaded once for all four); each
@@ -73,7 +100,7 @@ void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts
     int l, j;
     memcpy(acts->z, z, sizeof acts->z);
     for (l = 0; l < TU_L; ++l) {
-        const int din = tu_sizes[l], dout = tu_sizes[l + 1];
+        const int din = tu_din(l), dout = tu_sizes[l + 1];
         float *out = l < TU_L - 1 ? acts->hidden[l] : acts->out;
         tu_affine(w, w + dout * din, prev, din, dout, out);
         if (l < TU_L - 1) {
@@ -84,6 +111,9 @@ void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts
         prev = out;
         w += dout * (din + 1);
     }
+    if (TU_LINEAR) {
+        tu_linear_add(params, acts->z, acts->out);
+    }
 }
 
 void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_CH], tu_mlp_tangents *tan)
@@ -92,7 +122,7 @@ void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[T
     int l, i, j;
     memcpy(tan->zdot, zdot, sizeof tan->zdot);
     for (l = 0; l < TU_L; ++l) {
-        const int din = tu_sizes[l], dout = tu_sizes[l + 1];
+        const int din = tu_din(l), dout = tu_sizes[l + 1];
         for (j = 0; j < dout; ++j) {
             const float *row = w + j * din;
             float a = 0.0f;
@@ -112,6 +142,9 @@ void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[T
         }
         w += dout * (din + 1);
     }
+    if (TU_LINEAR) {
+        tu_linear_add(params, tan->zdot, tan->out);
+    }
 }
 
 void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_CH])
@@ -121,7 +154,7 @@ void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float 
     tu_offsets(offsets);
     memcpy(g, obar, TU_N * sizeof(float));
     for (l = TU_L - 1; l >= 0; --l) {
-        const int din = tu_sizes[l], dout = tu_sizes[l + 1];
+        const int din = tu_din(l), dout = tu_sizes[l + 1];
         const float *w = params + offsets[l];
         memset(next, 0, (size_t)din * sizeof(float));
         for (j = 0; j < dout; ++j) {
@@ -138,7 +171,18 @@ void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float 
             g[i] = next[i];
         }
     }
-    memcpy(zbar, g, TU_CH * sizeof(float));
+    if (!TU_LINEAR) {
+        memcpy(zbar, g, TU_CH * sizeof(float));
+        return;
+    }
+    for (i = 0; i < TU_CH; ++i) { /* (L^T obar)_i, a sum over the outputs in order, plus the tanh path's */
+        const float *lw = params + TU_LINEAR_OFFSET;
+        float s = 0.0f;
+        for (j = 0; j < TU_N; ++j) {
+            s += obar[j] * lw[j * TU_CH + i];
+        }
+        zbar[i] = i < TU_MLP_READS ? s + g[i] : s;
+    }
 }
 
 /* gw += abar h^T and (when hbar is not NULL) hbar = W^T abar for one layer, four columns at a
@@ -197,8 +241,17 @@ void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float o
     if (with_tangent) {
         memcpy(tabar, tbar, TU_N * sizeof(float));
     }
+    if (TU_LINEAR) { /* dL += obar z^T (+ tbar zdot^T) */
+        float *gl = grad + TU_LINEAR_OFFSET;
+        for (j = 0; j < TU_N; ++j) {
+            for (i = 0; i < TU_CH; ++i) {
+                gl[j * TU_CH + i] += with_tangent ? obar[j] * acts->z[i] + tbar[j] * tan->zdot[i]
+                                                  : obar[j] * acts->z[i];
+            }
+        }
+    }
     for (l = TU_L - 1; l >= 0; --l) {
-        const int din = tu_sizes[l], dout = tu_sizes[l + 1];
+        const int din = tu_din(l), dout = tu_sizes[l + 1];
         const float *w = params + offsets[l];
         float *gw = grad + offsets[l];
         float *gb = gw + dout * din;

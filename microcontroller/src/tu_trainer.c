@@ -433,7 +433,7 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
 tu_status tu_trainer_step(tu_trainer *self)
 {
     tu_status st = tu_check(self);
-    int sizes[2 * TU_NUM_LAYERS];
+    int sizes[TU_MLP_TENSORS];
     int fill, b, k, finite = 1;
     float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm;
     tu_field field;
@@ -471,10 +471,10 @@ tu_status tu_trainer_step(tu_trainer *self)
     sq1 /= (float)TU_BATCH;
     sq2 /= (float)TU_BATCH;
     loss = loss_terms.lambda1 * sq1 + (loss_terms.lambda2 > 0.0f ? loss_terms.lambda2 * sq2 : 0.0f);
-    for (k = 0; k < 2 * TU_NUM_LAYERS; ++k) {
+    for (k = 0; k < TU_MLP_TENSORS; ++k) {
         sizes[k] = tu_mlp_tensor_size(k);
     }
-    norm = tu_clip_grad_norm(self->grad, sizes, 2 * TU_NUM_LAYERS, TU_GRAD_CLIP);
+    norm = tu_clip_grad_norm(self->grad, sizes, TU_MLP_TENSORS, TU_GRAD_CLIP);
     self->last_loss = loss;
     self->last_loss_r1 = sq1;
     self->last_loss_r2 = loss_terms.lambda2 > 0.0f ? sq2 : NAN;

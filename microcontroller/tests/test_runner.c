@@ -257,7 +257,7 @@ static int test_clip_adam_ema(void)
 {
     static float params[TU_NUM_PARAMS], grad[TU_NUM_PARAMS], m[TU_NUM_PARAMS], v[TU_NUM_PARAMS], ema[TU_NUM_PARAMS];
     const tu_golden_array grads = tu_golden("adam_grads");
-    int sizes[2 * TU_NUM_LAYERS], k;
+    int sizes[TU_MLP_TENSORS], k;
     float norms[3];
     tu_adam adam;
     memcpy(params, tu_golden("mlp_params").f, sizeof params);
@@ -267,12 +267,12 @@ static int test_clip_adam_ema(void)
     adam.exp_avg_sq = v;
     adam.n = TU_NUM_PARAMS;
     adam.step = 0;
-    for (k = 0; k < 2 * TU_NUM_LAYERS; ++k) {
+    for (k = 0; k < TU_MLP_TENSORS; ++k) {
         sizes[k] = tu_mlp_tensor_size(k);
     }
     for (k = 0; k < 3; ++k) {
         memcpy(grad, grads.f + k * TU_NUM_PARAMS, sizeof grad);
-        norms[k] = tu_clip_grad_norm(grad, sizes, 2 * TU_NUM_LAYERS, 5.0f);
+        norms[k] = tu_clip_grad_norm(grad, sizes, TU_MLP_TENSORS, 5.0f);
         tu_adamw_step(&adam, params, grad, 5e-3f, 0.05f);
         tu_ema_update(ema, params, TU_NUM_PARAMS, 1.0f - 0.995f, k == 0);
     }

@@ -39,6 +39,10 @@ CASES = {
                                                              "--model.schedule", "constant"], 8.0),
     # recorded inputs (issue 32, item 2): the DFKI pendulum's known model driven by a logged torque
     "torque_pendulum": ("forced log", [*SMALL, "--trainer.max_steps", "400"], 12.0),  # 212 updates live
+    # the residual's linear term L z on the same log, and the input-affine residual (torque through L alone)
+    "torque_pendulum_linear": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true"], 12.0),
+    "torque_pendulum_input_affine": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
+                                                    "--model.input_affine", "true"], 12.0),
 }
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]

@@ -39,7 +39,6 @@ def test_headers_carry_the_stamp_sizes_and_tables(tmp_path):
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
     (["--model.stream.tap_average", "true"], "tap_average .* is not in the C port yet"),
-    (["--model.linear", "true"], "model.linear .* is not in the C port"),
     # issue 31's trust features are refused by name until the device learns them (issue 32)
     (["--model.periodic", "true"], r"does not implement periodic angles .*model.periodic: false\) yet \(issue 32\)"),
     (["--model.envelope", "true"], r"the trust envelope \(model.envelope: false\)"),
@@ -189,9 +188,16 @@ def test_recorded_log_and_mhe_run_folders_are_refused_in_one_line(run_folder, ca
     assert "periodic states read as (sin, cos)" in err and "model.periodic false" in err
 
 
-def test_a_run_with_the_linear_term_is_refused(tmp_path):
-    spec = spec_from_config(CONFIG, POINT)
-    field = HybridField.from_seed(spec.system.known_field("A"), 0, linear=True)
-    export_field(field, tmp_path, spec.system, "A", extra={"seed": 0})
-    with pytest.raises(ValueError, match=r"has the residual's linear term \(field.json: \"linear\": true\)"):
-        spec_from_run(tmp_path)
+def test_the_linear_term_is_generated_and_a_run_with_it_is_fine_tuned_with_its_l(tmp_path):
+    spec = spec_from_config(CONFIG, [*POINT, "--model.linear", "true"])
+    cfg = (write_headers(spec, tmp_path / "gen")[0]).read_text()
+    assert "#define TU_LINEAR               1" in cfg and "#define TU_NUM_PARAMS           358" in cfg  # 354 + 2 x 2
+    assert spec.config_hash() != spec_from_config(CONFIG, POINT).config_hash()
+    field = spec.field
+    with torch.no_grad():
+        field.mlp.linear_weight.copy_(torch.tensor([[0.5, -0.25], [1.5, 2.0]]))
+    extra = {"seed": 0, "config": {"model": {"stream": {"tap_average": False}, "linear": True},
+                                   "data": {"fs": 1000.0, "train_rate": 25.0}, "max_steps": 700}}
+    export_field(field, tmp_path / "run", spec.system, "A", extra=extra)
+    tuned = spec_from_run(tmp_path / "run")
+    assert tuned.field.linear and torch.equal(tuned.field.mlp.linear_weight, field.mlp.linear_weight)
