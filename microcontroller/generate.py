@@ -107,12 +107,6 @@ class DeviceSpec:
         """
         self.plant()  # a known field without a C form is refused here, by name
         self.stream.validate()
-        if self.stream.tap_average:
-            raise ValueError(
-                "model.stream.tap_average (box-averaged taps, issue 17) is not in the C port yet (it needs the "
-                "m-dependent SG rows in RAM and a box sum per channel, about 1.4 kB more static memory for the "
-                "single pendulum; RESULTS.md); set model.stream.tap_average false for the device, or train with "
-                "the Python trainer.")
         if len(self.field.mlp.sizes) < 3:
             raise ValueError(
                 f"model.hidden is {list(self.field.mlp.sizes[1:-1])}, no hidden layer; the C port needs at least one: "

@@ -76,6 +76,8 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_M_FIXED", st.m or 0, "fixed tap spacing (0: adaptive, Eq. 24)"),
         ("TU_M0", min(CALIBRATION_M0, st.m_max), "first tap spacing of the adaptive search"),
         ("TU_M_MAX", st.m_max, "largest tap spacing"),
+        ("TU_TAP_AVERAGE", int(st.tap_average), "1: box-averaged taps (each the mean of the m samples ending at it)"),
+        ("TU_BOX_TABLES", st.m_max if st.tap_average else 1, "box-tap SG tables in flash, for m = 1 .."),
         ("TU_DT_SCALE", float_literal(st.dt_scale), "constant of Eq. (24)"),
         ("TU_OUTLIER_THRESHOLD", float_literal(st.outlier_threshold or 0.0), "outlier screen, robust SDs (0: off)"),
         ("TU_MAX_BRIDGE", st.max_bridge, "longest bridged gap, ticks"),
@@ -130,12 +132,17 @@ def model_header(spec: DeviceSpec) -> str:
     params = torch.cat([p.detach().flatten() for p in spec.field.parameters_list()])
     in_scale = spec.field.in_scale if not spec.field.n_inputs else torch.cat([spec.field.in_scale,
                                                                               spec.field.input_scale])
+    boxes = [SavitzkyGolay(spec.stream.half_width, spec.stream.order, bin_width=b)
+             for b in range(1, (spec.stream.m_max if spec.stream.tap_average else 1) + 1)]
     body = (
         "static const tu_model TU_MODEL_DATA = {\n"
         f"    .sg_rows = {_array(sg.rows)},\n"
         f"    .sg_row_norm = {_array(norms)},\n"
         f"    .sg_projection = {_array(sg.projection)},\n"
         f"    .sg_noise_gain = {float_literal(sg.noise_gain)},\n"
+        f"    .box_rows = {_array(torch.stack([b.rows for b in boxes]))},\n"
+        f"    .box_row2_norm = {_array(torch.stack([torch.linalg.vector_norm(b.rows[2]) for b in boxes]))},\n"
+        f"    .box_projection = {_array(torch.stack([b.projection for b in boxes]))},\n"
         f"    .init_params = {_array(params)},\n"
         f"    .in_scale = {_array(in_scale)},\n"
         f"    .out_scale = {_array(spec.field.out_scale)},\n"

@@ -12,6 +12,14 @@
 void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_CH], float xdot[TU_CH],
                         float xddot[TU_CH]);
 
+/** tu_savgol_estimate with the given rows D0..D2 (the box-averaged ones of tu_model). */
+void tu_savgol_estimate_rows(const float rows[3][TU_TAPS], const float *taps, float dt, float x[TU_CH],
+                             float xdot[TU_CH], float xddot[TU_CH]);
+
+/** tu_savgol_misfit with the given projection R. */
+void tu_savgol_misfit_with(const float projection[TU_TAPS][TU_TAPS], const float *taps, float misfit[TU_CH],
+                           float rms[TU_CH]);
+
 /** ||R y||_2 and the RMS of the taps (TU_CH rows of TU_TAPS), per channel. */
 void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_CH], float rms[TU_CH]);
 

@@ -44,7 +44,8 @@
 #include "tu_prng.h"
 #include "tu_status.h"
 
-#define TU_RING_LEN ((TU_TAPS - 1) * TU_M_MAX + 1)  /* the newest sample and the span before it */
+/* the newest sample and the span before it (box taps: and the m_max - 1 older samples of the first bin) */
+#define TU_RING_LEN ((TU_TAPS - 1) * TU_M_MAX + (TU_TAP_AVERAGE ? TU_M_MAX : 1))
 #define TU_STREAM_RESERVOIR 1u  /* PCG32 stream of the reservoir's replacement draws */
 #define TU_STREAM_BATCH 2u      /* PCG32 stream of the minibatch indices */
 /* the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick */

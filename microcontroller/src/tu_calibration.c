@@ -203,7 +203,8 @@ tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibrat
         if (!adaptive) {
             break;
         }
-        noise_rel = out->sigma_rel > 1e-12f ? out->sigma_rel : 1e-12f;
+        noise_rel = TU_TAP_AVERAGE ? out->sigma_rel / sqrtf((float)m) : out->sigma_rel;  /* a box tap: 1/sqrt(m) */
+        noise_rel = noise_rel > 1e-12f ? noise_rel : 1e-12f;
         steps = rintf(TU_FS * (TU_DT_SCALE / omega * powf(noise_rel / 0.01f, 0.2f)));  /* half to even */
         new_m = steps < 1.0f ? 1 : (steps > (float)TU_M_MAX ? TU_M_MAX : (int)steps);
         if (new_m == m) {
@@ -215,7 +216,9 @@ tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibrat
     out->dt_eff = (float)m / TU_FS;
     out->snr2 = INFINITY;
     for (c = 0; c < TU_N; ++c) {
-        const float noise = model->sg_row_norm[2] * out->sigma[c] / (out->dt_eff * out->dt_eff);
+        const float noise = TU_TAP_AVERAGE ? model->box_row2_norm[(m < TU_BOX_TABLES ? m : TU_BOX_TABLES) - 1]
+                                                 * (out->sigma[c] / sqrtf((float)m)) / (out->dt_eff * out->dt_eff)
+                                           : model->sg_row_norm[2] * out->sigma[c] / (out->dt_eff * out->dt_eff);
         ratio = noise > 0.0f ? out->s2[c] / noise : INFINITY;
         if (ratio < out->snr2) {
             out->snr2 = ratio;

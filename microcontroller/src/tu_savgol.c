@@ -8,14 +8,20 @@
 void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, float x[TU_CH], float xdot[TU_CH],
                         float xddot[TU_CH])
 {
+    tu_savgol_estimate_rows(model->sg_rows, taps, dt, x, xdot, xddot);
+}
+
+void tu_savgol_estimate_rows(const float rows[3][TU_TAPS], const float *taps, float dt, float x[TU_CH],
+                             float xdot[TU_CH], float xddot[TU_CH])
+{
     const float dt2 = dt * dt;
     int c, j;
     for (c = 0; c < TU_CH; ++c) {
         float e0 = 0.0f, e1 = 0.0f, e2 = 0.0f;
         for (j = 0; j < TU_TAPS; ++j) {
-            e0 += taps[c * TU_TAPS + j] * model->sg_rows[0][j];
-            e1 += taps[c * TU_TAPS + j] * model->sg_rows[1][j];
-            e2 += taps[c * TU_TAPS + j] * model->sg_rows[2][j];
+            e0 += taps[c * TU_TAPS + j] * rows[0][j];
+            e1 += taps[c * TU_TAPS + j] * rows[1][j];
+            e2 += taps[c * TU_TAPS + j] * rows[2][j];
         }
         x[c] = e0;
         xdot[c] = e1 / dt;
@@ -25,13 +31,19 @@ void tu_savgol_estimate(const tu_model *model, const float *taps, float dt, floa
 
 void tu_savgol_misfit(const tu_model *model, const float *taps, float misfit[TU_CH], float rms[TU_CH])
 {
+    tu_savgol_misfit_with(model->sg_projection, taps, misfit, rms);
+}
+
+void tu_savgol_misfit_with(const float projection[TU_TAPS][TU_TAPS], const float *taps, float misfit[TU_CH],
+                           float rms[TU_CH])
+{
     int c, i, j;
     for (c = 0; c < TU_CH; ++c) {
         float sq = 0.0f, power = 0.0f;
         for (i = 0; i < TU_TAPS; ++i) {
             float r = 0.0f;
             for (j = 0; j < TU_TAPS; ++j) {
-                r += taps[c * TU_TAPS + j] * model->sg_projection[i][j];
+                r += taps[c * TU_TAPS + j] * projection[i][j];
             }
             sq += r * r;
             power += taps[c * TU_TAPS + i] * taps[c * TU_TAPS + i];

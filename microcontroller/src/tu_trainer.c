@@ -165,26 +165,51 @@ static void tu_ring_push(tu_trainer *self, const float y[TU_CH], int brk)
     self->run = brk ? 1u : (self->run < (uint32_t)TU_RING_LEN ? self->run + 1u : self->run);
 }
 
+/* Samples averaged per tap: m for box-averaged taps, else 1. */
+static int tu_bin(const tu_trainer *self)
+{
+    return TU_TAP_AVERAGE ? self->cal.m : 1;
+}
+
+/* The SG rows and projection of the stream's windows (torch_ude.stream._windows_estimator). */
+static const float (*tu_window_rows(const tu_trainer *self))[TU_TAPS]
+{
+    const int b = tu_bin(self);
+    return b > 1 ? tu_model_tables()->box_rows[(b < TU_BOX_TABLES ? b : TU_BOX_TABLES) - 1]
+                 : tu_model_tables()->sg_rows;
+}
+
+static const float (*tu_window_projection(const tu_trainer *self))[TU_TAPS]
+{
+    const int b = tu_bin(self);
+    return b > 1 ? tu_model_tables()->box_projection[(b < TU_BOX_TABLES ? b : TU_BOX_TABLES) - 1]
+                 : tu_model_tables()->sg_projection;
+}
+
 /* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream). */
 static void tu_start_streaming(tu_trainer *self)
 {
     const tu_cal_record *rec = &self->mem.record;
-    const int m = self->cal.m, span = TU_SPAN(m), s = tu_stride(self);
+    const int m = self->cal.m, b = tu_bin(self), span = TU_SPAN(m) + b - 1, s = tu_stride(self);
     const unsigned last_key = rec->flags[TU_CAL_LEN - 1] & TU_FLAG_KEY;
-    int start, k, c, j;
+    int start, k, c, j, i;
     /* warm the running median on the record's windows; the last TU_GATE_HISTORY remain */
     tu_gate_reset(&self->gate);
     for (start = 0; start + span < TU_CAL_LEN; start += s) {
         float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH];
         int ok = (rec->flags[start] & TU_FLAG_KEY) == (rec->flags[start + span] & TU_FLAG_KEY);
         for (j = 0; j < TU_TAPS && ok; ++j) {
-            for (c = 0; c < TU_CH; ++c) {
-                taps[c][j] = rec->y[start + j * m][c];
+            for (c = 0; c < TU_CH; ++c) {  /* a box tap: the mean of the b samples from start + j m on */
+                float sum = rec->y[start + j * m][c];
+                for (i = 1; i < b; ++i) {
+                    sum += rec->y[start + j * m + i][c];
+                }
+                taps[c][j] = b > 1 ? sum / (float)b : sum;
                 ok = ok && tu_finite(taps[c][j]);
             }
         }
         if (ok) {
-            tu_savgol_misfit(tu_model_tables(), &taps[0][0], misfit, rms);
+            tu_savgol_misfit_with(tu_window_projection(self), &taps[0][0], misfit, rms);
             tu_gate_record(&self->gate, misfit);
         }
     }
@@ -194,7 +219,7 @@ static void tu_start_streaming(tu_trainer *self)
     for (k = TU_CAL_LEN - 1; k >= 0 && (rec->flags[k] & TU_FLAG_KEY) == last_key; --k) {
         ++self->run;
     }
-    for (k = TU_CAL_LEN - span; k < TU_CAL_LEN; ++k) {
+    for (k = TU_CAL_LEN - span; k < TU_CAL_LEN; ++k) {  /* (span includes a box tap's b - 1 older samples) */
         memcpy(self->ring[self->ring_head], rec->y[k], sizeof self->ring[0]);
         self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
     }
@@ -229,14 +254,18 @@ static void tu_reservoir_offer(tu_trainer *self, const float *jet)
 /* The window of TU_TAPS taps m apart ending at the newest sample. */
 static void tu_window(tu_trainer *self)
 {
-    const int m = self->cal.m;
+    const int m = self->cal.m, b = tu_bin(self);
     float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH], jet[3][TU_CH];
-    int finite = 1, c, j;
+    int finite = 1, c, j, i;
     for (j = 0; j < TU_TAPS; ++j) {
         const int back = (TU_TAPS - 1 - j) * m;
-        const int slot = ((self->ring_head - 1 - back) % TU_RING_LEN + TU_RING_LEN) % TU_RING_LEN;
-        for (c = 0; c < TU_CH; ++c) {
-            taps[c][j] = self->ring[slot][c];
+        for (c = 0; c < TU_CH; ++c) {  /* a box tap: the mean of the b samples ending at it, newest first */
+            float sum = 0.0f;
+            for (i = 0; i < b; ++i) {  /* (i = 0 first: 0 + y is y, bit for bit, but for the sign of a zero) */
+                const int slot = ((self->ring_head - 1 - back - i) % TU_RING_LEN + TU_RING_LEN) % TU_RING_LEN;
+                sum = i == 0 ? self->ring[slot][c] : sum + self->ring[slot][c];
+            }
+            taps[c][j] = b > 1 ? sum / (float)b : sum;
             finite = finite && tu_finite(taps[c][j]);
         }
     }
@@ -245,12 +274,12 @@ static void tu_window(tu_trainer *self)
         ++self->counters.nonfinite;
         return;
     }
-    if (self->run < (uint32_t)TU_SPAN(m) + 1u) {
+    if (self->run < (uint32_t)(TU_SPAN(m) + b)) {
         ++self->counters.boundary;
         return;
     }
-    tu_savgol_misfit(tu_model_tables(), &taps[0][0], misfit, rms);
-    tu_savgol_estimate(tu_model_tables(), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
+    tu_savgol_misfit_with(tu_window_projection(self), &taps[0][0], misfit, rms);
+    tu_savgol_estimate_rows(tu_window_rows(self), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
     for (c = 0; c < TU_CH; ++c) {  /* overflow of huge finite samples */
         finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
                  && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);

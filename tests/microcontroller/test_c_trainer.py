@@ -37,6 +37,9 @@ CASES = {
     "pendulum_forgetting": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "200",
                                                              "--model.stream.forget_window", "300",
                                                              "--model.schedule", "constant"], 8.0),
+    # box-averaged taps (the Python trainer's default): the window means, the box rows and the calibration's 1/sqrt(m)
+    "pendulum_box": ("configs/pendulum_case_a.yaml", ["--model.stream.tap_average", "true", *SMALL[2:],
+                                                      "--trainer.max_steps", "300"], 8.0),
     # recorded inputs (issue 32, item 2): the DFKI pendulum's known model driven by a logged torque
     "torque_pendulum": ("forced log", [*SMALL, "--trainer.max_steps", "400"], 12.0),  # 212 updates live
     # the residual's linear term L z on the same log, and the input-affine residual (torque through L alone)

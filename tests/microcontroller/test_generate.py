@@ -17,7 +17,7 @@ from torch_ude.export import export_field
 from torch_ude.savgol import SavitzkyGolay
 
 CONFIG = "configs/pendulum_case_a.yaml"
-POINT = ["--model.stream.tap_average", "false"]  # the C port has point taps only (the Python default is box-averaged)
+POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (the Python default is box-averaged)
 
 
 def test_headers_carry_the_stamp_sizes_and_tables(tmp_path):
@@ -33,12 +33,20 @@ def test_headers_carry_the_stamp_sizes_and_tables(tmp_path):
     assert spec_from_config(CONFIG, [*POINT, "--model.stream.capacity", "1024"]).config_hash() != spec.config_hash()
 
 
+def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
+    """tap_average true (the Python default) is no longer refused: the box rows of every m up to m_max are in flash."""
+    spec = spec_from_config(CONFIG, ["--model.stream.tap_average", "true", "--model.stream.m_max", "20"])
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path))
+    assert re.search(r"#define TU_TAP_AVERAGE\s+1\b", cfg) and re.search(r"#define TU_BOX_TABLES\s+20\b", cfg)
+    row = SavitzkyGolay(bin_width=20).rows[1]
+    assert f"{float(row[0].float()):.9g}f" in data
+
+
 @pytest.mark.parametrize("overrides, match", [
     (["--model.stream.capacity", "32"], "smaller than the minibatch size"),
     (["--model.stream.half_width", "2"], "2M\\+1 >= P\\+2"),
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
-    (["--model.stream.tap_average", "true"], "tap_average .* is not in the C port yet"),
     # issue 31's trust features are refused by name until the device learns them (issue 32)
     (["--model.periodic", "true"], r"does not implement periodic angles .*model.periodic: false\) yet \(issue 32\)"),
     (["--model.envelope", "true"], r"the trust envelope \(model.envelope: false\)"),
@@ -73,6 +81,7 @@ def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
 @pytest.mark.parametrize("config, overrides", [
     (CONFIG, [*POINT, "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]),
     ("configs/double_pendulum_case_a.yaml", [*POINT, "--model.stream.capacity", "2048", "--model.stream.m_max", "50"]),
+    (CONFIG, ["--model.stream.tap_average", "true", "--model.stream.capacity", "2048"]),  # box taps: a longer ring
     (CONFIG, [*POINT, "--model.stream.capacity", "16", "--model.stream.lambda2", "0", "--model.stream.calibration_s", "0.601",
               "--model.batch_size", "4", "--model.stream.gate_history", "5"]),
 ])
