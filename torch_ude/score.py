@@ -19,6 +19,20 @@ value more than `PLAUSIBLE_RMS` training RMS from zero (a corrupted sample) are 
 the table and left out. A horizon longer
 than every segment of a file is reported as too short for it, never dropped silently.
 
+A PEM-MHE run folder is also scored the way its users judge it, by free run (output error,
+`pem_free_run`): its estimator is rebuilt from the run's ``config.yaml``
+(`mhe.training.config.load_experiment`) with the trained parameters and arrival cost of
+``checkpoints/last.ckpt``; every file is read on the model's own grid (the MHE rate, whatever ``--fs``
+says) and cut into consecutive windows of each horizon (the tail shorter than one window left out);
+each window is simulated from its own initial state by `mhe.free_run.simulate_free_run` with the
+configured input hold, the state estimated from that window's measured outputs with the parameters
+fixed (`mhe.free_run.estimate_initial_states`: the initial state of least free-run error, residuals
+weighted by the MHE's ``R``). Its NRMSE per measured output is the RMSE over the windows divided by the
+measured output's standard deviation over them (the mean over outputs in ``free_run_<h>s_nrmse``);
+the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per file and pooled.
+A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a bare
+``field.pt``, have no such columns.
+
 Outputs (in ``--out``, default ``RUN/score``): ``score.json`` (settings, per-file and pooled
 errors, what reading each file found), one figure per file (``<file stem>.png``: the open-loop
 rollouts at the shortest horizon the file holds against the measured states, the samples outside
@@ -55,7 +69,7 @@ from .recorded import RecordedLog, read_log
 
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
            "score_table", "rollout_figure", "score", "main", "plausible_limits", "class_of", "SCORE_FILE",
-           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS"]
+           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS", "pem_free_run"]
 
 SCORE_FILE = "score.json"
 #: A value more than this many training RMS of its channel from zero is implausible (a corrupted sample):
@@ -316,6 +330,72 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
     return {"files": files, "pooled": pooled}
 
 
+def _pem_estimator(folder: Path):
+    """The trained MHE of a PEM-MHE run folder (module doc), or None when the folder lacks its config or checkpoint."""
+    config, ckpt = folder / "config.yaml", folder / "checkpoints" / "last.ckpt"
+    if not (config.is_file() and ckpt.is_file()):
+        return None
+    import tempfile
+    from mhe.training.config import load_experiment  # (CasADi: only for a PEM-MHE run)
+    saved = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    # the experiment's sections; the run-level keys the saved config adds (ckpt_path, weights_only, ...) are no fit's
+    saved = {k: v for k, v in saved.items() if k in ("seed_everything", "trainer", "model", "data")}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+        estimator = load_experiment(Path(tmp) / "config.yaml").problem.estimator(clip_start=True)
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    estimator.load_state_dict({k[len("estimator."):]: v for k, v in state.items() if k.startswith("estimator.")})
+    return estimator
+
+
+def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float]) -> dict:
+    """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): windows of each horizon, each from its
+    own initial state (`mhe.free_run.estimate_initial_states`, the parameters fixed).
+
+    Args:
+        estimator: the trained `mhe.mhe.MovingHorizonEstimator`.
+        logs: logs on the model's grid (``1 / model.dt``), its states then inputs.
+        horizons: window lengths in s.
+
+    Returns:
+        ``{"files": [per log: {"free_run_<h>s_nrmse": float or None, "free_run_<h>s_nrmse_per_output": list or
+        None}], "pooled": the same over all logs}``; None where no window of the horizon fits.
+    """
+    from mhe.free_run import estimate_initial_states, simulate_free_run
+    from mhe.simulate import Recording
+    model = estimator.model
+    measured = list(model.measured)
+    per_file = [dict() for _ in logs]
+    pooled: dict = {}
+    for h in horizons:
+        key = f"free_run_{h:g}s_nrmse"
+        errors_all, outputs_all = [], []
+        for log, entry in zip(logs, per_file):
+            length = int(round(h * log.fs)) + 1
+            cuts = [seg[a:a + length] for seg in log.segments for a in range(0, seg.shape[0] - length + 1, length - 1)]
+            if not cuts:
+                entry[key] = entry[key + "_per_output"] = None
+                continue
+            rows = torch.as_tensor(np.concatenate(cuts), dtype=torch.float64)
+            y, u = rows[:, measured], rows[:, log.n_states:]
+            breaks = tuple(range(length, rows.shape[0], length))
+            recording = Recording(torch.zeros(rows.shape[0], 0, dtype=torch.float64), u, y, 1.0 / log.fs, breaks)
+            x0, _ = estimate_initial_states(estimator, recording)
+            with torch.no_grad():
+                e = simulate_free_run(model, x0, u, breaks).outputs - y
+            errors_all.append(e)
+            outputs_all.append(y)
+            nrmse = (e.pow(2).mean(0).sqrt() / y.std(0)).tolist()
+            entry[key], entry[key + "_per_output"] = float(np.mean(nrmse)), nrmse
+        if errors_all:
+            e, y = torch.cat(errors_all), torch.cat(outputs_all)
+            nrmse = (e.pow(2).mean(0).sqrt() / y.std(0)).tolist()
+            pooled[key], pooled[key + "_per_output"] = float(np.mean(nrmse)), nrmse
+        else:
+            pooled[key] = pooled[key + "_per_output"] = None
+    return {"files": per_file, "pooled": pooled}
+
+
 def _cell(value: float | None, short: bool) -> str:
     if value is None:
         return "too short" if short else "n/a"
@@ -328,20 +408,23 @@ def score_table(result: dict, horizons: Sequence[float], per_channel: bool = Fal
     values: left out), one-step and open-loop NRMSE per
     horizon (``too short`` where no segment of the file spans it), share outside the envelope; with
     ``per_channel`` one line per channel under each row."""
-    head = ["file", "rate Hz", "s", "flagged", "one-step"] + [f"{h:g} s" for h in horizons] + ["outside"]
+    free = [h for h in horizons if f"free_run_{h:g}s_nrmse" in result["pooled"]]
+    head = (["file", "rate Hz", "s", "flagged", "one-step"] + [f"{h:g} s" for h in horizons]
+            + [f"free {h:g} s" for h in free] + ["outside"])
     rows = []
 
     def line(name: str, rate: str, seconds: str, flagged: int, errors: dict) -> None:
         out = errors.get("outside_envelope")
         rows.append([name, rate, seconds, str(flagged), _cell(errors["one_step_nrmse"], False)]
                     + [_cell(errors[f"open_loop_{h:g}s_nrmse"], True) for h in horizons]
+                    + [_cell(errors[f"free_run_{h:g}s_nrmse"], True) for h in free]
                     + ["-" if out is None else f"{100 * out:.1f} %"])
         if per_channel:
             for i, c in enumerate(channels):
                 rows.append([f"  {c}", "", "", "", _cell(errors["one_step_nrmse_per_channel"][i], False)]
                             + [_cell(None if errors[f"open_loop_{h:g}s_nrmse_per_channel"] is None else
                                      errors[f"open_loop_{h:g}s_nrmse_per_channel"][i], True) for h in horizons]
-                            + [""])
+                            + [""] * len(free) + [""])
 
     for f in result["files"]:
         report = f["report"]
@@ -463,6 +546,13 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     periodic = _periodic(field)
     result = score_logs(field, logs, horizons, periodic)
     folder = Path(model) if Path(model).is_dir() else Path(model).parent
+    estimator = _pem_estimator(folder) if field.separate_inputs and Path(model).is_dir() else None
+    if estimator is not None:  # a PEM-MHE run: also the free run on the model's own grid (module doc)
+        grid = LogColumns(**{**vars(columns), "fs": 1.0 / float(estimator.model.dt)})
+        free = pem_free_run(estimator, [read_scored_log(f, grid, antialias, limits) for f in files], horizons)
+        for entry, extra in zip(result["files"], free["files"]):
+            entry.update(extra)
+        result["pooled"].update(free["pooled"])
     target = Path(out) if out is not None else folder / "score"
     target.mkdir(parents=True, exist_ok=True)
     stems = [Path(f).stem for f in files]

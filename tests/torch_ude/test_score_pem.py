@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from torch_ude import load_field
+from torch_ude import score as score_module
 from torch_ude.cli import main
 from torch_ude.field import HybridField
 from torch_ude.prediction import prediction_errors
@@ -103,3 +104,24 @@ def test_score_sends_a_pem_mhe_model_of_a_mapped_recording_to_validate(run, monk
     code, _, err = _run(monkeypatch, capsys, "score", str(other), "--files", str(DFKI / "ddp.csv"))
     lines = [line for line in err.splitlines() if line.startswith("torch-ude: error:")]
     assert code == 2 and len(lines) == 1 and re.search(r"IACRecording.*torch-ude validate", lines[0]), err
+
+
+def test_a_pem_mhe_run_is_also_scored_by_free_run_from_estimated_states(run, monkeypatch, capsys, tmp_path):
+    """issue 35 item 1: the free-run NRMSE per horizon beside the open-loop one, and a wrong parameter scores worse."""
+    code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(DFKI / "ddp.csv"), "--horizons", "1",
+                        "5", "20", "--out", str(tmp_path))
+    scored = json.loads((tmp_path / "score.json").read_text())
+    assert code == 0 and "free 1 s" in out and "free 5 s" in out
+    for entry in (scored["files"][0], scored["pooled"]):
+        for h in ("1", "5"):
+            assert np.isfinite(entry[f"free_run_{h}s_nrmse"]) and entry[f"free_run_{h}s_nrmse"] > 0, entry
+        assert entry["free_run_20s_nrmse"] is None  # ddp.csv holds 6 s: too short, reported, not dropped
+    assert "too short" in out
+    estimator = score_module._pem_estimator(run)
+    log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(load_field(run)))
+    trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
+    assert trained == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
+    params = estimator.model.physics.params
+    params.assign({"m_cx": 0.5 * float(params()["m_cx"])})  # half the gravity torque: a wrong pendulum
+    wrong = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
+    assert wrong > 1.5 * trained, (wrong, trained)
