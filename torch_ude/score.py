@@ -31,7 +31,8 @@ weighted by the MHE's ``R``). Its NRMSE per measured output is the RMSE over the
 measured output's standard deviation over them (the mean over outputs in ``free_run_<h>s_nrmse``);
 the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per file and pooled.
 A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a bare
-``field.pt``, have no such columns.
+``field.pt``, have no such columns; a run whose estimator cannot be rebuilt (its config's training files
+relative to another directory) is scored without them, the reason printed and in ``free_run_skipped``.
 
 Outputs (in ``--out``, default ``RUN/score``): ``score.json`` (settings, per-file and pooled
 errors, what reading each file found), one figure per file (``<file stem>.png``: the open-loop
@@ -546,7 +547,16 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     periodic = _periodic(field)
     result = score_logs(field, logs, horizons, periodic)
     folder = Path(model) if Path(model).is_dir() else Path(model).parent
-    estimator = _pem_estimator(folder) if field.separate_inputs and Path(model).is_dir() else None
+    estimator, skipped = None, None
+    if field.separate_inputs and Path(model).is_dir():
+        try:
+            estimator = _pem_estimator(folder)
+        except (OSError, ValueError) as error:  # e.g. the config's training files, relative to another directory
+            skipped = (f"the free run is not scored: the run's estimator could not be rebuilt from "
+                       f"{folder / 'config.yaml'} ({error}); run torch-ude score from the directory the run was "
+                       f"trained in.")
+            print(f"torch-ude score: {skipped}")
+        result["free_run_skipped"] = skipped
     if estimator is not None:  # a PEM-MHE run: also the free run on the model's own grid (module doc)
         grid = LogColumns(**{**vars(columns), "fs": 1.0 / float(estimator.model.dt)})
         free = pem_free_run(estimator, [read_scored_log(f, grid, antialias, limits) for f in files], horizons)
