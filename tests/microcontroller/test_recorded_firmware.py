@@ -122,4 +122,7 @@ def test_the_device_configs_are_the_linear_configs_with_what_the_c_port_runs(nam
     assert device["trainer"].pop("default_root_dir") == f"runs/{name}_c"
     linear["trainer"].pop("default_root_dir")
     assert device == linear
-    spec_from_config(f"configs/{name}_c.yaml")  # the generator takes it
+    # the generator takes it (it reads the config's logs for their rate): skipped without ../shared/data
+    if not (DATA / name).is_dir():
+        pytest.skip(f"the logs are not in {DATA / name} (see ../shared/data/README.md)")
+    spec_from_config(f"configs/{name}_c.yaml")
