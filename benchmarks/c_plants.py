@@ -8,9 +8,9 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
   (the DFKI pendulum: angle, rate, then the motor torque) and ``configs/emps_c.yaml`` (the EMPS axis:
   position, its velocity derived on the host by the data module, then the voltage), as the data module
   streams them (resampled onto ``fs``), go to the firmware through a stream file; it trains 8000 updates
-  (float32, static memory, the plain residual, the known model's fixed constants) and writes its weights,
-  which Python exports (``field.pt``, ``field.json``, ``metrics.json`` in ``results/c_plants/NAME/device``,
-  a run folder ``torch-ude score`` reads) and scores on the validation log with the data module's
+  (float32, static memory, the residual with its linear term, box-averaged taps, the known model's fixed
+  constants) and writes its weights, which Python exports (``field.pt``, ``field.json``, ``metrics.json``
+  in ``results/c_plants/NAME/device``, a run folder ``torch-ude score`` reads) and scores on the validation log with the data module's
   prediction errors (`torch_ude.prediction`: one-step, 1 s and 5 s open-loop NRMSE). The float32 Python
   trainer on the same samples with the same seed and PCG32 draws (`microcontroller.golden.reference_run`)
   and the known model alone are scored the same way; the result is the device's 1 s NRMSE over the
