@@ -37,7 +37,7 @@ __all__ = ["LOCK_FILE", "FolderInUseError", "RunFolderLock", "killed_run", "newe
 
 LOCK_FILE = ".torch-ude.lock"
 
-try:  # POSIX; elsewhere the folder is not locked (the README says so)
+try:  # POSIX; elsewhere the folder is not locked (docs/usage.md says so)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
