@@ -16,6 +16,19 @@ of a constraint. Inside a composed Runge-Kutta step it is not, so models with a 
 stage's node (`mhe.hold`). Physics-only models use the composed step in SX. L4CasADi evaluates in
 float32; `mhe.kkt.refine` polishes in float64.
 
+A residual with a trust envelope (`mhe.envelope`) is faded on the CasADi side too. Through L4CasADi the
+traced rows are the faded residual (`NeuralResidual.rows`), so L4CasADi's Jacobians and Hessians
+(torch's autograd, generated with the network) hold the fade's exact derivatives: multiplying the
+network's output by a CasADi fade instead would make its adjoint seed depend on the decision
+variables, where L4CasADi gives no second derivatives. An envelope recorded after the NLP was built
+is refused when its weights are pushed (`CasadiDynamics.load_residual`): build a new solver.
+
+With ``residual="sx"`` the network is written out in SX instead, with the weights it has now (its
+matrix products and tanh, float64, no compiled library, exact derivatives of every order; as
+`mhe.trained_field` writes a trained field): for problems where the weights stay fixed, such as the
+free-run initial states of a gray-box model (`mhe.free_run.estimate_initial_states`); its envelope's fade
+is `mhe.envelope.casadi_fade` of ``[x, u] / in_scale``, written out in the same graph.
+
 The output ``y = h(x, u; q)`` is a function too (`CasadiDynamics.output`): ``C x`` by default, or the
 model's `mhe.output.OutputMap` with its parameter values as a symbolic vector ``q``.
 """
@@ -27,9 +40,11 @@ from types import SimpleNamespace
 
 import casadi as cs
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from .discretization import ButcherTableau
+from .envelope import casadi_fade
 from .model import NeuralResidual, StateSpaceModel
 
 __all__ = ["CASADI_OPS", "CasadiDynamics"]
@@ -48,7 +63,7 @@ class _Rows(nn.Module):
         self.residual = residual
 
     def forward(self, z: Tensor) -> Tensor:
-        return self.residual.rows(z)
+        return self.residual.rows(z)  # with the envelope's fade: L4CasADi differentiates it with the network
 
 
 class CasadiDynamics:
@@ -58,6 +73,8 @@ class CasadiDynamics:
         model: the torch model; its current neural weights are compiled in.
         build_dir: folder for L4CasADi's generated code and library (created).
         name: unique name of the compiled library inside ``build_dir``.
+        residual: how the network reaches CasADi: ``"l4casadi"`` (compiled, its weights updatable) or
+            ``"sx"`` (written out with its current weights; nothing is compiled or written).
 
     Attributes:
         step: ``casadi.Function('f_d', [x, u, w, p], [x_next])``, one composed step of ``tableau``;
@@ -68,7 +85,7 @@ class CasadiDynamics:
             (n_u entries) and the output map's parameter values ``q`` (n_q).
         tableau: the model's discretization (`mhe.discretization.ButcherTableau`).
         symbol: ``casadi.SX`` for physics-only models, ``casadi.MX`` with a residual.
-        lifted: whether NLPs must lift the stages (models with a residual).
+        lifted: whether NLPs must lift the stages (models with a residual through L4CasADi).
         n_p: number of physical parameter values in ``p`` (all, identified or fixed).
         n_q: number of output-map parameter values in ``q`` (0 for ``y = C x``).
         n_u: inputs of the field; a step reads ``hold.columns(n_u)`` of them.
@@ -76,8 +93,11 @@ class CasadiDynamics:
         dt: the sample time.
     """
 
-    def __init__(self, model: StateSpaceModel, build_dir: str | Path, name: str = "residual") -> None:
-        self.lifted = model.residual is not None
+    def __init__(self, model: StateSpaceModel, build_dir: str | Path, name: str = "residual",
+                 residual: str = "l4casadi") -> None:
+        if residual not in ("l4casadi", "sx"):
+            raise ValueError(f"residual must be 'l4casadi' or 'sx' (how the network reaches CasADi); got {residual!r}.")
+        self.lifted = model.residual is not None and residual == "l4casadi"
         self.symbol = cs.MX if self.lifted else cs.SX
         self.dt, self.hold, self.n_u = model.dt, model.hold, model.n_u
         self.tableau: ButcherTableau = model.tableau
@@ -93,7 +113,13 @@ class CasadiDynamics:
             self._physics = cs.Function("h", [x, u, p], [cs.vertcat(*parts)])
         self._rows: _Rows | None = None
         self._l4c = None
+        self._network = None
         self._version: int | None = None
+        net = model.residual
+        self._envelope = None if net is None or net.envelope is None else [t.detach().clone() for t in net.envelope]
+        self._in_scale = None if net is None else net.in_scale.detach().numpy().copy()
+        if net is not None and not self.lifted:
+            self._network = _sx_network(net)
         if self.lifted:
             import l4casadi
 
@@ -129,9 +155,21 @@ class CasadiDynamics:
         out = w
         if self._physics is not None:
             out = out + (self._physics(x, u, p) if b == 1 else self._physics.map(b)(x, u, cs.repmat(p, 1, b)))
-        if self._l4c is not None:
-            out = out + cs.horzcat(*[self._l4c(cs.horzcat(x[:, i].T, u[:, i].T)).T for i in range(b)])
+        net = self._l4c if self._l4c is not None else self._network
+        if net is not None:
+            out = out + cs.horzcat(*[self._faded(net, x[:, i], u[:, i]) for i in range(b)])
         return out
+
+    def _faded(self, net, x, u):
+        """The residual of one column: ``w(z) * net([x; u])``, ``z = [x; u] / in_scale`` (``w = 1`` without an
+        envelope)."""
+        if net is self._l4c:  # the traced rows fade themselves (module doc)
+            return net(cs.horzcat(x.T, u.T)).T
+        out = net(cs.vertcat(x, u))
+        if self._envelope is None:
+            return out
+        z = cs.vertcat(x, u) / cs.DM(self._in_scale)
+        return casadi_fade(z, *(t.numpy() for t in self._envelope)) * out
 
     @staticmethod
     def parameter_values(model: StateSpaceModel) -> np.ndarray:
@@ -155,12 +193,35 @@ class CasadiDynamics:
             version: the `OuterValues` version they belong to; a repeated version is a no-op.
         """
         if self._rows is None:
-            raise ValueError("This model has no neural residual; there are no weights to load.")
+            raise ValueError("This model has no neural residual compiled through L4CasADi; there are no weights to "
+                             "load.")
         if version == self._version:
             return
+        keys = [f"envelope_{k}" for k in ("low", "high", "margin")]
+        given = [state[k] for k in keys] if all(k in state for k in keys) else None
+        same = (given is None and self._envelope is None) or (
+            given is not None and self._envelope is not None
+            and all(torch.equal(a.to(torch.float64), b) for a, b in zip(given, self._envelope)))
+        if not same:
+            raise ValueError("the residual's trust envelope differs from the one this solver's NLP was built with "
+                             "(recorded after it was built?); build a new WindowSolver for the model.")
         self._rows.residual.load_state_dict(state)
         self._l4c.update()
         self._version = version
+
+
+def _sx_network(net: NeuralResidual) -> cs.Function:
+    """``casadi.Function('N', [z], [out_scale * place^T mlp(z / in_scale)])`` in SX with the current weights written out,
+    ``z = [x; u]`` (n_x + n_u, 1) -> (n_x, 1), float64 (the fade is applied by the caller)."""
+    z = cs.SX.sym("z", net.n_x + net.n_u)
+    out = z / cs.DM(net.in_scale.detach().numpy())
+    layers = net.mlp.layers
+    for i, (w, b) in enumerate(layers):
+        out = cs.mtimes(cs.DM(w.detach().numpy()), out) + cs.DM(b.detach().numpy())
+        if i < len(layers) - 1:
+            out = cs.tanh(out)
+    place = cs.DM(net.place.detach().numpy().T)
+    return cs.Function("N", [z], [cs.DM(net.out_scale.detach().numpy()) * cs.mtimes(place, out)])
 
 
 def _output_function(model: StateSpaceModel) -> tuple[cs.Function, int]:

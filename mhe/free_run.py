@@ -32,8 +32,11 @@ Design of the refinement (multiple shooting, Bock 1984):
   their initial states estimated by the same problem with the parameters fixed, so both numbers
   compare models, not initial states.
 
-Models with a neural residual are refused: its weights would enter through L4CasADi (float32, no
-second derivatives inside a composed step) at every sample of the record.
+The refinement refuses models with a neural residual: its weights would enter through L4CasADi
+(float32, no second derivatives inside a composed step) at every sample of the record. Scoring
+one (`estimate_initial_states`, its parameters fixed) writes the network out in float64 with its
+current weights and trust envelope (`mhe.casadi_model.CasadiDynamics` with ``residual="sx"``), one
+call per step in an MX graph.
 """
 from __future__ import annotations
 
@@ -208,10 +211,6 @@ class _Shooting:
 
     def __init__(self, estimator: MovingHorizonEstimator, recording: Recording, settings: OutputErrorSettings) -> None:
         model = estimator.model
-        if model.residual is not None:
-            raise ValueError("The free-run criterion (outer.criterion: simulation) works on physics and output-map "
-                             "parameters; this model has a neural residual (set outer.criterion: prediction, or "
-                             "refine its physics-only model).")
         u, y = recording.inputs.to(torch.float64), recording.outputs.to(torch.float64)
         if u.shape[1] != model.n_u or y.shape[1] != model.n_y:
             raise ValueError(f"The recording has {u.shape[1]} inputs and {y.shape[1]} outputs; the model needs "
@@ -219,13 +218,15 @@ class _Shooting:
         self.model, self.u, self.y, self.breaks = model, u, y, recording.breaks
         self.parts = [p.params for p in (model.physics, model.output_map) if p is not None]
         self.n_free = [len(p.free_names) for p in self.parts]
-        dyn = CasadiDynamics(model, build_dir="build/free_run")  # physics only: nothing is compiled or written
+        # the network (if any) written out in SX with its weights and fade: nothing is compiled or written
+        dyn = CasadiDynamics(model, build_dir="build/free_run", residual="sx")
+        sym = cs.SX if model.residual is None else cs.MX  # MX: one call node per step, not the network inlined
         spans = _stretches(len(y), recording.breaks)
         held = step_inputs(u, model.hold, recording.breaks).numpy()
         weights = np.sqrt(estimator.r_inv.numpy())
-        raws = [cs.SX.sym(f"rho{i}", n) for i, n in enumerate(self.n_free)]
+        raws = [sym.sym(f"rho{i}", n) for i, n in enumerate(self.n_free)]
         p = cs.vertcat(*_values(model.physics.params, raws[0]))
-        q = cs.vertcat(*_values(model.output_map.params, raws[1])) if model.output_map is not None else cs.SX(0, 1)
+        q = cs.vertcat(*_values(model.output_map.params, raws[1])) if model.output_map is not None else sym(0, 1)
         zero = cs.DM.zeros(model.n_w)
         # segment starts: a free run of the current model, the measured states at their outputs' state guess
         with torch.no_grad():
@@ -240,7 +241,7 @@ class _Shooting:
             first = len(nodes)
             self.starts.append(first)
             heads = list(range(a, b, settings.segment))
-            nodes += [cs.SX.sym(f"s{h}", model.n_x) for h in heads]
+            nodes += [sym.sym(f"s{h}", model.n_x) for h in heads]
             node_init += [init[h].numpy() for h in heads]
             for j, h in enumerate(heads):
                 x = nodes[first + j]
@@ -252,7 +253,7 @@ class _Shooting:
                     defects.append(x - nodes[first + j + 1])
         e = cs.vertcat(*residuals)
         nlp = {"x": cs.vertcat(*raws, *nodes), "f": 0.5 * cs.dot(e, e),
-               "g": cs.vertcat(*defects) if defects else cs.SX(0, 1)}
+               "g": cs.vertcat(*defects) if defects else sym(0, 1)}
         self.solver = cs.nlpsol("output_error", "ipopt", nlp, {
             "print_time": False, "ipopt.print_level": 0, "ipopt.sb": "yes", "ipopt.tol": settings.tol,
             "ipopt.max_iter": settings.max_iter})
@@ -297,7 +298,7 @@ def estimate_initial_states(estimator: MovingHorizonEstimator, recording: Record
         The initial states (S, n_x) and the free-run RMSE per output from them (n_y,), output units.
 
     Raises:
-        ValueError: for a model with a neural residual or a recording that does not fit the model.
+        ValueError: for a recording that does not fit the model.
     """
     nlp = _Shooting(estimator, recording, settings)
     v, _ = nlp.solve(fixed=True)
@@ -324,6 +325,10 @@ def refine_output_error(estimator: MovingHorizonEstimator, recording: Recording,
             whose inputs or outputs do not fit the model.
     """
     t0 = time.perf_counter()
+    if estimator.model.residual is not None:
+        raise ValueError("The free-run criterion (outer.criterion: simulation) works on physics and output-map "
+                         "parameters; this model has a neural residual (set outer.criterion: prediction, or "
+                         "refine its physics-only model).")
     nlp = _Shooting(estimator, recording, settings)
     if not sum(nlp.n_free):
         raise ValueError("outer.criterion: simulation needs identified parameters (physics or output map identify); "

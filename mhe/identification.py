@@ -18,11 +18,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import copy
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
 import torch
+
+from torch_ude.envelope import DEFAULT_MARGIN
 
 from .arrival import arrival_bounds
 from .discretization import tableau
@@ -41,7 +44,14 @@ class RecordingSource(abc.ABC):
     """Where the recording of an identification problem comes from (a simulator, a log file).
 
     `record` is called once, on first use of the problem's data, not at construction.
+
+    Attributes:
+        recorded: whether the data come from a recorded machine (a log file) rather than a
+            simulator; a gray-box model's trust envelope is on by default for recorded data
+            (`ResidualSettings.envelope`).
     """
+
+    recorded: bool = False
 
     @property
     def truth(self) -> Mapping[str, float] | None:
@@ -93,10 +103,17 @@ class ResidualSettings:
             (`mhe.input_history`): the problem's inputs become ``[u_k, u_{k-1}, ...]`` and the
             network reads ``[x, u_k, ..., u_{k-input_lags}]``; the physics reads ``u_k``. An
             ``in_scale`` of n_x + n_u numbers gives each earlier input its input's scale.
+        envelope: fade the trained residual to zero outside the inputs it was trained on (the trust
+            envelope, `mhe.envelope`: recorded at the end of the run from the states the MHE estimated
+            on the training windows and their inputs). None: on for recorded data
+            (`RecordingSource.recorded`), off for a simulator.
+        envelope_margin: the envelope's fade band on each side, as a fraction of its width per input
+            column (`torch_ude.envelope.DEFAULT_MARGIN`).
 
     Raises:
-        ValueError: for ``start`` together with scales, a seed or an input history, or negative
-            ``input_lags``.
+        ValueError: for ``start`` together with scales, a seed or an input history, negative
+            ``input_lags``, an ``envelope`` other than true, false or null, or an ``envelope_margin``
+            that is not a positive number.
     """
 
     width: int
@@ -106,8 +123,17 @@ class ResidualSettings:
     outputs: tuple[int, ...] | None = None
     start: str | None = None
     input_lags: int = 0
+    envelope: bool | None = None
+    envelope_margin: float = DEFAULT_MARGIN
 
     def __post_init__(self) -> None:
+        if self.envelope is not None and not isinstance(self.envelope, bool):
+            raise ValueError(f"residual.envelope must be true, false or null (on for recorded data); got "
+                             f"{self.envelope!r}.")
+        m = self.envelope_margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m <= 0:
+            raise ValueError(f"residual.envelope_margin (the fade band as a fraction of the envelope's width) must be "
+                             f"a positive number; got {m!r}.")
         if isinstance(self.input_lags, bool) or not isinstance(self.input_lags, int) or self.input_lags < 0:
             raise ValueError(f"input_lags (previous samples of input history the residual reads) must be an integer "
                              f">= 0; got {self.input_lags!r}.")
@@ -287,6 +313,15 @@ class IdentificationProblem:
                 mean = tuple(b.clip(v) for v, b in zip(mean, bounds[0]))
                 std = tuple(b.clip(v) for v, b in zip(std, bounds[1]))
         return MovingHorizonEstimator(model, self.mhe, mean, std, *bounds)
+
+    @property
+    def envelope_wanted(self) -> bool:
+        """Whether a run records the residual's trust envelope (`ResidualSettings.envelope`; None: recorded data)."""
+        if self.residual is None:
+            return False
+        if self.residual.envelope is not None:
+            return self.residual.envelope
+        return bool(getattr(self.source, "recorded", False))
 
     def relative_errors(self, estimator: MovingHorizonEstimator) -> dict[str, float]:
         """``|theta^_j - theta*_j| / |theta*_j|`` of the identified physical and output-map parameters with a

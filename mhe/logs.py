@@ -138,6 +138,8 @@ class CSVRecording(RecordingSource):
         min_samples: fewest usable rows.
     """
 
+    recorded = True
+
     def __init__(self, path: str, time: str, inputs: Sequence[str], outputs: Sequence[str],
                  states: Sequence[str] = (), dt: float | None = None, dt_rtol: float = 0.05,
                  min_samples: int = 2) -> None:
@@ -173,6 +175,8 @@ class BayesRaceRecording(RecordingSource):
         dt: the simulator's sample time in seconds (the files' time stamps carry rounding).
         dt_rtol: relative tolerance of a time step around ``dt``.
     """
+
+    recorded = True
 
     def __init__(self, path: str, trajectory: str = "dstates", first: int = 0, dt: float = 0.02,
                  dt_rtol: float = 1e-6) -> None:
@@ -235,6 +239,8 @@ class IACRecording(RecordingSource):
         ValueError: for an unknown ``align`` or a ``part`` that is not pairs of fractions
             ``0 <= a1 < b1 <= a2 < b2 ... <= 1``.
     """
+
+    recorded = True
 
     COLUMNS = {"time": "time(s)", "vx": "vx(m/s)", "vy": "vy(m/s)", "omega": "omega(rad/s)", "delta": "delta(rad)",
                "throttle": "throttle_ped_cmd(%)", "brake": "brake_ped_cmd(kPa)"}

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import torch
 from torch import Tensor, nn
 
+from torch_ude.envelope import fade, outside
 from torch_ude.mlp import TanhMLP
 
 from .bounds import BoundedParameters
@@ -106,6 +107,12 @@ class NeuralResidual(nn.Module):
     whose physics is exact and whose state is not measured (``theta' = omega`` with omega
     hidden) is confounded with that state and cannot be identified.
 
+    With a trust envelope (`set_envelope`; `mhe.envelope`, the box of `torch_ude.envelope` in
+    ``z = [x, u] / in_scale``) the residual fades to zero outside the inputs it was trained on:
+    ``N(x, u) = w(z) out_scale * mlp(z)``, ``w`` the fade of `torch_ude.envelope.fade`. The
+    envelope's three buffers travel in the state dict; a state dict that holds them gives a residual
+    without one its envelope (`load_state_dict`).
+
     Args:
         n_x: state dimension.
         n_u: input dimension.
@@ -141,11 +148,86 @@ class NeuralResidual(nn.Module):
         return self.rows(torch.cat([x, u], dim=-1))
 
     def rows(self, z: Tensor) -> Tensor:
-        """Residual of rows ``z = [x, u]`` of any float dtype, (B, n_x + n_u) -> (B, n_x) float64.
+        """Residual of rows ``z = [x, u]`` of any float dtype, faded outside the envelope, (B, n_x + n_u) -> (B, n_x)
+        float64.
 
         This is the function L4CasADi traces: it takes rows of shape (1, n) in float32.
         """
+        out = self.network(z)
+        if self._envelope is None:
+            return out
+        return self.fade(z.to(self.in_scale.dtype) / self.in_scale)[0] * out
+
+    def network(self, z: Tensor) -> Tensor:
+        """The unfaded residual ``out_scale * mlp([x, u] / in_scale)`` of rows ``z`` of any float dtype,
+        (B, n_x + n_u) -> (B, n_x) float64.
+
+        The network written out in CasADi (`mhe.casadi_model.CasadiDynamics` with ``residual="sx"``) is this
+        function; the fade is multiplied in there (`mhe.envelope.casadi_fade`).
+        """
         return self.out_scale * (self.mlp(z.to(self.in_scale.dtype) / self.in_scale) @ self.place)
+
+    # ----- trust envelope (mhe.envelope) ---------------------------------------------------------
+    @property
+    def envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        """``(low, high, margin)`` of the trust envelope in ``z = [x, u] / in_scale`` (each (n_x + n_u,)), or None."""
+        return self._envelope
+
+    @property
+    def _envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:
+        buffers = self._buffers
+        if "envelope_low" not in buffers:
+            return None
+        return buffers["envelope_low"], buffers["envelope_high"], buffers["envelope_margin"]
+
+    def set_envelope(self, low: Tensor, high: Tensor, margin: Tensor) -> None:
+        """Fade the residual outside the box ``[low, high]`` of ``z = [x, u] / in_scale`` (class doc).
+
+        Args:
+            low, high: the box, (n_x + n_u,) each, finite, ``low <= high``.
+            margin: the fade band per column, (n_x + n_u,), positive.
+
+        Raises:
+            ValueError: for a wrong shape, non-finite values, ``low > high`` or a margin <= 0.
+        """
+        width = self.n_x + self.n_u
+        values = {}
+        for name, t in (("low", low), ("high", high), ("margin", margin)):
+            t = torch.as_tensor(t, dtype=torch.float64)
+            if t.shape != (width,) or not bool(torch.isfinite(t).all()):
+                raise ValueError(f"the envelope's {name} must be {width} finite numbers (one per residual input "
+                                 f"[x, u]); got {t.tolist()}.")
+            values[name] = t
+        if bool((values["low"] > values["high"]).any()) or bool((values["margin"] <= 0).any()):
+            raise ValueError(f"the envelope needs low <= high and a positive margin per column; got low "
+                             f"{values['low'].tolist()}, high {values['high'].tolist()}, margin "
+                             f"{values['margin'].tolist()}.")
+        for name, t in values.items():
+            self.register_buffer(f"envelope_{name}", t.clone())
+
+    def fade(self, z: Tensor) -> tuple[Tensor, Tensor]:
+        """The fade ``w(z)`` (B, 1) and its gradient (B, n_x + n_u) at network inputs ``z = [x, u] / in_scale``
+        (`torch_ude.envelope.fade`); ``w = 1`` without an envelope."""
+        if self._envelope is None:
+            return torch.ones_like(z[:, :1]), torch.zeros_like(z)
+        return fade(z, *self._envelope)
+
+    def outside(self, x: Tensor, u: Tensor) -> Tensor:
+        """Which rows of states (B, n_x) and inputs (B, n_u) lie outside the envelope, (B,) bool; all False without
+        one."""
+        if self._envelope is None:
+            return torch.zeros(x.shape[0], dtype=torch.bool)
+        low, high, _ = self._envelope
+        return outside(torch.cat([x, u], dim=-1).to(torch.float64) / self.in_scale, low, high)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        """Load a state dict; one that holds an envelope gives this residual one (`set_envelope`)."""
+        names = [f"{prefix}envelope_{k}" for k in ("low", "high", "margin")]
+        if self._envelope is None and all(k in state_dict for k in names):
+            self.set_envelope(*(state_dict[k] for k in names))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
 
 def _scale(values: Sequence[float] | None, n: int, name: str) -> Tensor:

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from .envelope import envelope_of_windows
 from .free_run import simulation_criterion
+from .input_history import history_names
 from .identification import IdentificationProblem
 from .outer import OuterSettings, PEMLoop
 from .report import PEMResult, PEMStep
@@ -78,15 +80,24 @@ class PEMIdentifier:
 
 
 def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResult:
-    """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``.
+    """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``,
+    with the residual's trust envelope recorded when the problem wants one (`mhe.envelope.envelope_of_windows` on
+    all of the problem's windows at the final parameters; `IdentificationProblem.envelope_wanted`).
 
     Args:
-        loop: the loop after its iterations (its estimator is refined in place).
+        loop: the loop after its iterations (its estimator is refined in place and its residual given the envelope;
+            ``loop.solver``'s NLP keeps none: build a new solver to solve with it).
         problem: the identification problem.
         t0: ``time.perf_counter()`` at the run's start.
     """
     est = loop.estimator
     result = loop.result(time.perf_counter() - t0, problem.relative_errors(est))
+    if problem.envelope_wanted and est.model.residual.envelope is None:
+        physics = est.model.physics
+        names = None if physics is None else (list(physics.state_names),
+                                              history_names(physics.input_names, problem.residual.input_lags))
+        envelope = envelope_of_windows(est, loop.solver, problem.windows, problem.residual.envelope_margin, names)
+        result = replace(result, wall_s=time.perf_counter() - t0, envelope=envelope)
     if loop.settings.criterion != "simulation":
         return result
     criteria = simulation_criterion(problem, est, loop.solver, loop.settings.simulation)

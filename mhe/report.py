@@ -95,6 +95,8 @@ class PEMResult:
         rel_errors: relative error of each identified parameter with a known truth (empty without).
         criteria: with ``outer.criterion: simulation``, both criteria before and after the free-run
             refinement (`mhe.free_run.simulation_criterion`); empty otherwise.
+        envelope: the residual's trust envelope recorded at the end of the run
+            (`mhe.envelope.record_envelope`'s record), or None.
     """
 
     loss: float
@@ -104,6 +106,7 @@ class PEMResult:
     parameters: dict[str, float]
     rel_errors: dict[str, float]
     criteria: dict[str, float] = field(default_factory=dict)
+    envelope: dict | None = None
 
     @property
     def mean_rel_error(self) -> float | None:

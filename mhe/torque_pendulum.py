@@ -131,6 +131,8 @@ class LogsRecording(RecordingSource):
             `torch_ude.recorded.read_log`'s errors).
     """
 
+    recorded = True
+
     def __init__(self, files: Sequence[str | Path], time: str, states: Sequence[str], inputs: Sequence[str],
                  measured: Sequence[int] = (0,), rate: float = 50.0, max_gap: float | None = None) -> None:
         measured = tuple(int(i) for i in measured)

@@ -40,6 +40,7 @@ from torch_ude.input_map import InputMap
 from torch_ude.systems import System
 
 from .casadi_model import CASADI_OPS
+from .envelope import casadi_fade
 from .model import NeuralResidual, StateSpaceModel
 from .pendulum import PendulumPhysics, known_pendulum
 
@@ -150,7 +151,7 @@ class TrainedField:
             if i < len(self.layers) - 1:
                 out = cs.tanh(out)
         if self.envelope is not None:
-            out = _fade(z, *self.envelope) * out
+            out = casadi_fade(z, *self.envelope) * out
         return cs.Function(name, [x], [known + cs.DM(self.out_scale) * out], ["x"], [name])
 
     def residual(self, outputs: Sequence[int] | None = None) -> NeuralResidual:
@@ -194,13 +195,3 @@ class TrainedField:
         return StateSpaceModel(copy.deepcopy(self.physics), self.residual(), dt=dt, measured=measured,
                                discretization=discretization)
 
-
-def _fade(z: cs.SX, low: np.ndarray, high: np.ndarray, margin: np.ndarray) -> cs.SX:
-    """The trust envelope's fade ``w(z)`` in CasADi (`torch_ude.envelope.fade`): the product over
-    the columns of ``1 - smootherstep(t)``, ``t`` the distance past the box over the margin, in [0, 1]."""
-    w = 1
-    for j in range(z.shape[0]):
-        past = cs.fmax(cs.fmax(z[j] - float(high[j]), float(low[j]) - z[j]), 0) / float(margin[j])
-        t = cs.fmin(past, 1)
-        w = w * (1 - t * t * t * (10 - 15 * t + 6 * t * t))
-    return w

@@ -286,8 +286,10 @@ class LoadedField(NamedTuple):
         env = self.envelope
         if env is None:
             return torch.zeros(x.shape[0], dtype=torch.bool)
-        scale = torch.tensor(self.sidecar["in_scale"], dtype=self.dtype)
-        u_scale = torch.tensor(self.sidecar["input_scale"], dtype=self.dtype) if self.n_inputs else None
+        record = self.sidecar["envelope"]  # a PEM-MHE model's envelope carries its residual's scales (mhe.envelope)
+        scale = torch.tensor(record.get("in_scale", self.sidecar.get("in_scale")), dtype=self.dtype)
+        u_scale = (torch.tensor(record.get("input_scale", self.sidecar.get("input_scale")), dtype=self.dtype)
+                   if self.n_inputs else None)
         return envelope_outside(self.input_map(x, u if self.n_inputs else None, scale, u_scale), env[0], env[1])
 
     def rollout(self, x0: Tensor, inputs: Tensor | None, h: float, steps: int | None = None) -> Tensor:

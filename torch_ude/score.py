@@ -27,7 +27,9 @@ says) and cut into consecutive windows of each horizon (the tail shorter than on
 each window is simulated from its own initial state by `mhe.free_run.simulate_free_run` with the
 configured input hold, the state estimated from that window's measured outputs with the parameters
 fixed (`mhe.free_run.estimate_initial_states`: the initial state of least free-run error, residuals
-weighted by the MHE's ``R``). Its NRMSE per measured output is the RMSE over the windows divided by the
+weighted by the MHE's ``R``; a gray-box's network written out with its weights and trust envelope, which
+comes from ``field.json`` when the run recorded it after its last checkpoint). Its NRMSE per measured
+output is the RMSE over the windows divided by the
 measured output's standard deviation over them (the mean over outputs in ``free_run_<h>s_nrmse``);
 the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per file and pooled.
 A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a bare
@@ -331,8 +333,10 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
     return {"files": files, "pooled": pooled}
 
 
-def _pem_estimator(folder: Path):
-    """The trained MHE of a PEM-MHE run folder (module doc), or None when the folder lacks its config or checkpoint."""
+def _pem_estimator(folder: Path, sidecar: dict | None = None):
+    """The trained MHE of a PEM-MHE run folder (module doc), or None when the folder lacks its config or checkpoint;
+    a residual's trust envelope comes from the checkpoint or, recorded at the run's end after its last checkpoint,
+    from ``field.json`` (``sidecar``)."""
     config, ckpt = folder / "config.yaml", folder / "checkpoints" / "last.ckpt"
     if not (config.is_file() and ckpt.is_file()):
         return None
@@ -348,6 +352,9 @@ def _pem_estimator(folder: Path):
     estimator.load_state_dict({k[len("estimator."):]: v for k, v in state.items() if k.startswith("estimator.")})
     return estimator
 
+    residual, envelope = estimator.model.residual, (sidecar or {}).get("envelope")
+    if residual is not None and residual.envelope is None and envelope is not None:
+        residual.set_envelope(*(torch.tensor(envelope[k], dtype=torch.float64) for k in ("low", "high", "margin")))
 
 def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float]) -> dict:
     """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): windows of each horizon, each from its
@@ -550,7 +557,7 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     estimator, skipped = None, None
     if field.separate_inputs and Path(model).is_dir():
         try:
-            estimator = _pem_estimator(folder)
+            estimator = _pem_estimator(folder, field.sidecar)
         except (OSError, ValueError) as error:  # e.g. the config's training files, relative to another directory
             skipped = (f"the free run is not scored: the run's estimator could not be rebuilt from "
                        f"{folder / 'config.yaml'} ({error}); run torch-ude score from the directory the run was "

@@ -4,7 +4,10 @@ status protocol, atomic writes and records of every trainer (`torch_ude.training
 The project's `torch_ude.export.export_field` exports a ``HybridField`` of an autonomous
 plant; an identified state-space model has inputs, so ``field.pt`` here is the
 TorchScript of ``(x, u) -> f_c(x, u, 0)`` (shapes (B, n_x), (B, n_u) -> (B, n_x)) with a
-sidecar in the same spirit. ``metrics.json`` carries the project's `METRIC_KEYS`
+sidecar in the same spirit; a residual with a trust envelope (`mhe.envelope`) has it in both: the fade in
+the program, the box (``"envelope"``: columns, low, high, margin in ``z = [x, u] / in_scale``, the
+scales, and the span of the raw inputs it was recorded from) in the sidecar, as
+`torch_ude.export` records a field's. ``metrics.json`` carries the project's `METRIC_KEYS`
 (null where they do not apply to PEM-MHE) plus the identification results.
 """
 from __future__ import annotations
@@ -75,8 +78,9 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
     metrics.update({"steps": c.steps, "J_final": result.loss, "parameters": result.parameters,
                     "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
                     "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
-                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason, "criteria": result.criteria})
-    return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra), metrics)
+                    "skipped_steps": c.skipped, "stop_reason": result.stop_reason, "criteria": result.criteria,
+                    "envelope": result.envelope})
+    return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra, result.envelope), metrics)
 
 
 def _lags(model: StateSpaceModel) -> int:
@@ -85,7 +89,22 @@ def _lags(model: StateSpaceModel) -> int:
     return model.n_u // n_u - 1 if n_u else 0
 
 
-def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> tuple[Path, Path]:
+def _envelope_record(model: StateSpaceModel, recorded: dict | None) -> dict | None:
+    """``field.json``'s ``"envelope"``: the run's record (`mhe.envelope.record_envelope`), else the residual's box."""
+    net = model.residual
+    if net is None or net.envelope is None:
+        return None
+    if recorded is not None:
+        return {k: v for k, v in recorded.items() if k != "windows"}
+    n_x = net.n_x
+    low, high, margin = (t.tolist() for t in net.envelope)
+    return {"columns": [f"x{i}/s" for i in range(n_x)] + [f"u{j}/s" for j in range(net.n_u)], "low": low,
+            "high": high, "margin": margin, "in_scale": net.in_scale[:n_x].tolist(),
+            "input_scale": net.in_scale[n_x:].tolist()}
+
+
+def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict,
+                  envelope: dict | None = None) -> tuple[Path, Path]:
     model: StateSpaceModel = estimator.model
     example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
     with torch.no_grad(), warnings.catch_warnings():
@@ -109,5 +128,8 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict) -> 
         "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},
         "extra": to_jsonable(extra),
     }
+    record = _envelope_record(model, envelope)
+    if record is not None:  # the residual's trust envelope (mhe.envelope), also inside field.pt's program
+        sidecar["envelope"] = record
     write_text_atomic(out / SIDECAR_FILE, json.dumps(sidecar, indent=2) + "\n")
     return out / FIELD_FILE, out / SIDECAR_FILE

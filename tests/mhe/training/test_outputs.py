@@ -1,0 +1,35 @@
+"""PEM-MHE run files: a residual's trust envelope is exported with the model (field.pt fades, field.json records it)
+and `torch_ude.export.LoadedField` reads it (issue 33, item 5)."""
+import json
+
+import torch
+
+from mhe.envelope import record_envelope
+from mhe.training.outputs import _export_model
+from torch_ude.export import load_field
+from tests.mhe.helpers import estimator
+
+
+def test_the_envelope_travels_in_field_pt_and_field_json(tmp_path):
+    est = estimator("gray", 5)
+    net = est.model.residual
+    gen = torch.Generator().manual_seed(0)
+    x = torch.tensor([1.5, 0.0, 0.0]) + 0.3 * torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    u = 0.3 * torch.randn(40, 2, generator=gen, dtype=torch.float64)
+    record = record_envelope(net, x, u, 0.5, (["vx", "vy", "omega"], ["delta", "pedal"]))
+    _export_model(tmp_path, est, {"trainer": "pem_mhe"}, {**record, "windows": 3})
+    sidecar = json.loads((tmp_path / "field.json").read_text())
+    assert sidecar["envelope"] == json.loads(json.dumps(record))  # the run's record, less the window count
+    field = load_field(tmp_path)
+    far_x, far_u = torch.cat([x, 3 * x]), torch.cat([u, 6 * u])
+    zero = torch.zeros_like(far_x)
+    assert torch.allclose(field(far_x, far_u), est.model.field(far_x, far_u, zero).detach(), rtol=1e-12, atol=1e-12)
+    assert torch.equal(field.outside(far_x, far_u), net.outside(far_x, far_u))
+    assert not bool(field.outside(x, u).any()) and bool(field.outside(far_x, far_u).any())
+    assert all(torch.equal(a, b) for a, b in zip(field.envelope, net.envelope))
+
+
+def test_a_model_without_an_envelope_exports_none(tmp_path):
+    _export_model(tmp_path, estimator("gray", 5), {"trainer": "pem_mhe"})
+    assert "envelope" not in json.loads((tmp_path / "field.json").read_text())
+    assert load_field(tmp_path).envelope is None
