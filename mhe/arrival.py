@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .bounds import Bound
+from .checks import require
 from .model import StateSpaceModel
 from .windows import Windows
 
@@ -63,9 +64,9 @@ def arrival_bounds(windows: Windows, model: StateSpaceModel, hidden: Mapping[int
     bad = {j: b for j, b in boxes.items() if len(b) != 2 or not b[0] < b[1]}
     if bad:
         raise ValueError(f"Each hidden box needs two numbers lo < hi; got {bad}.")
-    if not margin >= 0 or len(std_range) != 2 or not 0 < std_range[0] < std_range[1]:
-        raise ValueError(f"Need margin >= 0 and std_range = (a, b) with 0 < a < b; got {margin} and "
-                         f"{tuple(std_range)}.")
+    require([(margin >= 0, f"The arrival cost's margin must be >= 0; got {margin}."),
+             (len(std_range) == 2 and 0 < std_range[0] < std_range[1],
+              f"The arrival cost's std_range must be (a, b) with 0 < a < b; got {tuple(std_range)}.")])
     y = model.state_guess(windows.y.reshape(-1, windows.y.shape[-1])).detach()
     for row, j in enumerate(measured):
         if j not in boxes:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .checks import require
 from .model import TORCH_OPS, StateSpaceModel
 
 __all__ = ["one_step_fisher", "cramer_rao_std"]
@@ -47,10 +48,12 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
         raise ValueError("one_step_fisher needs a physics-only model with identified parameters; got physics="
                          f"{model.physics is not None}, residual={model.residual is not None}.")
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
-    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (states.shape[0], model.n_u_step) \
-            or r.shape != (model.n_y,) or not bool((r > 0).all()):
-        raise ValueError(f"Need states (T, {model.n_x}), step inputs (T, {model.n_u_step}) and {model.n_y} positive "
-                         f"measurement_std; got {tuple(states.shape)}, {tuple(inputs.shape)} and {r.tolist()}.")
+    require([(states.ndim == 2 and states.shape[1] == model.n_x,
+              f"states must have shape (T, {model.n_x}); got {tuple(states.shape)}."),
+             (inputs.shape == (states.shape[0], model.n_u_step),
+              f"step inputs must have shape (T, {model.n_u_step}) with T = {states.shape[0]}; got {tuple(inputs.shape)}."),
+             (r.shape == (model.n_y,) and bool((r > 0).all()),
+              f"measurement_std must be {model.n_y} positive numbers; got {r.tolist()}.")])
     params = model.physics.params
     free = params.free_names
     keep = torch.ones(states.shape[0] - 1, dtype=torch.bool)

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from .bounds import Bound
+from .checks import require
 from .model import StateSpaceModel
 from .point import KKTPoint, StageLayout
 from .windows import Windows
@@ -63,11 +64,14 @@ class MHESettings:
             raise ValueError(f"horizon must be >= 2; got {self.horizon}.")
         if self.solver != "ipopt":
             raise ValueError(f"solver must be 'ipopt'; got {self.solver!r}.")
-        if min(self.process_std + self.measurement_std, default=0.0) <= 0:
-            raise ValueError("process_std and measurement_std must be positive; got "
-                             f"{self.process_std} and {self.measurement_std}.")
-        if not (self.tol > 0 and self.max_iter >= 1 and self.refine_steps >= 0 and self.kkt_tol > 0):
-            raise ValueError(f"Need tol > 0, max_iter >= 1, refine_steps >= 0, kkt_tol > 0; got {self}.")
+        require([(min(self.process_std, default=0.0) > 0,
+                  f"mhe.process_std must be positive numbers; got {self.process_std}."),
+                 (min(self.measurement_std, default=0.0) > 0,
+                  f"mhe.measurement_std must be positive numbers; got {self.measurement_std}.")])
+        require([(self.tol > 0, f"mhe.tol must be > 0; got {self.tol}."),
+                 (self.max_iter >= 1, f"mhe.max_iter must be >= 1; got {self.max_iter}."),
+                 (self.refine_steps >= 0, f"mhe.refine_steps must be >= 0; got {self.refine_steps}."),
+                 (self.kkt_tol > 0, f"mhe.kkt_tol must be > 0; got {self.kkt_tol}.")])
 
 
 class MovingHorizonEstimator(nn.Module):

@@ -50,6 +50,7 @@ from torch import Tensor
 from torch.func import vjp, vmap
 
 from .blocktri import block_tridiagonal_solve
+from .checks import require
 from .estimator import MovingHorizonEstimator
 from .kkt import kkt_blocks, kkt_residual, outer_parameters, output_parameter_jacobian, prediction_rhs
 from .windows import Windows
@@ -278,8 +279,10 @@ class GaussNewtonStopping:
     max_damping: float = 1e8
 
     def __post_init__(self) -> None:
-        if not (self.ftol >= 0 and self.patience >= 1 and self.xtol >= 0 and self.max_damping >= 0):
-            raise ValueError(f"Need ftol >= 0, patience >= 1, xtol >= 0 and max_damping >= 0; got {self}.")
+        require([(self.ftol >= 0, f"outer.stopping.ftol must be >= 0; got {self.ftol}."),
+                 (self.patience >= 1, f"outer.stopping.patience must be >= 1; got {self.patience}."),
+                 (self.xtol >= 0, f"outer.stopping.xtol must be >= 0; got {self.xtol}."),
+                 (self.max_damping >= 0, f"outer.stopping.max_damping must be >= 0; got {self.max_damping}.")])
 
     def reason(self, losses: Sequence[float], step: Tensor | None, lm: LevenbergMarquardt) -> str:
         """The name of the first test that fires, or ``""``.

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .checks import require
 from .estimator import MovingHorizonEstimator
 from .windows import Windows
 
@@ -59,11 +60,11 @@ class NoiseFitSettings:
     check_every: int = 50
 
     def __post_init__(self) -> None:
-        if self.steps < 0 or self.check_every < 1:
-            raise ValueError(f"steps must be >= 0 and check_every >= 1; got {self.steps} and {self.check_every}.")
-        if not (self.lr > 0 and 0 <= self.lr_min <= self.lr and self.weight_decay >= 0):
-            raise ValueError(f"Need lr > 0, 0 <= lr_min <= lr and weight_decay >= 0; got lr={self.lr}, "
-                             f"lr_min={self.lr_min}, weight_decay={self.weight_decay}.")
+        require([(self.steps >= 0, f"outer.noise_fit.steps must be >= 0; got {self.steps}."),
+                 (self.check_every >= 1, f"outer.noise_fit.check_every must be >= 1; got {self.check_every}."),
+                 (self.lr > 0, f"outer.noise_fit.lr must be > 0; got {self.lr}."),
+                 (0 <= self.lr_min <= self.lr, f"outer.noise_fit.lr_min must lie in [0, lr = {self.lr}]; got {self.lr_min}."),
+                 (self.weight_decay >= 0, f"outer.noise_fit.weight_decay must be >= 0; got {self.weight_decay}.")])
         if not 0 <= self.held_out < 1:
             raise ValueError(f"held_out must lie in [0, 1); got {self.held_out}.")
 
@@ -115,9 +116,11 @@ def fit_to_process_noise(estimator: MovingHorizonEstimator, x: Tensor, w: Tensor
         raise ValueError("The two-stage start fits the neural residual, and this model has none "
                          "(set noise_fit.steps: 0 for a physics-only model).")
     m, n, n_x = len(windows), windows.horizon, estimator.model.n_x
-    if m == 0 or x.shape != (m, n + 1, n_x) or w.shape != (m, n, n_x):
-        raise ValueError(f"Need at least one window, states of shape (M, N + 1, n_x) = {(m, n + 1, n_x)} and noise "
-                         f"of shape (M, N, n_w) = {(m, n, n_x)}; got {tuple(x.shape)} and {tuple(w.shape)}.")
+    require([(m > 0, "The two-stage start needs at least one window; got none."),
+             (x.shape == (m, n + 1, n_x), f"The two-stage start needs states of shape (M, N + 1, n_x) = "
+                                          f"{(m, n + 1, n_x)}; got {tuple(x.shape)}."),
+             (w.shape == (m, n, n_x), f"The two-stage start needs noise of shape (M, N, n_w) = {(m, n, n_x)}; got "
+                                      f"{tuple(w.shape)}.")])
     t0 = time.perf_counter()
     n_held = int(settings.held_out * m)  # < m since held_out < 1
     order = torch.argsort(windows.start, stable=True)

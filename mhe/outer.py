@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from .checks import require
 from .estimator import MovingHorizonEstimator
 from .gauss_newton import GaussNewtonStopping, LevenbergMarquardt, ResidualJacobian, levenberg_marquardt_step
 from .gauss_newton import residual_jacobian
@@ -125,12 +126,12 @@ class OuterSettings:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}.")
         if self.method not in HYPERGRADIENTS:
             raise ValueError(f"method must be one of {sorted(HYPERGRADIENTS)}; got {self.method!r}.")
-        if not (self.lr > 0 and 0 <= self.lr_min <= self.lr and self.damping > 0):
-            raise ValueError(f"Need lr > 0, 0 <= lr_min <= lr and damping > 0; got lr={self.lr}, "
-                             f"lr_min={self.lr_min}, damping={self.damping}.")
-        if self.max_trials < 1 or self.verify_starts < 0 or self.cold_every < 0:
-            raise ValueError(f"max_trials must be >= 1 and verify_starts >= 0 and cold_every >= 0; got "
-                             f"{self.max_trials}, {self.verify_starts} and {self.cold_every}.")
+        require([(self.lr > 0, f"outer.lr must be > 0; got {self.lr}."),
+                 (0 <= self.lr_min <= self.lr, f"outer.lr_min must lie in [0, lr = {self.lr}]; got {self.lr_min}."),
+                 (self.damping > 0, f"outer.damping must be > 0; got {self.damping}."),
+                 (self.max_trials >= 1, f"outer.max_trials must be >= 1; got {self.max_trials}."),
+                 (self.verify_starts >= 0, f"outer.verify_starts must be >= 0; got {self.verify_starts}."),
+                 (self.cold_every >= 0, f"outer.cold_every must be >= 0; got {self.cold_every}.")])
         if self.weight_decay < 0 or (self.weight_decay and self.optimizer != "adam"):
             raise ValueError(f"weight_decay must be >= 0 and is an option of Adam; got weight_decay="
                              f"{self.weight_decay} with optimizer={self.optimizer!r}.")

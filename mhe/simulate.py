@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .checks import require
 from .model import PhysicsField, StateSpaceModel
 
 __all__ = ["Recording", "simulate", "simulate_plant", "smooth_signal", "vehicle_policy"]
@@ -84,9 +85,10 @@ def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps:
     q = torch.as_tensor(process_std, dtype=torch.float64)
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
     x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)
-    if x.shape[1] != model.n_x or q.shape != (model.n_w,) or r.shape != (model.n_y,) or steps < 2:
-        raise ValueError(f"Need x0 of {model.n_x} numbers, process_std of {model.n_w}, measurement_std of "
-                         f"{model.n_y} and steps >= 2; got {x.shape[1]}, {tuple(q.shape)}, {tuple(r.shape)}, {steps}.")
+    require([(x.shape[1] == model.n_x, f"x0 must hold {model.n_x} numbers; got {x.shape[1]}."),
+             (q.shape == (model.n_w,), f"process_std must hold {model.n_w} numbers; got shape {tuple(q.shape)}."),
+             (r.shape == (model.n_y,), f"measurement_std must hold {model.n_y} numbers; got shape {tuple(r.shape)}."),
+             (steps >= 2, f"steps must be >= 2; got {steps}.")])
     gen = torch.Generator().manual_seed(seed)
     states, inputs = [], []
     with torch.no_grad():
@@ -123,9 +125,9 @@ def simulate_plant(physics: PhysicsField, x0: Sequence[float], signal: Callable[
         ValueError: for a bad ``x0``, ``steps`` or ``substeps``, or a state that becomes non-finite.
     """
     x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)
-    if x.shape[1] != physics.n_x or steps < 2 or substeps < 1:
-        raise ValueError(f"Need x0 of {physics.n_x} numbers, steps >= 2 and substeps >= 1; got {x.shape[1]}, {steps} "
-                         f"and {substeps}.")
+    require([(x.shape[1] == physics.n_x, f"x0 must hold {physics.n_x} numbers; got {x.shape[1]}."),
+             (steps >= 2, f"steps must be >= 2; got {steps}."),
+             (substeps >= 1, f"substeps must be >= 1; got {substeps}.")])
     h = dt / substeps
     states = [x[0]]
     with torch.no_grad():

@@ -20,6 +20,7 @@ import casadi as cs
 import numpy as np
 import scipy.optimize
 
+from .checks import require
 from .casadi_model import CasadiDynamics
 from .model import StateSpaceModel
 
@@ -104,10 +105,12 @@ def fit_on_states(model: StateSpaceModel, states: np.ndarray, inputs: np.ndarray
                          f"with physics={model.physics is not None} and residual={model.residual is not None}.")
     states, inputs = np.asarray(states, dtype=np.float64), np.asarray(inputs, dtype=np.float64)
     q = np.asarray(process_std, dtype=np.float64)
-    if states.ndim != 2 or states.shape[1] != model.n_x or inputs.shape != (len(states), model.n_u_step) \
-            or q.shape != (model.n_x,) or not (q > 0).all():
-        raise ValueError(f"Need states (T, {model.n_x}), step inputs (T, {model.n_u_step}) and {model.n_x} positive "
-                         f"process_std; got {states.shape}, {inputs.shape} and {q.shape}.")
+    require([(states.ndim == 2 and states.shape[1] == model.n_x,
+              f"states must have shape (T, {model.n_x}); got {states.shape}."),
+             (inputs.shape == (len(states), model.n_u_step),
+              f"step inputs must have shape (T, {model.n_u_step}) with T = {len(states)}; got {inputs.shape}."),
+             (q.shape == (model.n_x,) and bool((q > 0).all()),
+              f"process_std must be {model.n_x} positive numbers; got {q.tolist()}.")])
     params = model.physics.params
     names, free = params.names, params.free_names
     current = dict(zip(names, CasadiDynamics.parameter_values(model)))

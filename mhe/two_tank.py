@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import torch
 
 from .bounds import Bound, BoundedParameters
+from .checks import require
 from .identification import RecordingSource
 from .model import PhysicsField
 from .simulate import Recording
@@ -101,9 +102,8 @@ class TwoTankSimulation(RecordingSource):
 
     def __init__(self, steps: int = 800, dt: float = 2.0, noise: float = 0.05, offset: float = 0.3,
                  hold: int = 40, u_range: tuple[float, float] = (1.5, 10.0), seed: int = 0, substeps: int = 10) -> None:
-        if steps < 2 or noise < 0 or hold < 1 or substeps < 1:
-            raise ValueError(f"Need steps >= 2, noise >= 0, hold >= 1 and substeps >= 1; got {steps}, {noise}, {hold} "
-                             f"and {substeps}.")
+        require([(steps >= 2, f"steps must be >= 2; got {steps}."), (noise >= 0, f"noise must be >= 0; got {noise}."),
+                 (hold >= 1, f"hold must be >= 1; got {hold}."), (substeps >= 1, f"substeps must be >= 1; got {substeps}.")])
         self.steps, self.dt, self.noise, self.offset, self.hold = steps, dt, noise, offset, hold
         self.u_range, self.seed, self.substeps = tuple(u_range), seed, substeps
 

@@ -70,7 +70,7 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="physics-only"):
         one_step_fisher(StateSpaceModel(PendulumPhysics(9.81, C, True), NeuralResidual(2, 0, 4), dt=DT,
                                         measured=(0,)), states, torch.zeros(10, 0), R[:1])
-    with pytest.raises(ValueError, match="positive measurement_std"):
+    with pytest.raises(ValueError, match="measurement_std must be 2 positive numbers"):
         one_step_fisher(pendulum((0, 1)), states, torch.zeros(10, 0), (1e-3, 0.0))
-    with pytest.raises(ValueError, match=r"states \(T, 2\)"):
+    with pytest.raises(ValueError, match=r"states must have shape \(T, 2\)"):
         one_step_fisher(pendulum((0, 1)), states[:, :1], torch.zeros(10, 0), R)

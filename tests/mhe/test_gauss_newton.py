@@ -113,5 +113,5 @@ def test_stopping_tests_fire_on_a_plateau_a_short_step_and_exploding_damping():
     lm.mu = 2e6
     assert stop.reason([10.0, 5.0, 4.0], None, lm) == "max_damping"
     assert GaussNewtonStopping(0.0, 1, 0.0, 0.0).reason([1.0, 1.0], torch.zeros(2), lm) == ""
-    with pytest.raises(ValueError, match="patience >= 1"):
+    with pytest.raises(ValueError, match="patience must be >= 1"):
         GaussNewtonStopping(patience=0)

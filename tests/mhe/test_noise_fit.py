@@ -88,9 +88,9 @@ def test_with_euler_the_fitted_residual_takes_over_the_noise_at_the_estimated_st
 
 
 def test_bad_settings_and_inputs_are_rejected():
-    for bad, match in (({"steps": -1}, "steps must be >= 0"), ({"check_every": 0}, "check_every >= 1"),
-                       ({"lr": 0.0}, "lr > 0"), ({"lr": 1e-3, "lr_min": 1e-2}, "lr_min <= lr"),
-                       ({"weight_decay": -1.0}, "weight_decay >= 0"), ({"held_out": 1.0}, "held_out must lie")):
+    for bad, match in (({"steps": -1}, "steps must be >= 0"), ({"check_every": 0}, "check_every must be >= 1"),
+                       ({"lr": 0.0}, "lr must be > 0"), ({"lr": 1e-3, "lr_min": 1e-2}, "lr_min must lie in"),
+                       ({"weight_decay": -1.0}, "weight_decay must be >= 0"), ({"held_out": 1.0}, "held_out must lie")):
         with pytest.raises(ValueError, match=match):
             NoiseFitSettings(**bad)
     est = _gray()

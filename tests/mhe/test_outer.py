@@ -195,9 +195,9 @@ def test_settings_are_validated_and_the_summary_is_one_line():
         OuterSettings(optimizer="sgd")
     with pytest.raises(ValueError, match="method must be one of"):
         OuterSettings(method="finite_differences")
-    with pytest.raises(ValueError, match="lr_min <= lr"):
+    with pytest.raises(ValueError, match="lr_min must lie in"):
         OuterSettings(lr=0.01, lr_min=0.1)
-    with pytest.raises(ValueError, match="cold_every >= 0"):
+    with pytest.raises(ValueError, match="cold_every must be >= 0"):
         OuterSettings(cold_every=-1)
     with pytest.raises(ValueError, match="cold_every is an option of Adam"):
         OuterSettings(optimizer="gauss_newton", cold_every=5)

@@ -61,7 +61,7 @@ def test_jittered_starts_stay_within_the_spread_and_bounds():
 def test_bad_input_is_an_error():
     model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED)
     x, u = np.zeros((10, 3)), np.zeros((10, 2))
-    with pytest.raises(ValueError, match=r"Need states \(T, 3\), step inputs \(T, 2\)"):
+    with pytest.raises(ValueError, match=r"step inputs must have shape \(T, 2\)"):
         fit_on_states(model, x, u[:9], (0.01, 0.01, 0.1))
     with pytest.raises(ValueError, match="on or outside their bounds"):
         fit_on_states(model, x + 1.0, u, (0.01, 0.01, 0.1), [{"Bf": 100.0}])
