@@ -108,14 +108,16 @@ class LogColumns:
 
 def _run_data(field: LoadedField) -> dict:
     """The data settings the model's run recorded (``field.json`` -> extra -> config -> data; for a PEM-MHE
-    model the columns and rate of its recording of logs, `mhe.torque_pendulum.LogsRecording`), or {}."""
+    model the columns and rate of its recording of logs, `mhe.torque_pendulum.LogsRecording`, and the velocity's
+    window of a position-only one, `mhe.emps.PositionLogsRecording`), or {}."""
     config = (field.sidecar.get("extra") or {}).get("config", {})
     if field.separate_inputs:
         recording = (config.get("problem") or {}).get("recording")
         if not isinstance(recording, dict) or "states" not in recording:
             return {}
         return {"time": recording.get("time"), "states": recording["states"], "inputs": recording.get("inputs"),
-                "fs": recording.get("rate"), "max_gap": recording.get("max_gap")}
+                "fs": recording.get("rate"), "max_gap": recording.get("max_gap"),
+                "velocity_from_position": recording.get("velocity_from_position")}
     data = config.get("data", {})
     return data if isinstance(data, dict) else {}
 
