@@ -211,8 +211,8 @@ class CasadiDynamics:
 
 
 def _sx_network(net: NeuralResidual) -> cs.Function:
-    """``casadi.Function('N', [z], [out_scale * place^T mlp(z / in_scale)])`` in SX with the current weights written out,
-    ``z = [x; u]`` (n_x + n_u, 1) -> (n_x, 1), float64 (the fade is applied by the caller)."""
+    """``casadi.Function('N', [z], [out_scale * place^T mlp(z / in_scale)])`` in SX with the current weights
+    written out, ``z = [x; u]`` (n_x + n_u, 1) -> (n_x, 1), float64 (the fade is applied by the caller)."""
     z = cs.SX.sym("z", net.n_x + net.n_u)
     out = z / cs.DM(net.in_scale.detach().numpy())
     layers = net.mlp.layers

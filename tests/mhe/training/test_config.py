@@ -107,3 +107,12 @@ def test_configs_parse(path, tmp_path):
     bounded = (exp.outer.optimizer == "gauss_newton" or real_log) and path.stem != "mhe_dfki_pendulum"
     assert (exp.problem.arrival.box is not None) == bounded
     assert (exp.problem.residual is not None) == ("gray" in path.stem) and exp.max_steps > 0
+
+
+def test_the_two_tank_gray_variant_adds_a_residual_with_its_envelope_and_adam_only(tmp_path):
+    base = load_experiment("configs/mhe_two_tank_gn.yaml", [*SHORT, "--trainer.default_root_dir", str(tmp_path)])
+    gray = load_experiment(["configs/mhe_two_tank_gn.yaml", "configs/mhe_two_tank_variants/gray.yaml"],
+                           [*SHORT, "--trainer.default_root_dir", str(tmp_path)])
+    assert base.problem.residual is None and gray.problem.envelope_wanted and gray.problem.residual.width == 16
+    assert gray.outer.optimizer == "adam" and gray.outer.criterion == "prediction"
+    assert gray.problem.describe() == {**base.problem.describe(), "residual": gray.problem.describe()["residual"]}

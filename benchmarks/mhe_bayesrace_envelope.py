@@ -1,0 +1,109 @@
+"""Cross-track gray-box on BayesRace's data, with and without the trust envelope (issue 33, item 5).
+
+Train on DYN-PP-ETHZ, score on DYN-PP-ETHZMobil, as Table 1 does (``configs/mhe_bayesrace_physics_gn.yaml``:
+noise-free, y = (vx, omega), vy unmeasured, Euler):
+
+* physics-only: `mhe.SingleTrackVehicle` at BayesRace's ground truth (`mhe.vehicle.BAYESRACE_TRUTH`), the
+  values physics-only PEM-MHE recovers on this recording (RESULTS.md, Table 1: 4.1e-5 % mean relative error),
+  so this row is that model without its 3 min of Gauss-Newton;
+* gray-box: that physics plus a tanh residual (`mhe.model.NeuralResidual`, width ``--width``, ``in_scale`` the
+  RMS of ``[vx, vy, omega, delta, pedal]`` over the training recording, ``out_scale`` ``--out-scale`` times the
+  RMS of the training states' rates), identified with the physics by Adam for ``--steps`` PEM iterations from
+  the physics-only start (the config's arrival cost);
+* gray-box with envelope: the same trained model with its trust envelope recorded as a run records it
+  (`mhe.envelope.envelope_of_windows` on the training windows).
+
+Each is scored by the one-step prediction error of Table 1 (Eq. 9: mean over windows and outputs of ``r^2``,
+each window's MHE from ``--starts`` cold starts, the lowest cost kept) on the training and the validation
+windows; the share of the validation samples (logged states and inputs) outside the envelope is reported.
+
+    python -m benchmarks.mhe_bayesrace_envelope                  # results/mhe_bayesrace_envelope/results.json
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mhe import PEMIdentifier, ResidualSettings, WindowSolver
+from mhe.envelope import envelope_of_windows
+from mhe.logs import BayesRaceRecording
+from mhe.training import load_experiment
+from mhe.vehicle import BAYESRACE_TRUTH
+
+from .mhe_bayesrace import CONFIG, VALIDATION, one_step_error, with_values
+
+
+def _score(trained, problem, build: Path, starts: int) -> dict:
+    """One-step error of ``trained``'s model (physics values, residual weights and envelope) on ``problem``'s
+    windows, at the config's arrival cost clipped into that data's box."""
+    values = {n: float(v.detach()) for n, v in trained.model.physics.params().items()}
+    prob = with_values(problem, problem.source, values, None)
+    est = prob.estimator(clip_start=True)
+    if trained.model.residual is not None:
+        est.model.residual.load_state_dict(trained.model.residual.state_dict())
+    with WindowSolver(est, build) as solver:
+        return one_step_error(est, prob, solver, starts)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="Adam iterations of the gray-box")
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--out-scale", type=float, default=0.05)
+    parser.add_argument("--margin", type=float, default=0.5)
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--out", default="results/mhe_bayesrace_envelope")
+    parser.add_argument("--build", default="build/l4casadi/mhe_bayesrace_envelope")
+    args = parser.parse_args(argv)
+    build = Path(args.build)
+    exp = load_experiment(CONFIG, ["--model.outer.optimizer", "adam", "--model.outer.lr", str(args.lr),
+                                   "--model.outer.lr_min", str(args.lr / 100)])
+    problem = exp.problem
+    rec = problem.logged
+    rows = torch.cat([rec.states, rec.inputs], dim=1)
+    in_scale = tuple(float(v) for v in rows.pow(2).mean(0).sqrt())
+    rates = (rec.states[1:] - rec.states[:-1]) / rec.dt
+    out_scale = tuple(args.out_scale * float(v) for v in rates.pow(2).mean(0).sqrt())
+    truth = with_values(problem, problem.source, dict(BAYESRACE_TRUTH), None)
+    gray = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0, envelope=False))
+    src = problem.source
+    val_source = BayesRaceRecording(VALIDATION, src.trajectory, src.first, src.dt, src.dt_rtol)
+    t0 = time.perf_counter()
+    with PEMIdentifier(gray, args.steps, exp.outer, exp.solver) as pem:
+        result = pem.fit(lambda i, s: print(f"  gray-box step {i}: J {s.loss:.4e}", flush=True))
+        est_g = pem.estimator
+        est_e = copy.deepcopy(est_g)
+        physics = est_g.model.physics
+        record = envelope_of_windows(est_e, pem.solver, gray.windows, args.margin,
+                                     (list(physics.state_names), list(physics.input_names)))
+    gray_s = time.perf_counter() - t0
+    val_rec = val_source.record()
+    outside = float(est_e.model.residual.outside(val_rec.states, val_rec.inputs).double().mean())
+    est_p = truth.estimator()
+    report_rows = {}
+    models = (("physics_only", est_p, truth), ("gray_box", est_g, gray), ("gray_box_envelope", est_e, gray))
+    for name, est, base in models:
+        pairs = (("train", base), ("validation", base.replace(recording=val_source)))
+        report_rows[name] = {label: _score(est, prob, build / name / label, args.starts) for label, prob in pairs}
+        print(f"{name:18s} one-step error  train {report_rows[name]['train']['mse']:.3e}   validation "
+              f"{report_rows[name]['validation']['mse']:.3e}", flush=True)
+    report = {"config": CONFIG, "validation": VALIDATION, "args": vars(args), "in_scale": in_scale,
+              "out_scale": out_scale, "gray": {"steps": result.counters.steps, "J_final": result.loss,
+                                               "wall_s": gray_s, "parameters": result.parameters},
+              "envelope": record, "val_share_outside_envelope": outside, "rows": report_rows}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(report, indent=1, default=float))
+    print(f"validation samples outside the envelope: {100 * outside:.1f} %; wrote {out / 'results.json'}")
+    return report
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main()
