@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+import torch
 
 from torch_ude import load_field
 from torch_ude import score as score_module
@@ -125,3 +126,47 @@ def test_a_pem_mhe_run_is_also_scored_by_free_run_from_estimated_states(run, mon
     params.assign({"m_cx": 0.5 * float(params()["m_cx"])})  # half the gravity torque: a wrong pendulum
     wrong = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
     assert wrong > 1.5 * trained, (wrong, trained)
+
+
+@pytest.fixture(scope="module")
+def gray_run(tmp_path_factory):
+    """configs/mhe_dfki_pendulum.yaml with a small residual (a recorded log: its trust envelope on by default),
+    1 Adam iteration on its first 8 windows."""
+    if not DFKI.is_dir():
+        pytest.skip(f"the DFKI pendulum logs are not at {DFKI} (see ../shared/data/README.md)")
+    folder = tmp_path_factory.mktemp("mhe_dfki_gray")
+    files = [str(DFKI / f) for f in ("energy_shaping.csv", "sysid_pd.csv", "gravity_compensation.csv")]
+    residual = {"width": 4, "in_scale": [3.0, 5.0, 1.0], "out_scale": [0.1, 1.0], "seed": 0}
+    main(["fit", "--config", str(CONFIG), "--trainer.max_steps", "1", "--trainer.default_root_dir", str(folder),
+          "--trainer.enable_progress_bar", "false", "--data.problem.windows", "8",
+          "--data.problem.recording.init_args.files", json.dumps(files), "--model.outer.optimizer", "adam",
+          "--model.outer.lr", "0.01", "--data.problem.residual", json.dumps(residual),
+          "--model.solver.build_dir", str(folder / "build")])
+    return folder
+
+
+def test_a_gray_box_pem_mhe_run_is_scored_with_its_trust_envelope(gray_run, monkeypatch, capsys, tmp_path):
+    """issue 33 item 5: the envelope recorded at the end of the run reaches field.pt, field.json, the share outside
+    it and the free run (the estimator rebuilt from the checkpoint takes it from field.json)."""
+    sidecar = json.loads((gray_run / "field.json").read_text())
+    metrics = json.loads((gray_run / "metrics.json").read_text())
+    env = sidecar["envelope"]
+    assert env["span"]["channels"] == ["q", "qdot", "tau"] and metrics["envelope"]["windows"] == 8
+    code, out, _ = _run(monkeypatch, capsys, "score", str(gray_run), "--files", str(DFKI / "ddp.csv"), "--fs", "100",
+                        "--horizons", "1", "--out", str(tmp_path))
+    scored = json.loads((tmp_path / "score.json").read_text())
+    assert code == 0 and 0.0 <= scored["pooled"]["outside_envelope"] <= 1.0
+    assert np.isfinite(scored["pooled"]["free_run_1s_nrmse"])
+    estimator = score_module._pem_estimator(gray_run, sidecar)
+    net = estimator.model.residual
+    assert [t.tolist() for t in net.envelope] == [env["low"], env["high"], env["margin"]]
+    field = load_field(gray_run)
+    x = torch.tensor([[0.1, 0.2], [4.0, 30.0]], dtype=torch.float64)  # the second far outside: faded to physics
+    u = torch.tensor([[0.1], [5.0]], dtype=torch.float64)
+    ours = estimator.model.field(x, u, torch.zeros_like(x)).detach()
+    assert torch.allclose(field(x, u), ours, rtol=1e-12, atol=1e-12) and bool(field.outside(x, u)[1])
+    physics = estimator.model.physics(x, u)
+    assert torch.equal(ours[1], physics[1].detach())
+    log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(field))
+    trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
+    assert trained == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
