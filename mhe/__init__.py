@@ -2,37 +2,36 @@
 
 A problem (`IdentificationProblem`: model, recording, windows, MHE settings, arrival cost)
 is identified by the outer loop (`OuterSettings`: Adam, L-BFGS or Gauss-Newton) in one
-process (`PEMIdentifier`) or under the CLI (``mhe.training``). Importing builds nothing:
+process (`PEMIdentifier`) or under the CLI (``mhe.training``). Importing loads and builds nothing:
+each public name imports its module on first use (CasADi with the first that needs it),
 recordings are simulated and CasADi problems compiled on first use.
 """
-from .bounds import Bound as Bound, BoundedParameters as BoundedParameters
-from .estimator import MHESettings as MHESettings, MovingHorizonEstimator as MovingHorizonEstimator
-from .free_run import simulate_free_run as simulate_free_run
-from .gauss_newton import GaussNewtonStopping as GaussNewtonStopping, residual_jacobian as residual_jacobian
-from .identification import (
-    ArrivalCost as ArrivalCost,
-    IdentificationProblem as IdentificationProblem,
-    RecordingSource as RecordingSource,
-    ResidualSettings as ResidualSettings,
-)
-from .joint import JointMHE as JointMHE, JointSettings as JointSettings
-from .kkt import hypergradient_adjoint as hypergradient_adjoint, hypergradient_explicit as hypergradient_explicit
-from .model import NeuralResidual as NeuralResidual, PhysicsField as PhysicsField, StateSpaceModel as StateSpaceModel
-from .noise_fit import NoiseFitSettings as NoiseFitSettings
-from .outer import OuterSettings as OuterSettings, PEMLoop as PEMLoop
-from .report import PEMResult as PEMResult, PEMStep as PEMStep
-from .pem import PEMIdentifier as PEMIdentifier
-from .simulate import Recording as Recording, simulate as simulate
-from .solver import SolverSettings as SolverSettings, WindowSolver as WindowSolver
-from .vehicle import SingleTrackVehicle as SingleTrackVehicle
-from .windows import Windows as Windows, make_windows as make_windows
+import importlib
 
-__all__ = [
-    "IdentificationProblem", "RecordingSource", "Recording", "ArrivalCost", "ResidualSettings", "MHESettings",
-    "PhysicsField", "NeuralResidual", "StateSpaceModel", "SingleTrackVehicle", "Bound", "BoundedParameters",
-    "Windows", "make_windows", "simulate", "simulate_free_run",
-    "OuterSettings", "GaussNewtonStopping", "NoiseFitSettings", "SolverSettings", "PEMIdentifier", "PEMLoop",
-    "PEMStep", "PEMResult",
-    "MovingHorizonEstimator", "WindowSolver", "hypergradient_adjoint", "hypergradient_explicit", "residual_jacobian",
-    "JointMHE", "JointSettings",
-]
+from .simulate import Recording as Recording, simulate as simulate  # eager: mhe.simulate is the function
+
+_HOMES = {
+    "bounds": ("Bound", "BoundedParameters"), "estimator": ("MHESettings", "MovingHorizonEstimator"),
+    "free_run": ("simulate_free_run",), "gauss_newton": ("GaussNewtonStopping", "residual_jacobian"),
+    "identification": ("ArrivalCost", "IdentificationProblem", "RecordingSource", "ResidualSettings"),
+    "joint": ("JointMHE", "JointSettings"), "kkt": ("hypergradient_adjoint", "hypergradient_explicit"),
+    "model": ("NeuralResidual", "PhysicsField", "StateSpaceModel"), "noise_fit": ("NoiseFitSettings",),
+    "outer": ("OuterSettings", "PEMLoop"), "report": ("PEMResult", "PEMStep"), "pem": ("PEMIdentifier",),
+    "simulate": ("Recording", "simulate"), "solver": ("SolverSettings", "WindowSolver"),
+    "vehicle": ("SingleTrackVehicle",), "windows": ("Windows", "make_windows"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = sorted(_HOME_OF)
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name's module on first use (PEP 562) and keep the name."""
+    if name not in _HOME_OF:
+        raise AttributeError(f"module 'mhe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

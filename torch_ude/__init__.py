@@ -1,6 +1,7 @@
 """torch-ude: universal differential equations, trained solver-free by Lie-Taylor jet matching."""
 __version__ = "0.1.0"
 
+from .calibration import Calibration as Calibration, calibrate as calibrate, valid_windows as valid_windows
 from .export import LoadedField as LoadedField, export_field as export_field, load_field as load_field
 from .field import FieldJet as FieldJet, HybridField as HybridField
 from .jet import JetLoss as JetLoss, JetResult as JetResult
@@ -32,7 +33,7 @@ from .systems import (
 __all__ = [
     "__version__",
     "HybridField", "FieldJet", "TanhMLP", "JetLoss", "JetResult",
-    "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2",
+    "SavitzkyGolay", "savgol_rows", "optimal_dt", "snr2", "calibrate", "Calibration", "valid_windows",
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
     "rk4_step", "rk4_rollout", "export_field", "load_field", "LoadedField", "fit_residual", "Library", "ResidualEquations",
     "System", "VectorField", "SinglePendulum", "DoublePendulum", "FrictionPendulum", "Simulator", "simulate",

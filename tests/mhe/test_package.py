@@ -7,18 +7,32 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import mhe
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_import_builds_nothing(tmp_path):
-    code = ("import sys, mhe; print(sorted(m for m in ('lightning', 'l4casadi', 'mhe.training', 'mhe.racing') "
+    code = ("import sys, mhe; print(sorted(m for m in ('casadi', 'lightning', 'l4casadi', 'mhe.training', 'mhe.racing') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert out.stdout.strip() == "[]"
     assert list(tmp_path.iterdir()) == []  # no build folder, no generated code
+
+
+def test_each_public_name_loads_its_module_on_first_use():
+    code = ("import sys, mhe; before = 'mhe.free_run' in sys.modules; import mhe.two_tank; "
+            "print(before, callable(mhe.simulate) and not hasattr(mhe.simulate, '__path__'), "
+            "mhe.simulate_free_run.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    assert out.stdout.split() == ["False", "True", "mhe.free_run"]
+    assert set(mhe.__all__) <= set(dir(mhe))
+    with pytest.raises(AttributeError, match="no attribute 'KKTPoint'"):
+        mhe.KKTPoint
 
 
 def test_public_api_fits_one_screen_and_leaves_internals_out():
