@@ -82,7 +82,8 @@ class PEMIdentifier:
 def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResult:
     """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``,
     with the residual's trust envelope recorded when the problem wants one (`mhe.envelope.envelope_of_windows` on
-    all of the problem's windows at the final parameters; `IdentificationProblem.envelope_wanted`).
+    all of the problem's windows at the final parameters; `IdentificationProblem.envelope_wanted`), unless the
+    residual has one already (started from a trained field with an envelope, `mhe.trained_field`: it keeps that one).
 
     Args:
         loop: the loop after its iterations (its estimator is refined in place and its residual given the envelope;

@@ -21,8 +21,9 @@ A field that reads periodic states as ``(sin, cos)`` or leaves invariant states 
 (`torch_ude.envelope`), has all of it written out in `TrainedField.casadi_function` (the
 fade's branches as ``if_else`` on the distance past each edge, so its derivatives are exact
 everywhere but on the edges, where the field is twice continuously differentiable).
-`TrainedField.residual` (L4CasADi's plain MLP of ``x / s_in``) cannot carry them and refuses
-such a field.
+`TrainedField.residual` (L4CasADi's MLP of ``x / s_in``) cannot carry the periodic and invariant
+maps and refuses such a field; it carries the envelope (`mhe.model.NeuralResidual.set_envelope`: the
+same box and fade in the same ``z = x / s_in``, `mhe.envelope`).
 """
 from __future__ import annotations
 
@@ -163,14 +164,14 @@ class TrainedField:
 
         Raises:
             ValueError: for an MLP other than two hidden layers of equal width (the shape of
-                `mhe.model.NeuralResidual`), or a field with periodic or invariant states or a
-                trust envelope, which that network cannot carry (use `casadi_function`).
+                `mhe.model.NeuralResidual`), or a field with periodic or invariant states, which that
+                network cannot carry (use `casadi_function`).
         """
-        if self.input_map.periodic or self.input_map.invariant or self.envelope is not None:
-            raise ValueError("this field reads periodic states as (sin, cos), leaves invariant states out or fades "
-                             "outside a trust envelope, which mhe's NeuralResidual (an MLP of x / s_in) cannot carry; "
-                             "use TrainedField.casadi_function, or train with model.periodic: false and "
-                             "model.envelope: false.")
+        if self.input_map.periodic or self.input_map.invariant:
+            raise ValueError("this field reads periodic states as (sin, cos) or leaves invariant states out, which "
+                             "mhe's NeuralResidual (an MLP of x / s_in) cannot carry; use "
+                             "TrainedField.casadi_function, or train with model.periodic: false and "
+                             "model.invariant: false.")
         sizes = [self.n_x] + [w.shape[0] for w, _ in self.layers]
         if len(sizes) != 4 or sizes[1] != sizes[2]:
             raise ValueError(f"mhe's NeuralResidual has two hidden layers of one width; this field's MLP has "
@@ -182,6 +183,8 @@ class TrainedField:
                 rows = list(net.outputs) if i == last else slice(None)
                 getattr(net.mlp, f"weight{i}").copy_(torch.as_tensor(w[rows]))
                 getattr(net.mlp, f"bias{i}").copy_(torch.as_tensor(b[rows]))
+        if self.envelope is not None:  # the same box and fade in the same z = x / s_in (mhe.envelope)
+            net.set_envelope(*(torch.as_tensor(t) for t in self.envelope))
         return net
 
     def model(self, dt: float, measured: Sequence[int] = (0,), discretization: str = "rk4") -> StateSpaceModel:

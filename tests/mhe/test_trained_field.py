@@ -117,3 +117,17 @@ def test_periodic_states_and_the_envelope_reach_the_casadi_function_exactly(tmp_
         assert np.allclose(np.asarray(jac(x.numpy())), expected.numpy(), atol=1e-9)
     with pytest.raises(ValueError, match="cannot carry"):
         trained.residual()
+
+
+def test_the_residual_carries_the_trust_envelope(tmp_path):
+    """issue 33 item 5: mhe's residual has the jet-matching field's envelope (same box, same fade, same z)."""
+    field = _run(tmp_path, seed=4)
+    states = torch.randn(60, 2, dtype=torch.float64) * torch.tensor([2.0, 3.0])
+    z = field.net_input(states[:6])
+    field.set_envelope(z.amin(0), z.amax(0), 0.2 * (field.net_input(states).amax(0) - field.net_input(states).amin(0)))
+    export_field(field, tmp_path, SinglePendulum(), "A")
+    net = TrainedField.load(tmp_path).residual()
+    fades = field.fade(field.net_input(states))[0]
+    assert bool((fades == 0).any()) and bool(((fades > 0) & (fades < 1)).any())
+    assert torch.allclose(net(states, states.new_zeros(60, 0)), field.residual(states), rtol=0, atol=1e-13)
+    assert torch.equal(net.outside(states, states.new_zeros(60, 0)), field.outside(states))
