@@ -18,6 +18,7 @@ from torch_ude.field import HybridField
 
 from .build import build
 from .generate import DeviceSpec, headers_for
+from .memory import build_maxima
 
 __all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "calibration_error", "COUNTERS", "STATUS",
            "CALIBRATION_FAILURES"]
@@ -27,7 +28,9 @@ COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps",
 STATUS = {0: "ok", 1: "skipped", -1: "null pointer", -2: "uninitialized", -3: "wrong channel count",
           -4: "calibration failed: no valid window", -5: "not ready", -6: "argument out of range",
           -7: "calibration failed: no complete window at the tap spacing m",
-          -8: "calibration failed: a zero or non-finite scale", -9: "the instance's bytes are inconsistent"}
+          -8: "calibration failed: a zero or non-finite scale", -9: "the instance's bytes are inconsistent",
+          -10: "the configuration does not fit this build, its tables belong to another configuration, or the "
+               "checkpoint was saved with another configuration"}
 #: The C trainer's calibration failures (``TU_ERR_CAL_*`` in tu_status.h); each stops the trainer.
 CALIBRATION_FAILURES = (-4, -7, -8)
 
@@ -51,10 +54,12 @@ def calibration_error(status: int, taps: int, m: int) -> ValueError:
     raise ValueError(f"C status {status} is not a calibration failure.")
 
 
-def report_type(n: int, n_inputs: int = 0) -> type[ctypes.Structure]:
+def report_type(n: int, n_inputs: int = 0, channels: int | None = None) -> type[ctypes.Structure]:
     """The ctypes mirror of ``tu_report`` for ``n`` states and ``n_inputs`` recorded inputs (checked
-    against ``tu_report_size``): the calibration and the input scales cover all ``n + n_inputs`` channels."""
-    f32n, f32c = ctypes.c_float * n, ctypes.c_float * (n + n_inputs)
+    against ``tu_report_size``): the calibration and the input scales cover all ``n + n_inputs`` channels.
+    In a build of several configurations the arrays have the build's maxima: ``n`` is ``TU_N_MAX`` and
+    ``channels`` ``TU_CH_MAX`` (default ``n + n_inputs``); `report_dict` keeps a configuration's own."""
+    f32n, f32c = ctypes.c_float * n, ctypes.c_float * (n + n_inputs if channels is None else channels)
 
     class Counters(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint64) for name in COUNTERS]
@@ -73,10 +78,11 @@ def report_type(n: int, n_inputs: int = 0) -> type[ctypes.Structure]:
     return Report
 
 
-def report_dict(rep: ctypes.Structure) -> dict:
-    """A ``tu_report`` (a `report_type` instance) as plain Python values."""
+def report_dict(rep: ctypes.Structure, n: int | None = None, channels: int | None = None) -> dict:
+    """A ``tu_report`` (a `report_type` instance) as plain Python values (per-channel lists cut to a
+    configuration's ``n`` states and ``channels`` channels when given)."""
     cal = rep.calibration
-    return {
+    out = {
         "counters": {name: int(getattr(rep.counters, name)) for name in COUNTERS},
         "calibrated": rep.calibrated == 1, "calibration_status": int(min(rep.calibrated, 0)),
         "updates": int(rep.updates), "fill": int(rep.fill),
@@ -87,6 +93,14 @@ def report_dict(rep: ctypes.Structure) -> dict:
             "sigma_rel": cal.sigma_rel, "omega_c": cal.omega_c, "m": int(cal.m), "dt_eff": cal.dt_eff,
             "snr2": cal.snr2, "lambda2": cal.lambda2, "weight_decay": cal.weight_decay},
     }
+    if channels is not None:
+        out["in_scale"] = out["in_scale"][:channels]
+        for key in ("x_rms", "s1", "s2", "sigma"):
+            if out["calibration"] is not None:
+                out["calibration"][key] = out["calibration"][key][:channels]
+    if n is not None:
+        out["out_scale"] = out["out_scale"][:n]
+    return out
 
 
 def load_weights(field: HybridField, weights: np.ndarray, in_scale, out_scale) -> HybridField:
@@ -114,6 +128,9 @@ class CTrainer:
         spec: the generator's settings (plant, network, stream, optimizer).
         seed: the PCG32 seed (default ``spec.seed``).
         build_root: folder for the generated headers and the shared library.
+        image: the settings of every configuration of the build (one library, a trainer configuration
+            each; ``spec`` must be one of them, by settings hash), default ``[spec]``. Instances of
+            one image share its library; the instance's buffers have the image's maxima.
 
     Attributes:
         static_bytes: ``sizeof(tu_trainer)``, all the memory the trainer uses besides its stack.
@@ -122,17 +139,27 @@ class CTrainer:
         microcontroller.build.BuildError: if the library does not compile.
     """
 
-    def __init__(self, spec: DeviceSpec, seed: int | None = None, build_root: str | Path | None = None) -> None:
+    def __init__(self, spec: DeviceSpec, seed: int | None = None, build_root: str | Path | None = None,
+                 image: list[DeviceSpec] | None = None) -> None:
+        image = [spec] if image is None else list(image)
+        hashes = [s.config_hash() for s in image]
+        if spec.config_hash() not in hashes:
+            raise ValueError(f"spec (settings hash {spec.config_hash()}) is not one of the image's configurations "
+                             f"{hashes}; pass it in image.")
         self.spec = spec
         self.n = spec.field.n_states
         self.channels = self.n + spec.field.n_inputs  # a sample: the states, then the recorded inputs
         self.num_params = spec.field.num_parameters()
-        self.library = build(headers_for(spec, build_root), "shared")
+        self.library = build(headers_for(image, build_root), "shared")
         lib = ctypes.CDLL(str(self.library))
+        lib.tu_config_get.restype = ctypes.c_void_p
+        lib.tu_config_get.argtypes = [ctypes.c_int]
+        self._config = lib.tu_config_get(hashes.index(spec.config_hash()))
+        maxima = build_maxima(image)
         f32p = np.ctypeslib.ndpointer(np.float32, flags="C_CONTIGUOUS")
         lib.tu_trainer_size.restype = lib.tu_report_size.restype = ctypes.c_size_t
-        lib.tu_trainer_init.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
-        lib.tu_trainer_restore.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.tu_trainer_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+        lib.tu_trainer_restore.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         # push_chunk runs once per chunk: plain addresses (checked in push_chunk) keep its call cheap
         lib.tu_trainer_push_chunk.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                               ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
@@ -141,7 +168,7 @@ class CTrainer:
         lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
         self._lib = lib
-        self._report_type = report_type(self.n, spec.field.n_inputs)
+        self._report_type = report_type(maxima["N"], 0, maxima["CH"])
         if ctypes.sizeof(self._report_type) != lib.tu_report_size():
             raise RuntimeError("microcontroller.ctrainer.report_type disagrees with tu_report in tu_trainer.h; "
                                "update one to match the other.")
@@ -149,7 +176,7 @@ class CTrainer:
         self._memory = ctypes.create_string_buffer(self.static_bytes)
         self._count = ctypes.c_int(0)  # the out-argument of push_chunk and steps
         self._count_at = ctypes.addressof(self._count)
-        self._check(lib.tu_trainer_init(self._memory, spec.seed if seed is None else int(seed)), "init")
+        self._check(lib.tu_trainer_init(self._memory, self._config, spec.seed if seed is None else int(seed)), "init")
 
     def _check(self, status: int, what: str) -> int:
         if status < 0:
@@ -209,7 +236,7 @@ class CTrainer:
     def report(self) -> dict:
         """Counters, calibration (``calibration_status``: 0, or the C status of the failure that
         stopped it), update count, reservoir fill, the last update's loss terms, scales."""
-        return report_dict(self._report_raw())
+        return report_dict(self._report_raw(), self.n, self.channels)
 
     def weights(self, ema: bool = True) -> np.ndarray:
         """The weights in `HybridField.parameters_list` order, flat float32: the EMA (or raw) ones."""
@@ -231,8 +258,12 @@ class CTrainer:
         """
         if len(state) != self.static_bytes:
             raise ValueError(f"the saved C trainer has {len(state)} bytes; this build's has {self.static_bytes}.")
-        status = self._lib.tu_trainer_restore(self._memory, bytes(state), self.static_bytes)
+        status = self._lib.tu_trainer_restore(self._memory, self._config, bytes(state), self.static_bytes)
         if status == -9:
             raise ValueError("the saved C trainer's bytes are inconsistent (an index, a count or a weight out of "
                              "range: a damaged checkpoint); resume from another checkpoint or start afresh.")
+        if status == -10:
+            raise ValueError("the saved C trainer was trained with another configuration (its settings but the "
+                             f"schedule's length differ from those of {self.spec.config_hash()}); restore it into a "
+                             "trainer of that configuration.")
         self._check(status, "restore")

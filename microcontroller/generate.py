@@ -10,7 +10,11 @@ named by the config's ``class_path``) for a fresh network seeded like every trai
 run folder (``field.pt`` + ``field.json`` of a jet-matching run, `microcontroller.run_folder`)
 to fine-tune it on the device, with the settings recorded in that run unless ``--config`` is
 also given. The headers are stamped with the generator, the torch-ude and torch versions and
-a hash of the settings (as CMSIS-NN's generated test headers are). ``--with-sources`` also copies
+a hash of the settings (as CMSIS-NN's generated test headers are). ``--also CONFIG`` (repeatable)
+puts further configurations into the same image: each is a ``const tu_config`` (sizes, settings,
+plant code, tables) that a ``tu_trainer`` is initialised with, and the instance buffers take the
+maxima over them (`microcontroller.memory.build_maxima`), so one firmware trains, say, one trainer
+per axis. ``--with-sources`` also copies
 the library's sources and headers and the on-device application (`library_files`) into the folder,
 which then builds on its own: an Arduino library's ``src/``, an ESP-IDF component
 (``microcontroller/esp32/README.md``). Settings the C port cannot
@@ -160,6 +164,14 @@ class DeviceSpec:
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON of `settings` (first 16 hex digits)."""
         text = json.dumps(self.settings(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def state_hash(self) -> str:
+        """`config_hash` of the settings but the schedule's length (``max_steps``): what a checkpoint of
+        the C trainer must match to be restored (a longer schedule may continue it)."""
+        settings = self.settings()
+        settings.pop("max_steps")
+        text = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -329,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m microcontroller.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", help="torch-ude YAML config of the device run (fresh seeded network)")
     parser.add_argument("--run", help=f"run folder with {FIELD_FILE} and {SIDECAR_FILE} to fine-tune")
+    parser.add_argument("--also", action="append", default=[], metavar="CONFIG",
+                        help="a further torch-ude config in the same image (repeatable): configuration 1, 2, ... "
+                             "(tu_config_get(k)), a trainer of its own plant and sizes beside --config's (fresh "
+                             "seeded network; the overrides apply to --config/--run only)")
     parser.add_argument("--out", required=True, help="folder for tu_config.h, tu_model_data.h and tu_plant_code.h")
     parser.add_argument("--ram-budget", type=int, default=None, metavar="BYTES",
                         help="static RAM the trainer may take on the target (default: the Cortex-M4F firmware's "
@@ -346,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = spec_from_run(args.run, args.config, args.overrides) if args.run else \
             spec_from_config(args.config, args.overrides)
-        paths = write_headers(spec, args.out, budget)
+        specs = [spec, *(spec_from_config(path) for path in args.also)]
+        paths = write_headers(specs, args.out, budget)
         copied = copy_library(args.out) if args.with_sources else []
     except USER_ERRORS as exc:
         err = user_error(exc)
@@ -355,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"microcontroller.generate: error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
     also = f" and {len(copied)} files of the library beside them" if copied else ""
-    print(f"wrote {', '.join(str(p) for p in paths)}{also} (settings hash {spec.config_hash()})")
+    hashes = ", ".join(s.config_hash() for s in specs)
+    print(f"wrote {', '.join(str(p) for p in paths)}{also} (settings hash{'es' if len(specs) > 1 else ''} {hashes})")
     return 0
 
 

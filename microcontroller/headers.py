@@ -1,9 +1,13 @@
 """The text of the C trainer's generated headers: ``tu_config.h``, ``tu_model_data.h`` and ``tu_plant_code.h``.
 
-`config_header` writes every size and hyperparameter of a `DeviceSpec` as a macro,
-`model_header` the constant tables (Savitzky-Golay rows and projection, initial weights and
-scales) as one ``const tu_model``, and ``tu_plant_code.h`` holds the plant's known field and
-its Jacobians as float C (`microcontroller.plant_code`); all carry the stamp of the
+A build holds one or several configurations (`DeviceSpec`; one image, a trainer per configuration):
+`config_header` writes the build's maxima over them (the instance's buffer sizes) and configuration
+0's sizes and hyperparameters as the macros of a single-configuration build (for the firmware,
+tests and examples; the library reads none of them), `model_header` each configuration's constant
+tables (Savitzky-Golay rows and projection, initial weights and scales) as a ``const tu_model`` and
+its settings as a ``const tu_config`` that points at them and at its plant code, and
+``tu_plant_code.h`` holds each plant's known field and its Jacobians as float C
+(`microcontroller.plant_code`, static functions per configuration); all carry the stamp of the
 generator, the torch-ude and torch versions and the settings hash (as CMSIS-NN's generated
 test headers do). `write_headers` and `headers_for` put them in a folder
 (`microcontroller.generate` is the command line).
@@ -21,13 +25,14 @@ from torch_ude.calibration import CALIBRATION_M0
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
 
-from .memory import check_ram
+from .memory import _as_list, _sizes, build_maxima, check_ram
 from .plant_code import CODE_FILE, float_literal, plant_source
 
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["GENERATOR", "config_header", "model_header", "write_headers", "headers_for"]
+__all__ = ["GENERATOR", "config_header", "model_header", "plant_header", "build_maxima", "write_headers",
+           "headers_for"]
 
 GENERATOR = "microcontroller.generate 1.0"
 
@@ -45,20 +50,35 @@ def _stamp(spec: DeviceSpec) -> str:
             f" * {spec.source}\n * settings hash {spec.config_hash()}. Do not edit: regenerate. */\n")
 
 
-def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
-    """The text of ``tu_config.h``: sizes and hyperparameters as macros (``ram_budget`` > 0:
-    the compiler checks ``sizeof(tu_trainer)`` against it too)."""
+def _stamps(specs: list[DeviceSpec]) -> str:
+    """The stamp of every configuration of a build (configuration k's hash in the k-th)."""
+    if len(specs) == 1:
+        return _stamp(specs[0])
+    return "".join(_stamp(spec).replace("/* Generated", f"/* Configuration {k}: generated", 1)
+                   for k, spec in enumerate(specs))
+
+
+def _mlp_shape(spec: DeviceSpec) -> tuple:
+    """(n, ch, layer sizes, weights, linear, tanh input columns) of a configuration's network."""
+    return (spec.field.n_states, spec.field.n_states + spec.field.n_inputs, tuple(spec.field.mlp.sizes),
+            spec.field.num_parameters(), int(spec.field.linear), spec.field.mlp.reads)
+
+
+def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
+    """Configuration 0's settings as the macros of a single-configuration build (the firmware, the
+    tests and the examples read them; the library never does)."""
     st, sizes = spec.stream, spec.field.mlp.sizes
     macros = [
+        ("TU_DEFAULT_CONFIG", "(tu_config_get(0))", "the configuration these macros describe"),
         ("TU_CONFIG_HASH", f'"{spec.config_hash()}"', "hash of the generator's settings"),
         ("TU_N", len(spec.system.state_names), "state channels n"),
         ("TU_NUM_LAYERS", len(sizes) - 1, "affine layers of the MLP"),
         ("TU_LAYER_SIZES", "{" + ", ".join(str(s) for s in sizes) + "}", "layer widths"),
-        ("TU_WIDTH_MAX", max(sizes), "widest layer"),
         ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
         ("TU_LINEAR", int(spec.field.linear), "1: the residual's linear term L z (model.linear)"),
         ("TU_MLP_READS", spec.field.mlp.reads,
          "input columns the tanh layers read (TU_N: input-affine, the inputs enter through L alone)"),
+        ("TU_MLP_TENSORS", 2 * (len(sizes) - 1) + int(spec.field.linear), "parameter tensors"),
         ("TU_NU", spec.field.n_inputs, "recorded inputs of the known field (" + type(spec.system).__name__
          + ", case " + spec.case + ")"),
         ("TU_CH", spec.field.n_states + spec.field.n_inputs,
@@ -78,6 +98,8 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_M_MAX", st.m_max, "largest tap spacing"),
         ("TU_TAP_AVERAGE", int(st.tap_average), "1: box-averaged taps (each the mean of the m samples ending at it)"),
         ("TU_BOX_TABLES", st.m_max if st.tap_average else 1, "box-tap SG tables in flash, for m = 1 .."),
+        ("TU_RING_LEN", _sizes(spec)["RING_LEN"], "ring samples: the newest and the span before it (box taps: and "
+         "the m_max - 1 older samples of the first bin)"),
         ("TU_DT_SCALE", float_literal(st.dt_scale), "constant of Eq. (24)"),
         ("TU_OUTLIER_THRESHOLD", float_literal(st.outlier_threshold or 0.0), "outlier screen, robust SDs (0: off)"),
         ("TU_MAX_BRIDGE", st.max_bridge, "longest bridged gap, ticks"),
@@ -104,7 +126,8 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
         ("TU_WEIGHT_DECAY_FULL_AT", float_literal(spec.weight_decay_full_at or 0.0),
          "relative noise of full decay (0: constant)"),
         ("TU_GRAD_CLIP", float_literal(spec.grad_clip), "gradient-norm clip"),
-        ("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)"),
+        ("TU_DUE_SPAN", "((int64_t)TU_FS > (int64_t)TU_TRAIN_EVERY ? (int64_t)TU_FS : (int64_t)TU_TRAIN_EVERY)",
+         "the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick"),
     ]
     if isinstance(spec.system, SinglePendulum):  # the firmware's own simulated plant (support/tu_eval.c)
         p = spec.system
@@ -119,43 +142,148 @@ def config_header(spec: DeviceSpec, ram_budget: int = 0) -> str:
             ("TU_SIM_NOISE", float_literal(spec.noise), "relative sensor noise"),
             ("TU_SIM_SECONDS", float_literal(spec.duration), "stream length, s"),
         ]
-    width = max(len(name) for name, _, _ in macros)
-    lines = [f"#define {name:<{width}} {value}  /* {doc} */" for name, value, doc in macros]
-    return (_stamp(spec) + "#ifndef TU_CONFIG_H\n#define TU_CONFIG_H\n\n" + "\n".join(lines)
-            + "\n\n#endif /* TU_CONFIG_H */\n")
+    return macros
 
 
-def model_header(spec: DeviceSpec) -> str:
-    """The text of ``tu_model_data.h``: the constant tables (see microcontroller/include/tu_model.h)."""
-    sg = SavitzkyGolay(spec.stream.half_width, spec.stream.order)
+def _lines(macros, width: int = 0) -> str:
+    width = max([width, *(len(name) for name, _, _ in macros)])
+    return "\n".join(f"#define {name:<{width}} {value}  /* {doc} */" for name, value, doc in macros)
+
+
+def config_header(specs, ram_budget: int = 0) -> str:
+    """The text of ``tu_config.h`` for one configuration or a list of them (one image, several
+    trainers): the build's maxima (``TU_*_MAX``, the elementwise maxima over the configurations,
+    which size the instance buffers), the configurations' count and, for code outside the library
+    (the firmware, tests, examples), configuration 0's sizes and settings as the macros of a
+    single-configuration build. The library itself (``TU_LIBRARY`` defined) sees only the maxima and
+    reads each instance's `tu_config` (``ram_budget`` > 0: the compiler checks
+    ``sizeof(tu_trainer)`` against it too)."""
+    specs = _as_list(specs)
+    maxima = build_maxima(specs)
+    build = [("TU_CONFIG_COUNT", len(specs), "configurations in this build (tu_config_get(0 .. count - 1))")]
+    build += [(f"TU_{key}_MAX", value, "largest over the build's configurations") for key, value in maxima.items()]
+    build += [("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)")]
+    shapes = {_mlp_shape(spec) for spec in specs}
+    if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
+        n, ch, sizes, params, linear, reads = shapes.pop()
+        build += [("TU_MLP_COMMON", 1, "1: every configuration has this network (src/tu_mlp.c)"),
+                  ("TU_MLP_COMMON_N", n, "its outputs"), ("TU_MLP_COMMON_CH", ch, "its inputs"),
+                  ("TU_MLP_COMMON_LAYERS", len(sizes) - 1, "its affine layers"),
+                  ("TU_MLP_COMMON_SIZES", "{" + ", ".join(str(v) for v in sizes) + "}", "its widths"),
+                  ("TU_MLP_COMMON_PARAMS", params, "its weights"), ("TU_MLP_COMMON_LINEAR", linear, "its linear term"),
+                  ("TU_MLP_COMMON_READS", reads, "input columns of its tanh layers")]
+    else:
+        build += [("TU_MLP_COMMON", 0, "the configurations' networks differ: the MLP reads each one's shape")]
+    single = _single_macros(specs[0])
+    width = max(len(name) for name, _, _ in build + single)  # one column for both blocks
+    return (_stamps(specs) + "#ifndef TU_CONFIG_H\n#define TU_CONFIG_H\n\n#include <stdint.h>\n\n" + _lines(build, width)
+            + "\n\n#ifndef TU_LIBRARY /* configuration 0, for the code around the library */\n"
+            + _lines(single, width) + "\n#endif /* TU_LIBRARY */\n\n#endif /* TU_CONFIG_H */\n")
+
+
+def _config_body(spec: DeviceSpec, k: int) -> str:
+    """Configuration k's tables and its `tu_config` (see microcontroller/include/tu_model.h)."""
+    st, sizes = spec.stream, list(spec.field.mlp.sizes)
+    sg = SavitzkyGolay(st.half_width, st.order)
     norms = torch.linalg.vector_norm(sg.rows, dim=1)
     params = torch.cat([p.detach().flatten() for p in spec.field.parameters_list()])
     in_scale = spec.field.in_scale if not spec.field.n_inputs else torch.cat([spec.field.in_scale,
                                                                               spec.field.input_scale])
-    boxes = [SavitzkyGolay(spec.stream.half_width, spec.stream.order, bin_width=b)
-             for b in range(1, (spec.stream.m_max if spec.stream.tap_average else 1) + 1)]
-    body = (
-        "static const tu_model TU_MODEL_DATA = {\n"
+    boxes = [SavitzkyGolay(st.half_width, st.order, bin_width=b)
+             for b in range(1, (st.m_max if st.tap_average else 1) + 1)]
+    s = _sizes(spec)
+    truth = f"tu_plant_truth_{k}" if spec.plant().truth is not None else "NULL"
+    return (
+        f"/* configuration {k}: settings hash {spec.config_hash()} ({spec.source}) */\n"
+        f"static const float tu_box_rows_{k}[{len(boxes)}][3][TU_TAPS_MAX] = "
+        f"{_array(torch.stack([b.rows for b in boxes]))};\n"
+        f"static const float tu_box_row2_norm_{k}[{len(boxes)}] = "
+        f"{_array(torch.stack([torch.linalg.vector_norm(b.rows[2]) for b in boxes]))};\n"
+        f"static const float tu_box_projection_{k}[{len(boxes)}][TU_TAPS_MAX][TU_TAPS_MAX] = "
+        f"{_array(torch.stack([b.projection for b in boxes]))};\n"
+        f"static const tu_model tu_model_{k} = {{\n"
+        f"    .hash = \"{spec.config_hash()}\",\n"
         f"    .sg_rows = {_array(sg.rows)},\n"
         f"    .sg_row_norm = {_array(norms)},\n"
         f"    .sg_projection = {_array(sg.projection)},\n"
+        f"    .box_rows = tu_box_rows_{k},\n"
+        f"    .box_row2_norm = tu_box_row2_norm_{k},\n"
+        f"    .box_projection = tu_box_projection_{k},\n"
         f"    .sg_noise_gain = {float_literal(sg.noise_gain)},\n"
-        f"    .box_rows = {_array(torch.stack([b.rows for b in boxes]))},\n"
-        f"    .box_row2_norm = {_array(torch.stack([torch.linalg.vector_norm(b.rows[2]) for b in boxes]))},\n"
-        f"    .box_projection = {_array(torch.stack([b.projection for b in boxes]))},\n"
         f"    .init_params = {_array(params)},\n"
         f"    .in_scale = {_array(in_scale)},\n"
         f"    .out_scale = {_array(spec.field.out_scale)},\n"
+        "};\n"
+        f"static const tu_config tu_config_{k} = {{\n"
+        f"    .magic = TU_CONFIG_MAGIC,\n"
+        f"    .hash = \"{spec.config_hash()}\",\n"
+        f"    .state_hash = \"{spec.state_hash()}\",\n"
+        f"    .model = &tu_model_{k},\n"
+        f"    .field = tu_plant_field_{k},\n"
+        f"    .jacobians = tu_plant_jacobians_{k},\n"
+        f"    .truth = {truth},\n"
+        f"    .n = {s['N']}, .nu = {s['NU']}, .ch = {s['CH']},\n"
+        f"    .num_layers = {s['NUM_LAYERS']},\n"
+        f"    .layer_sizes = {{{', '.join(str(v) for v in sizes)}}},\n"
+        f"    .num_params = {s['NUM_PARAMS']},\n"
+        f"    .linear = {int(spec.field.linear)}, .mlp_reads = {spec.field.mlp.reads},\n"
+        f"    .pretrained = {int(spec.pretrained)},\n"
+        f"    .half_width = {st.half_width}, .taps = {s['TAPS']},\n"
+        f"    .stride = {st.stride or 0},\n"
+        f"    .train_every = {round(spec.fs / spec.train_rate)},\n"
+        f"    .cal_len = {s['CAL_LEN']},\n"
+        f"    .m_fixed = {st.m or 0}, .m0 = {min(CALIBRATION_M0, st.m_max)}, .m_max = {st.m_max},\n"
+        f"    .tap_average = {int(st.tap_average)}, .box_tables = {len(boxes)},\n"
+        f"    .ring_len = {s['RING_LEN']},\n"
+        f"    .max_bridge = {st.max_bridge},\n"
+        f"    .snr_gate = {int(st.snr_gate)}, .quality_gate = {int(st.quality_gate)}, "
+        f".gate_history = {st.gate_history},\n"
+        f"    .buffer_reservoir = {int(st.buffer == 'reservoir')}, .capacity = {st.capacity}, "
+        f".jet_rows = {s['JET_ROWS']}, .forget_window = {st.forget_window or 0},\n"
+        f"    .batch = {spec.batch_size}, .schedule_cosine = {int(spec.cosine)}, "
+        f".ema = {int(spec.ema_decay is not None)},\n"
+        f"    .max_steps = {spec.max_steps},\n"
+        f"    .due_span = {max(int(spec.fs), round(spec.fs / spec.train_rate))},\n"
+        f"    .default_seed = {spec.seed}u,\n"
+        f"    .fs = {float_literal(spec.fs)}, .dt_scale = {float_literal(st.dt_scale)}, "
+        f".outlier_threshold = {float_literal(st.outlier_threshold or 0.0)},\n"
+        f"    .lambda1 = {float_literal(spec.lambda1)}, .lambda2 = {float_literal(st.lambda2)}, "
+        f".snr_threshold = {float_literal(st.snr_threshold)},\n"
+        f"    .gate_factor = {float_literal(st.gate_factor)}, .gate_floor = {float_literal(st.gate_floor)},\n"
+        f"    .lr = {float_literal(spec.lr)}, .lr_min = {float_literal(spec.lr_min)}, "
+        f".ema_weight = {float_literal(1.0 - (spec.ema_decay or 0.0))},\n"
+        f"    .weight_decay = {float_literal(spec.weight_decay)}, "
+        f".weight_decay_full_at = {float_literal(spec.weight_decay_full_at or 0.0)}, "
+        f".grad_clip = {float_literal(spec.grad_clip)},\n"
         "};\n")
-    return (_stamp(spec) + "#ifndef TU_MODEL_DATA_H\n#define TU_MODEL_DATA_H\n\n#include <math.h>\n\n"
-            "#include \"tu_model.h\"\n\n" + body + "\n#endif /* TU_MODEL_DATA_H */\n")
 
 
-def write_headers(spec: DeviceSpec, out: str | Path, ram_budget: int | None = None) -> tuple[Path, Path, Path]:
+def model_header(specs) -> str:
+    """The text of ``tu_model_data.h``: each configuration's constant tables and its `tu_config`,
+    and the table of them that `tu_config_get` reads (see microcontroller/include/tu_model.h)."""
+    specs = _as_list(specs)
+    body = "\n".join(_config_body(spec, k) for k, spec in enumerate(specs))
+    table = ("\nstatic const tu_config *const tu_configs[] = {" + ", ".join(f"&tu_config_{k}" for k in range(len(specs)))
+             + "};\n")
+    return (_stamps(specs) + "#ifndef TU_MODEL_DATA_H\n#define TU_MODEL_DATA_H\n\n#include <math.h>\n#include <stddef.h>\n\n"
+            "#include \"tu_model.h\"\n#include \"tu_plant_code.h\"\n\n" + body + table + "\n#endif /* TU_MODEL_DATA_H */\n")
+
+
+def plant_header(specs) -> str:
+    """The text of ``tu_plant_code.h``: each configuration's plant code (`plant_source`, static
+    functions with the configuration's index)."""
+    specs = _as_list(specs)
+    return (_stamps(specs) + "#ifndef TU_PLANT_CODE_H\n#define TU_PLANT_CODE_H\n\n"
+            + "\n".join(plant_source(spec.plant(), "", tag=str(k)) for k, spec in enumerate(specs))
+            + "\n#endif /* TU_PLANT_CODE_H */\n")
+
+
+def write_headers(spec, out: str | Path, ram_budget: int | None = None) -> tuple[Path, Path, Path]:
     """Write ``tu_config.h``, ``tu_model_data.h`` and ``tu_plant_code.h`` into ``out`` (created if missing).
 
     Args:
-        spec: the settings.
+        spec: the settings, or a list of settings: one image with a trainer configuration for each
+            (``tu_config_get(k)`` is the k-th; configuration 0 also gives the single-configuration macros).
         out: the folder.
         ram_budget: bytes of static RAM the trainer may take on the target (None: unchecked,
             e.g. the host build).
@@ -167,21 +295,24 @@ def write_headers(spec: DeviceSpec, out: str | Path, ram_budget: int | None = No
         ValueError: if the trainer exceeds ``ram_budget`` (`microcontroller.memory.check_ram`), or the
             plant's known field has no C form (`microcontroller.plant_code.plant_code`).
     """
+    specs = _as_list(spec)
     if ram_budget is not None:
-        check_ram(spec, ram_budget)
+        check_ram(specs, ram_budget)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     paths = (folder / "tu_config.h", folder / "tu_model_data.h", folder / CODE_FILE)
-    texts = (config_header(spec, ram_budget or 0), model_header(spec), plant_source(spec.plant(), _stamp(spec)))
+    texts = (config_header(specs, ram_budget or 0), model_header(specs), plant_header(specs))
     for path, text in zip(paths, texts):
         path.write_text(text)
     return paths
 
 
-def headers_for(spec: DeviceSpec, root: str | Path | None = None) -> Path:
-    """Write the headers of ``spec`` into the build cache (``root``/gen-<settings hash>) and return the folder."""
+def headers_for(spec, root: str | Path | None = None) -> Path:
+    """Write the headers of ``spec`` (or a list of settings, one image) into the build cache
+    (``root``/gen-<settings hash>[-<hash>...]) and return the folder."""
     from .build import BUILD_ROOT
 
-    folder = Path(root or BUILD_ROOT) / f"gen-{spec.config_hash()}"
-    write_headers(spec, folder)
+    specs = _as_list(spec)
+    folder = Path(root or BUILD_ROOT) / ("gen-" + "-".join(s.config_hash() for s in specs))
+    write_headers(specs, folder)
     return folder

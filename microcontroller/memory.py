@@ -16,7 +16,7 @@ from .build import ROOT
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["static_bytes", "check_ram", "firmware_ram", "FIRMWARE_RESERVE", "default_ram_budget"]
+__all__ = ["static_bytes", "build_maxima", "check_ram", "firmware_ram", "FIRMWARE_RESERVE", "default_ram_budget"]
 
 #: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
 #: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
@@ -28,27 +28,58 @@ def _round_up(value: int, to: int) -> int:
     return -(-value // to) * to
 
 
-def static_bytes(spec: DeviceSpec, capacity: int | None = None) -> int:
-    """``sizeof(tu_trainer)`` of the C build of ``spec`` (with reservoir ``capacity`` if given).
+def _as_list(specs) -> list:
+    """One configuration or a list of them (one build) as a list; refuses an empty list and twins."""
+    specs = list(specs) if isinstance(specs, (list, tuple)) else [specs]
+    if not specs:
+        raise ValueError("give at least one configuration.")
+    hashes = [spec.config_hash() for spec in specs]
+    if len(set(hashes)) != len(hashes):
+        raise ValueError(f"two configurations of one build have the same settings hash ({hashes}); give each once.")
+    return specs
 
-    The layout of ``tu_trainer``: the 8-byte members first (magic and state, two PCG32
-    generators, tick, seen, update count, 13 counters), then 4-byte ones only, so nothing is
-    padded inside; the struct is rounded up to 8 bytes.
+
+def _sizes(spec: DeviceSpec) -> dict[str, int]:
+    """The sizes of one configuration that bound the instance buffers (the TU_*_MAX of a build)."""
+    st, sizes = spec.stream, spec.field.mlp.sizes
+    taps = 2 * st.half_width + 1
+    return {
+        "N": len(spec.system.state_names), "NU": spec.field.n_inputs,
+        "CH": spec.field.n_states + spec.field.n_inputs, "NUM_LAYERS": len(sizes) - 1, "WIDTH": max(sizes),
+        "NUM_PARAMS": spec.field.num_parameters(), "TAPS": taps, "CAL_LEN": st.calibration_ticks(spec.fs),
+        "RING_LEN": (taps - 1) * st.m_max + (st.m_max if st.tap_average else 1),
+        "GATE_HISTORY": st.gate_history, "CAPACITY": st.capacity, "JET_ROWS": 3 if st.lambda2 > 0 else 2,
+        "TRAIN_EVERY": round(spec.fs / spec.train_rate),  # (the stream readers' chunks, not the instance)
+    }
+
+
+def build_maxima(specs) -> dict[str, int]:
+    """The elementwise maxima of the sizes over a build's configurations (``TU_*_MAX`` of the generated
+    ``tu_config.h``): every buffer of the instance is sized by them, so one instance type serves every
+    configuration of the image (a configuration smaller in one size leaves that part unused)."""
+    sizes = [_sizes(spec) for spec in _as_list(specs)]
+    return {key: max(s[key] for s in sizes) for key in sizes[0]}
+
+
+def static_bytes(spec, capacity: int | None = None) -> int:
+    """``sizeof(tu_trainer)`` of the C build of ``spec``, or of a list of settings (one image, the
+    buffers sized by their maxima, `build_maxima`), with reservoir ``capacity`` if given.
+
+    The layout of ``tu_trainer``: the 8-byte members first (magic and state, the configuration pointer
+    in 8 bytes, two PCG32 generators, tick, seen, update count, 13 counters), then 4-byte ones only, so
+    nothing is padded inside; the struct is rounded up to 8 bytes.
     """
-    st = spec.stream
-    n, taps = spec.field.n_states, 2 * st.half_width + 1
-    ch = n + spec.field.n_inputs                                  # stream channels: states, then inputs
-    capacity = st.capacity if capacity is None else capacity
-    cal_len = st.calibration_ticks(spec.fs)
-    params = spec.field.num_parameters()
-    rows = 3 if st.lambda2 > 0 else 2
-    head = 8 + 2 * 16 + 3 * 8 + _COUNTERS * 8                    # magic .. counters
+    mx = build_maxima(spec)
+    n, ch = mx["N"], mx["CH"]                                    # stream channels: states, then inputs
+    capacity = mx["CAPACITY"] if capacity is None else capacity
+    cal_len, params, rows = mx["CAL_LEN"], mx["NUM_PARAMS"], mx["JET_ROWS"]
+    head = 8 + 8 + 2 * 16 + 3 * 8 + _COUNTERS * 8                # magic .. counters, the configuration pointer
     stream = 4 * 4 + (4 * ch + 7) * _F32                         # have_last .. cal_fill, tu_calibration
-    ring = ((taps - 1) * st.m_max + (st.m_max if st.tap_average else 1)) * ch * _F32 + 2 * 4  # ring, head, run
-    gate = st.gate_history * ch * _F32 + 2 * 4                    # history, head, count
+    ring = mx["RING_LEN"] * ch * _F32 + 2 * 4                     # ring, head, run
+    gate = mx["GATE_HISTORY"] * ch * _F32 + 2 * 4                 # history, head, count
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
     union = max(capacity * rows * ch * _F32, record)
-    network = (5 * params + ch + n + 4) * _F32                    # weights .. EMA, scales, last losses
+    network = (5 * params + ch + n + 4) * _F32 + 4                # weights .. EMA, scales, last losses, digest
     return _round_up(head + stream + ring + gate + union + network, 8)
 
 
@@ -66,8 +97,9 @@ def default_ram_budget() -> int:
     return firmware_ram() - FIRMWARE_RESERVE
 
 
-def check_ram(spec: DeviceSpec, budget: int) -> int:
-    """Refuse a configuration whose trainer exceeds ``budget`` bytes of static RAM.
+def check_ram(spec, budget: int) -> int:
+    """Refuse a configuration (or a list of them, one image) whose trainer exceeds ``budget`` bytes of
+    static RAM.
 
     Returns:
         ``static_bytes(spec)``.
@@ -79,16 +111,18 @@ def check_ram(spec: DeviceSpec, budget: int) -> int:
     need = static_bytes(spec)
     if need <= budget:
         return need
-    st = spec.stream
-    lo, hi = 0, st.capacity  # the largest capacity that fits: static_bytes grows with it
+    specs = _as_list(spec)
+    mx = build_maxima(specs)
+    batch = max(s.batch_size for s in specs)
+    lo, hi = 0, mx["CAPACITY"]  # the largest capacity that fits: static_bytes grows with it
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if static_bytes(spec, mid) <= budget else (lo, mid - 1)
-    slot = (3 if st.lambda2 > 0 else 2) * (spec.field.n_states + spec.field.n_inputs) * _F32
-    fits = (f"lower model.stream.capacity to at most {lo:,}" if lo >= spec.batch_size else
+        lo, hi = (mid, hi) if static_bytes(specs, mid) <= budget else (lo, mid - 1)
+    slot = mx["JET_ROWS"] * mx["CH"] * _F32
+    fits = (f"lower model.stream.capacity to at most {lo:,}" if lo >= batch else
             "no reservoir of one minibatch fits: shorten model.stream.calibration_s or lower model.stream.m_max")
     raise ValueError(
-        f"the C trainer needs {need:,} bytes of static RAM (a reservoir of B = {st.capacity:,} jets of {slot} bytes "
+        f"the C trainer needs {need:,} bytes of static RAM (a reservoir of B = {mx['CAPACITY']:,} jets of {slot} bytes "
         f"each), more than the target's budget of {budget:,} bytes; {fits}, or give the target's budget with "
         f"--ram-budget BYTES (default: the Cortex-M4F firmware's {firmware_ram():,} bytes of RAM less "
         f"{FIRMWARE_RESERVE:,} for its stack and buffers).")

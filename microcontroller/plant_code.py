@@ -175,24 +175,29 @@ def _function(signature: str, doc: str, fn: cs.Function, outputs: list[Callable[
     return f"/* {doc} */\n{signature}\n{{\n" + "".join(f"    {line}\n" for line in body) + "}\n"
 
 
-def plant_source(code: PlantCode, stamp: str) -> str:
-    """The text of ``tu_plant_code.h``: ``tu_plant_field``, ``tu_plant_jacobians`` and (with a
-    simulated plant) ``tu_plant_truth``, as declared in ``include/tu_plant.h``."""
+def plant_source(code: PlantCode, stamp: str, tag: str = "0") -> str:
+    """The C of ``code``: static ``tu_plant_field_<tag>``, ``tu_plant_jacobians_<tag>`` and (with a
+    simulated plant) ``tu_plant_truth_<tag>``, of the types in ``include/tu_plant.h``; a configuration
+    (``tu_model_data.h``) points at them. ``stamp`` (e.g. the generator's) heads the text; with a
+    stamp the text is a whole ``tu_plant_code.h`` of one configuration (tag "0")."""
     n = code.n
     f_out = lambda nz: f"f[{nz}]"  # noqa: E731
-    jx_out = lambda nz: f"jx[{nz % n}][{nz // n}]"  # noqa: E731
-    ju_out = lambda nz: f"ju[{nz % n} * TU_NU + {nz // n}]"  # noqa: E731
+    jx_out = lambda nz: f"jx[{nz % n} * TU_N_MAX + {nz // n}]"  # noqa: E731
+    ju_out = lambda nz: f"ju[{nz % n} * {code.n_u} + {nz // n}]"  # noqa: E731
     parts = [
-        _function("void tu_plant_field(const float x[TU_N], const float *u, float f[TU_N])",
+        _function(f"static void tu_plant_field_{tag}(const float *x, const float *u, float *f)",
                   "f_known(x, u)", code.field, [f_out], ("x", "u")),
-        _function("void tu_plant_jacobians(const float x[TU_N], const float *u, float f[TU_N], float jx[TU_N][TU_N], "
-                  "float *ju)", "f_known(x, u), J_x and J_u (CasADi's exact derivatives)", code.jacobians,
+        _function(f"static void tu_plant_jacobians_{tag}(const float *x, const float *u, float *f, float *jx, "
+                  "float *ju)", f"f_known(x, u), J_x (rows TU_N_MAX apart) and J_u ({n} x {code.n_u}, row-major): "
+                  "CasADi's exact derivatives", code.jacobians,
                   [f_out, jx_out, ju_out], ("x", "u"), ("ju",) if code.n_u == 0 else ()),
     ]
     if code.truth is not None:
-        parts.append(_function("void tu_plant_truth(const float x[TU_N], float f[TU_N])",
+        parts.append(_function(f"static void tu_plant_truth_{tag}(const float *x, float *f)",
                                "f*(x), the simulated plant's true field", code.truth, [f_out], ("x",)))
-    return (stamp + f"/* {code.describes},\n * traced into CasADi (microcontroller.symbolic) and written as "
-            f"float C (microcontroller.plant_code).\n * Included by src/tu_plant.c only. */\n"
-            "#ifndef TU_PLANT_CODE_H\n#define TU_PLANT_CODE_H\n\n#include <math.h>\n\n#include \"tu_plant.h\"\n\n"
-            + "\n".join(parts) + "\n#endif /* TU_PLANT_CODE_H */\n")
+    text = (f"/* {code.describes},\n * traced into CasADi (microcontroller.symbolic) and written as "
+            f"float C (microcontroller.plant_code). */\n#include <math.h>\n\n#include \"tu_plant.h\"\n\n"
+            + "\n".join(parts))
+    if not stamp:
+        return text
+    return (stamp + "#ifndef TU_PLANT_CODE_H\n#define TU_PLANT_CODE_H\n\n" + text + "\n#endif /* TU_PLANT_CODE_H */\n")

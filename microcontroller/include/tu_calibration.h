@@ -17,11 +17,12 @@
 #define TU_FLAG_OUTLIER 0x4000u  /* flagged by the outlier screen */
 #define TU_FLAG_BRIDGED 0x8000u  /* filled by gap bridging */
 
-/** The calibration record: TU_CAL_LEN samples with their flags, and a scratch column. */
+/** The calibration record: cal_len samples with their flags, and a scratch column (sized by the
+ * build's largest configuration). */
 typedef struct {
-    float y[TU_CAL_LEN][TU_CH];  /**< states, then inputs */
-    uint16_t flags[TU_CAL_LEN];
-    float scratch[TU_CAL_LEN];
+    float y[TU_CAL_LEN_MAX][TU_CH_MAX];  /**< states, then inputs */
+    uint16_t flags[TU_CAL_LEN_MAX];
+    float scratch[TU_CAL_LEN_MAX];
 } tu_cal_record;
 
 /** The outcome of a calibration (units of the state, per second, ...). The per-channel values cover
@@ -29,10 +30,10 @@ typedef struct {
  * omega_c, m, snr2 and lambda2 come from the TU_N state channels only (torch_ude.calibration's
  * n_states). */
 typedef struct {
-    float x_rms[TU_CH];   /**< state RMS per channel */
-    float s1[TU_CH];      /**< first-derivative RMS */
-    float s2[TU_CH];      /**< second-derivative RMS */
-    float sigma[TU_CH];   /**< noise standard deviation (Eq. 23) */
+    float x_rms[TU_CH_MAX];   /**< state RMS per channel */
+    float s1[TU_CH_MAX];      /**< first-derivative RMS */
+    float s2[TU_CH_MAX];      /**< second-derivative RMS */
+    float sigma[TU_CH_MAX];   /**< noise standard deviation (Eq. 23) */
     float sigma_rel;     /**< mean_i sigma_i / x_rms_i */
     float omega_c;       /**< max_i s2_i / s1_i, rad/s */
     float dt_eff;        /**< m / fs, s */
@@ -42,12 +43,12 @@ typedef struct {
     int m;               /**< tap spacing in samples */
 } tu_calibration;
 
-/** Calibrate on the full record (TU_CAL_LEN samples). The outlier bits of record->flags and
+/** Calibrate on the full record (cfg->cal_len samples) with the configuration's settings. The outlier bits of record->flags and
  * record->scratch are overwritten. Returns, as torch_ude.calibration.calibrate raises:
  * TU_ERR_CAL_NO_WINDOW when the record holds no TU_TAPS consecutive valid samples (the noise
  * estimate), TU_ERR_CAL_NO_SPAN when it holds no complete window at the tap spacing m (out->m
  * is that m), TU_ERR_CAL_ZERO_SCALE when a scale is zero or not finite; out is otherwise
  * unspecified then. */
-tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibration *out);
+tu_status tu_calibrate(tu_cal_record *record, const tu_config *cfg, tu_calibration *out);
 
 #endif /* TU_CALIBRATION_H */

@@ -4,12 +4,13 @@
 #define TU_JET_H
 
 #include "tu_config.h"
-#include "tu_plant.h"
+#include "tu_model.h"
 
-/** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2), f_known the generated tu_plant_field;
- * with TU_NU recorded inputs u, F(x, u) = f_known(x, u) + out_scale * MLP([x / in_scale, u / input scale])
+/** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2), f_known the configuration's generated
+ * field; with TU_NU recorded inputs u (the sizes are the configuration's), F(x, u) = f_known(x, u) + out_scale * MLP([x / in_scale, u / input scale])
  * (the plain residual of torch_ude.field.HybridField). Pointers are borrowed. */
 typedef struct {
+    const tu_config *config; /**< sizes, plant and network shape */
     const float *params;     /**< TU_NUM_PARAMS weights */
     const float *in_scale;   /**< TU_CH network input scales: the TU_N state RMS, then the TU_NU input RMS
                                   (calibrated x_rms of every channel) */
@@ -18,14 +19,14 @@ typedef struct {
 
 /** The loss of Eq. (13): scales of the residuals and the weights lambda1, lambda2. */
 typedef struct {
-    float s1[TU_N];  /**< first-derivative RMS per channel (r1 scale) */
-    float s2[TU_N];  /**< second-derivative RMS per channel (r2 scale) */
+    float s1[TU_N_MAX];  /**< first-derivative RMS per channel (r1 scale) */
+    float s2[TU_N_MAX];  /**< second-derivative RMS per channel (r2 scale) */
     float lambda1;   /**< weight of ||r1||^2 */
     float lambda2;   /**< weight of ||r2||^2 (0 when the SNR gate is closed) */
 } tu_jet_loss;
 
 /** F(x, u) in state units per second; u holds TU_NU inputs (NULL when TU_NU is 0). */
-void tu_field_eval(const tu_field *field, const float x[TU_N], const float *u, float value[TU_N]);
+void tu_field_eval(const tu_field *field, const float *x, const float *u, float *value);
 
 /** One sample (x_hat, xdot_hat, xddot_hat) of a minibatch of `batch` samples: adds its
  * share of the gradient of the batch-mean loss to grad (Eq. 14-16) and its ||r1||^2 and
@@ -34,8 +35,8 @@ void tu_field_eval(const tu_field *field, const float x[TU_N], const float *u, f
  * udot are the SG estimates of the TU_NU inputs and their rates at the same window centre
  * (NULL when TU_NU is 0): r1 compares with F(x, u) and r2 with the Lie derivative
  * G = J_x F F + J_u F udot (torch_ude.jet). */
-void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch, const float x[TU_N],
-                       const float xdot[TU_N], const float xddot[TU_N], const float *u, const float *udot,
+void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch, const float *x,
+                       const float *xdot, const float *xddot, const float *u, const float *udot,
                        int report_r2, float *grad, float *sq1, float *sq2);
 
 #endif /* TU_JET_H */

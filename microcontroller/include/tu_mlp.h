@@ -1,7 +1,8 @@
 /* The tanh MLP with hand-written forward, JVP, input VJP and reverse-over-JVP parameter
  * gradient (Appendix A.1), one sample at a time, float32. Mirrors torch_ude/mlp.py.
  *
- * Layers l = 1..L (TU_NUM_LAYERS affine layers, sizes TU_LAYER_SIZES: TU_CH inputs, TU_N outputs):
+ * The sizes are the configuration's (tu_model.h; below in the upper case of the single-configuration
+ * macros): layers l = 1..L (TU_NUM_LAYERS affine layers, sizes TU_LAYER_SIZES: TU_CH inputs, TU_N outputs):
  * h_0 = z[0 : TU_MLP_READS], a_l = W_l h_{l-1} + b_l, h_l = tanh(a_l) for l < L, output o = a_L.
  * With TU_LINEAR the output gains the linear term of the whole input, o = a_L + L z, L a
  * (TU_N, TU_CH) matrix (torch_ude.mlp.TanhMLP(linear=True)); its derivatives: odot gains L zdot,
@@ -14,48 +15,48 @@
 #define TU_MLP_H
 
 #include "tu_config.h"
+#include "tu_model.h"
 
-#if TU_NUM_LAYERS < 2
-#error "the MLP needs at least one hidden layer (TU_NUM_LAYERS >= 2)"
-#endif
-#if TU_MLP_READS < TU_CH && !TU_LINEAR
-#error "tanh layers that read fewer than TU_CH inputs need the linear term (TU_LINEAR 1)"
+#if TU_NUM_LAYERS_MAX < 2
+#error "the MLP needs at least one hidden layer (TU_NUM_LAYERS_MAX >= 2)"
 #endif
 
-/** Parameter tensors: W_1, b_1, ..., W_L, b_L, then L with the linear term. */
-#define TU_MLP_TENSORS (2 * TU_NUM_LAYERS + TU_LINEAR)
+/** Parameter tensors of the build's largest MLP: W_1, b_1, ..., W_L, b_L, then L with the linear term. */
+#define TU_MLP_TENSORS_MAX (2 * TU_NUM_LAYERS_MAX + 1)
 
 /** Forward values kept for the reverse sweeps. */
 typedef struct {
-    float z[TU_CH];                               /**< input h_0 */
-    float hidden[TU_NUM_LAYERS - 1][TU_WIDTH_MAX]; /**< h_1 .. h_{L-1} */
-    float out[TU_N];                              /**< o */
+    float z[TU_CH_MAX];                               /**< input h_0 */
+    float hidden[TU_NUM_LAYERS_MAX - 1][TU_WIDTH_MAX]; /**< h_1 .. h_{L-1} */
+    float out[TU_N_MAX];                              /**< o */
 } tu_mlp_acts;
 
 /** Forward-mode tangents of a JVP along zdot. */
 typedef struct {
-    float zdot[TU_CH];                            /**< input tangent */
-    float pre[TU_NUM_LAYERS - 1][TU_WIDTH_MAX];    /**< adot_1 .. adot_{L-1} */
-    float hidden[TU_NUM_LAYERS - 1][TU_WIDTH_MAX]; /**< hdot_l = (1 - h_l^2) adot_l */
-    float out[TU_N];                              /**< odot */
+    float zdot[TU_CH_MAX];                            /**< input tangent */
+    float pre[TU_NUM_LAYERS_MAX - 1][TU_WIDTH_MAX];    /**< adot_1 .. adot_{L-1} */
+    float hidden[TU_NUM_LAYERS_MAX - 1][TU_WIDTH_MAX]; /**< hdot_l = (1 - h_l^2) adot_l */
+    float out[TU_N_MAX];                              /**< odot */
 } tu_mlp_tangents;
 
-/** Number of parameter tensors (TU_MLP_TENSORS) and the size of tensor k (W_1, b_1, ..., L), floats. */
-int tu_mlp_tensor_count(void);
-int tu_mlp_tensor_size(int k);
+/** Number of parameter tensors (2 TU_NUM_LAYERS + TU_LINEAR) and the size of tensor k (W_1, b_1, ..., L), floats. */
+int tu_mlp_tensor_count(const tu_config *cfg);
+int tu_mlp_tensor_size(const tu_config *cfg, int k);
 
 /** Forward pass at z (TU_CH inputs: the scaled states, then the scaled recorded inputs), filling acts. */
-void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts);
+void tu_mlp_forward(const tu_config *cfg, const float *params, const float *z, tu_mlp_acts *acts);
 
 /** The tangent odot = (do/dz) zdot at the point of acts. */
-void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_CH], tu_mlp_tangents *tan);
+void tu_mlp_jvp(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *zdot,
+                tu_mlp_tangents *tan);
 
 /** The input cotangent zbar = (do/dz)^T obar (TU_CH columns). */
-void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_CH]);
+void tu_mlp_vjp_input(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
+                      float *zbar);
 
 /** Add to grad (TU_NUM_PARAMS floats) the parameter gradient of <obar, o> + <tbar, odot>.
  * tan and tbar are NULL for the first term only (Eq. 16). */
-void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float obar[TU_N],
+void tu_mlp_backward(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
                      const tu_mlp_tangents *tan, const float *tbar, float *grad);
 
 #endif /* TU_MLP_H */

@@ -1,27 +1,101 @@
-/* The constant tables of one generated model: Savitzky-Golay rows and projection, initial
- * weights and scales (the plant's fields are generated code: tu_plant.h). They are generated from a torch-ude run or config
- * (python -m microcontroller.generate) into tu_model_data.h and live in flash (const). */
+/* One trainer configuration, per instance (CMSIS style): a `tu_config` names its sizes, its
+ * hyperparameters, its plant's generated fields (function pointers) and its constant tables
+ * (`tu_model`: Savitzky-Golay rows and projection, initial weights and scales), all const, in
+ * flash. They are generated from a torch-ude run or config (python -m microcontroller.generate,
+ * one or several configs per build) into tu_model_data.h and tu_plant_code.h; tu_config_get(k)
+ * returns the k-th. The instance buffers of tu_trainer are sized by the build's maxima over its
+ * configurations (TU_*_MAX in tu_config.h), so one image can hold trainers of different plants
+ * and sizes; tu_config_check refuses a configuration that does not fit them, or whose tables
+ * were generated for another configuration (their settings hash differs). */
 #ifndef TU_MODEL_H
 #define TU_MODEL_H
 
-#include "tu_config.h"
+#include <stdint.h>
 
-/** Read-only model tables (float32, as the device runs them). */
+#include "tu_config.h"
+#include "tu_plant.h"
+#include "tu_status.h"
+
+#define TU_CONFIG_MAGIC 0x54554346u  /* "TUCF" */
+#define TU_DIVISOR_MAX 65536         /* the largest train_every, window stride and m_max (ticks) */
+
+/* A kernel the library specializes: its body is compiled once with the build's maxima as constant
+ * sizes (the only sizes of a single-configuration build, so the loops are those of constant bounds) and
+ * once with the configuration's sizes. */
+#if defined(__GNUC__)
+#define TU_KERNEL static inline __attribute__((always_inline))
+#else
+#define TU_KERNEL static inline
+#endif
+
+/** Read-only model tables (float32, as the device runs them); sizes TU_*_MAX, the configuration's
+ * own sizes used (rows shorter than TU_TAPS_MAX are zero-padded). */
 typedef struct {
-    float sg_rows[3][TU_TAPS];              /**< D0, D1, D2 of Eq. (19), per tap-unit^d, oldest tap first */
-    float sg_row_norm[3];                   /**< ||D_d||_2 */
-    float sg_projection[TU_TAPS][TU_TAPS];  /**< R = I - A A^+ (Eq. 27) */
-    float box_rows[TU_BOX_TABLES][3][TU_TAPS];              /**< box-averaged taps of width m: D0..D2 at [m - 1] */
-    float box_row2_norm[TU_BOX_TABLES];                     /**< ||D2|| of the box rows at [m - 1] */
-    float box_projection[TU_BOX_TABLES][TU_TAPS][TU_TAPS];  /**< R of the box taps at [m - 1] */
-    float sg_noise_gain;                    /**< 1 - 2 [D0]_mu + ||D0||^2 (Eq. 23) */
-    float init_params[TU_NUM_PARAMS];       /**< initial weights W1, b1, ..., WL, bL (row-major W[out][in]) */
-    float in_scale[TU_CH];                  /**< pretrained network input scales, states then inputs (used when
-                                                 TU_PRETRAINED) */
-    float out_scale[TU_N];                  /**< pretrained output scales (used when TU_PRETRAINED) */
+    const char *hash;                                   /**< settings hash of the configuration they belong to */
+    float sg_rows[3][TU_TAPS_MAX];                      /**< D0, D1, D2 of Eq. (19), per tap-unit^d, oldest tap first */
+    float sg_row_norm[3];                               /**< ||D_d||_2 */
+    float sg_projection[TU_TAPS_MAX][TU_TAPS_MAX];      /**< R = I - A A^+ (Eq. 27) */
+    const float (*box_rows)[3][TU_TAPS_MAX];            /**< box-averaged taps of width m: D0..D2 at [m - 1] */
+    const float *box_row2_norm;                         /**< ||D2|| of the box rows at [m - 1] */
+    const float (*box_projection)[TU_TAPS_MAX][TU_TAPS_MAX]; /**< R of the box taps at [m - 1] */
+    float sg_noise_gain;                                /**< 1 - 2 [D0]_mu + ||D0||^2 (Eq. 23) */
+    float init_params[TU_NUM_PARAMS_MAX];  /**< initial weights W1, b1, ..., WL, bL (row-major W[out][in]) */
+    float in_scale[TU_CH_MAX];             /**< pretrained network input scales, states then inputs (used when
+                                                pretrained) */
+    float out_scale[TU_N_MAX];             /**< pretrained output scales (used when pretrained) */
 } tu_model;
 
-/** The generated tables of this build. */
-const tu_model *tu_model_tables(void);
+/** One trainer configuration: what tu_config.h's macros held for a single-configuration build
+ * (same names in lower case, without the TU_ prefix). */
+typedef struct {
+    uint32_t magic;                 /**< TU_CONFIG_MAGIC */
+    const char *hash;               /**< settings hash (its tables carry the same) */
+    const char *state_hash;         /**< settings hash without the schedule's length: a checkpoint restores into
+                                         a configuration of the same state hash (a longer schedule continues it) */
+    const tu_model *model;          /**< the constant tables */
+    tu_plant_field_fn field;        /**< f_known(x, u) */
+    tu_plant_jacobians_fn jacobians; /**< f_known with J_x and J_u */
+    tu_plant_truth_fn truth;        /**< the simulated plant's true field (NULL: none) */
+    int n, nu, ch;                  /**< states, recorded inputs, stream channels n + nu */
+    int num_layers;                 /**< affine layers of the MLP */
+    int layer_sizes[TU_NUM_LAYERS_MAX + 1]; /**< layer widths */
+    int num_params;                 /**< trainable weights */
+    int linear, mlp_reads;          /**< the residual's linear term; input columns of the tanh layers */
+    int pretrained;                 /**< keep the tables' scales (fine-tuning) */
+    int half_width, taps;           /**< SG half width M, taps 2M + 1 */
+    int stride;                     /**< window stride in ticks (0: m) */
+    int train_every;                /**< ticks per training tick */
+    int cal_len;                    /**< calibration samples */
+    int m_fixed, m0, m_max;         /**< fixed tap spacing (0: adaptive), first of the search, largest */
+    int tap_average, box_tables;    /**< box-averaged taps; box tables in flash for m = 1 .. box_tables */
+    int ring_len;                   /**< ring samples: (taps - 1) m_max + (tap_average ? m_max : 1) */
+    int max_bridge;                 /**< longest bridged gap, ticks */
+    int snr_gate, quality_gate, gate_history; /**< Eq. (25)-(26) gate, misfit gate, its median's windows */
+    int buffer_reservoir, capacity, jet_rows, forget_window; /**< reservoir (1) or FIFO, B, rows of a jet, W */
+    int batch, schedule_cosine, ema; /**< minibatch; cosine schedule; EMA of the weights */
+    int64_t max_steps;              /**< updates the schedule spans */
+    int64_t due_span;               /**< longest gap push_chunk counts in full, ticks: max(fs, train_every) */
+    uint64_t default_seed;          /**< the run seed */
+    float fs, dt_scale, outlier_threshold; /**< sample rate (Hz), Eq. (24) constant, outlier screen (0: off) */
+    float lambda1, lambda2, snr_threshold; /**< loss weights, tau_SNR */
+    float gate_factor, gate_floor;  /**< misfit gate: multiple of the running median, of the window RMS */
+    float lr, lr_min, ema_weight;   /**< learning rate, its final value, 1 - EMA decay */
+    float weight_decay, weight_decay_full_at, grad_clip; /**< AdamW decay, relative noise of full decay, clip */
+} tu_config;
+
+/** TU_OK if `config` can run in this build: TU_ERR_NULL for NULL, TU_ERR_CONFIG when it is not a
+ * generated configuration (magic), its sizes exceed the build's TU_*_MAX or disagree (ch != n + nu,
+ * ...), a table or field is missing, or its tables' settings hash differs from its own (a mismatched
+ * table set). */
+tu_status tu_config_check(const tu_config *config);
+
+/** The build's generated configurations: tu_config_count() of them, tu_config_get(k) for k in
+ * [0, count) (NULL outside). Configuration 0 is the one tu_config.h's single-configuration
+ * macros describe (TU_DEFAULT_CONFIG). */
+int tu_config_count(void);
+const tu_config *tu_config_get(int k);
+
+/** A 32-bit digest (FNV-1a) of a hash string: an instance stores that of its configuration's state_hash. */
+uint32_t tu_config_digest(const char *hash);
 
 #endif /* TU_MODEL_H */

@@ -1,24 +1,23 @@
 /* The plant's known field f_known(x, u) with its Jacobians, and the true field of a plant the
  * firmware simulates. Their code is generated, never written by hand: microcontroller.generate
  * traces the plant's Python definition (its torch_ude System's known field) into CasADi,
- * differentiates it there and writes it as float C into tu_plant_code.h, which src/tu_plant.c
- * compiles (microcontroller/plant_code.py). */
+ * differentiates it there and writes it as float C into tu_plant_code.h (static functions, one
+ * set per configuration, microcontroller/plant_code.py), which a configuration (tu_model.h)
+ * points to. */
 #ifndef TU_PLANT_H
 #define TU_PLANT_H
 
 #include "tu_config.h"
 
-/** f_known(x, u): states x (TU_N, the plant's units) and inputs u (TU_NU; NULL when TU_NU is 0)
- * -> f (TU_N, units per second). */
-void tu_plant_field(const float x[TU_N], const float *u, float f[TU_N]);
+/** f_known(x, u): states x (n, the plant's units) and inputs u (nu; NULL when nu is 0)
+ * -> f (n, units per second). */
+typedef void (*tu_plant_field_fn)(const float *x, const float *u, float *f);
 
-/** f_known(x, u) with its state Jacobian jx[i][j] = d f_i / d x_j (1/s) and input Jacobian
- * ju[i * TU_NU + k] = d f_i / d u_k (TU_N x TU_NU, row-major; NULL when TU_NU is 0). */
-void tu_plant_jacobians(const float x[TU_N], const float *u, float f[TU_N], float jx[TU_N][TU_N], float *ju);
+/** f_known(x, u) with its state Jacobian jx[i * TU_N_MAX + j] = d f_i / d x_j (1/s) and input
+ * Jacobian ju[i * nu + k] = d f_i / d u_k (n x nu, row-major; NULL when nu is 0). */
+typedef void (*tu_plant_jacobians_fn)(const float *x, const float *u, float *f, float *jx, float *ju);
 
-#if TU_SIM_PENDULUM
-/** f*(x) of the true plant the firmware simulates (support/tu_eval.c), TU_N -> TU_N. */
-void tu_plant_truth(const float x[TU_N], float f[TU_N]);
-#endif
+/** f*(x) of the true plant the firmware simulates (support/tu_eval.c), n -> n. */
+typedef void (*tu_plant_truth_fn)(const float *x, float *f);
 
 #endif /* TU_PLANT_H */

@@ -1,7 +1,11 @@
 /* The streaming jet-matching trainer (Algorithm 1) in static memory: the public API.
  *
- * One caller-owned `tu_trainer` instance holds everything (no malloc, no globals); its size is
- * fixed at compile time by the generated tu_config.h. Float32 throughout. The Python trainer
+ * One caller-owned `tu_trainer` instance holds everything (no malloc, no globals); it is set up
+ * with a configuration (`tu_config`, tu_model.h: sizes, settings, the plant's generated fields and
+ * the constant tables, in flash), so one image can hold several trainers of different plants and
+ * sizes. Its size is fixed at compile time by the generated tu_config.h's maxima over the build's
+ * configurations (TU_*_MAX). Float32 throughout. Below, TU_N, TU_CAL_LEN, ... name the
+ * configuration's settings (its fields n, cal_len, ...; the macros of a single-configuration build). The Python trainer
  * (torch_ude.stream.StreamEstimator and torch_ude.training.JetMatchingModule) is the
  * reference: the same stream semantics, defaults and update.
  *
@@ -44,12 +48,8 @@
 #include "tu_prng.h"
 #include "tu_status.h"
 
-/* the newest sample and the span before it (box taps: and the m_max - 1 older samples of the first bin) */
-#define TU_RING_LEN ((TU_TAPS - 1) * TU_M_MAX + (TU_TAP_AVERAGE ? TU_M_MAX : 1))
 #define TU_STREAM_RESERVOIR 1u  /* PCG32 stream of the reservoir's replacement draws */
 #define TU_STREAM_BATCH 2u      /* PCG32 stream of the minibatch indices */
-/* the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick */
-#define TU_DUE_SPAN ((int64_t)TU_FS > (int64_t)TU_TRAIN_EVERY ? (int64_t)TU_FS : (int64_t)TU_TRAIN_EVERY)
 
 /** Event counts, as in torch_ude.stream (plus the C-only calibration failures). 64-bit: at
  * 1 kHz a 32-bit count would wrap after 49.7 days; these never do. */
@@ -80,16 +80,22 @@ typedef struct {
     uint64_t seen;               /**< jets offered to the reservoir */
     float loss, loss_r1, loss_r2;  /**< of the last update (loss_r2 NaN when not evaluated) */
     float grad_norm, lr;           /**< of the last update, before clipping / the rate used */
-    float in_scale[TU_CH], out_scale[TU_N];  /**< network input scales (states, then inputs), output scales */
+    float in_scale[TU_CH_MAX], out_scale[TU_N_MAX];  /**< network input scales (states, then inputs), output scales
+                                                         (the configuration's ch and n of them) */
 } tu_report;
 
-/** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). It holds no pointers,
- * so its bytes are a complete checkpoint (tu_model_tables() are read where needed): save them,
- * and bring them back with tu_trainer_restore, which checks every index and size in them.
- * The 8-byte members come first, so the struct has no padding inside. */
+/** The trainer instance (caller-owned; e.g. `static tu_trainer trainer;`). Its one pointer is its
+ * configuration (const, in flash); its other bytes are a complete checkpoint: save them, and bring
+ * them back with tu_trainer_restore and the same configuration, which checks every index and size
+ * in them and the configuration's digest. The 8-byte members come first (the pointer in 8 bytes
+ * on every core), so the struct has no padding inside. */
 typedef struct {
     uint32_t magic;
     int32_t calibrated;      /**< 0 calibrating, 1 calibrated, or the TU_ERR_CAL_* status that stopped it */
+    union {
+        const tu_config *config; /**< the configuration it was set up with */
+        uint64_t bits;           /**< (8 bytes on 32- and 64-bit cores alike) */
+    } config;
     tu_prng reservoir_rng;   /**< reservoir replacement slots (seed, stream TU_STREAM_RESERVOIR) */
     tu_prng batch_rng;       /**< minibatch indices (seed, stream TU_STREAM_BATCH) */
     int64_t last_tick;       /**< the newest arrived sample is the newest record or ring entry */
@@ -102,23 +108,25 @@ typedef struct {
     uint32_t key;            /**< segment key: count of segment breaks (only its low 14 bits are used) */
     int32_t cal_fill;        /**< samples in the calibration record (< TU_CAL_LEN while calibrating) */
     tu_calibration cal;
-    float ring[TU_RING_LEN][TU_CH];
+    float ring[TU_RING_LEN_MAX][TU_CH_MAX];
     int32_t ring_head;       /**< slot of the next sample */
     uint32_t run;            /**< samples since the last segment break, the newest included (capped) */
     tu_gate gate;
     union {
-        float reservoir[TU_CAPACITY][TU_JET_ROWS][TU_CH]; /**< (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs */
+        /** (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs */
+        float reservoir[TU_CAPACITY_MAX][TU_JET_ROWS_MAX][TU_CH_MAX];
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
     } mem;
     /* network and optimizer */
-    float params[TU_NUM_PARAMS];
-    float grad[TU_NUM_PARAMS];
-    float exp_avg[TU_NUM_PARAMS];
-    float exp_avg_sq[TU_NUM_PARAMS];
-    float ema[TU_NUM_PARAMS];
-    float in_scale[TU_CH];   /**< network input scales: the states' RMS, then the inputs' */
-    float out_scale[TU_N];
+    float params[TU_NUM_PARAMS_MAX];
+    float grad[TU_NUM_PARAMS_MAX];
+    float exp_avg[TU_NUM_PARAMS_MAX];
+    float exp_avg_sq[TU_NUM_PARAMS_MAX];
+    float ema[TU_NUM_PARAMS_MAX];
+    float in_scale[TU_CH_MAX];   /**< network input scales: the states' RMS, then the inputs' */
+    float out_scale[TU_N_MAX];
     float last_loss, last_loss_r1, last_loss_r2, last_grad_norm;
+    uint32_t config_digest;  /**< tu_config_digest of the configuration's state_hash (checked by restore) */
 } tu_trainer;
 
 #if defined(TU_RAM_BUDGET) && TU_RAM_BUDGET > 0
@@ -133,16 +141,23 @@ size_t tu_trainer_size(void);
 /** Bytes of a tu_report (lets a binding check its copy of the layout). */
 size_t tu_report_size(void);
 
-/** Set up an instance: initial weights and scales from the generated tables, empty stream,
- * PRNGs seeded from `seed`. */
-tu_status tu_trainer_init(tu_trainer *self, uint64_t seed);
+/** Set up an instance for `config` (e.g. tu_config_get(0), TU_DEFAULT_CONFIG): initial weights and
+ * scales from its tables, empty stream, PRNGs seeded from `seed`. TU_ERR_CONFIG (self left
+ * uninitialized) when tu_config_check refuses the configuration: not one this build can run, or
+ * tables generated for another configuration (their settings hash differs). */
+tu_status tu_trainer_init(tu_trainer *self, const tu_config *config, uint64_t seed);
 
-/** Restore an instance from `size` bytes saved from one of the same build (a checkpoint):
- * TU_ERR_ARGUMENT unless size == tu_trainer_size(); TU_ERR_CORRUPT (and self left
- * uninitialized) when the bytes are not a trainer of this build or hold an index, a count, a
- * status or a tap spacing out of range, or a weight, moment or scale that is not finite (or a
- * negative second moment). `bytes` may be unaligned; it must not overlap self. */
-tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size);
+/** Restore an instance from `size` bytes saved from one of the same build (a checkpoint) with
+ * the configuration it was trained with: TU_ERR_ARGUMENT unless size == tu_trainer_size();
+ * TU_ERR_CONFIG when tu_config_check refuses `config` or the checkpoint was saved with another
+ * configuration (the digest of its state_hash: the settings but the schedule's length, which may grow); TU_ERR_CORRUPT when the bytes are not a trainer of this build or hold
+ * an index, a count, a status or a tap spacing out of range, or a weight, moment or scale that is
+ * not finite (or a negative second moment). On an error self is left uninitialized. `bytes` may be
+ * unaligned; it must not overlap self. */
+tu_status tu_trainer_restore(tu_trainer *self, const tu_config *config, const void *bytes, size_t size);
+
+/** The configuration of an initialized instance (NULL for NULL or an uninitialized one). */
+const tu_config *tu_trainer_config(const tu_trainer *self);
 
 /** Ingest one sample: its tick (sample index at TU_FS), segment id (0 if the sensor has none;
  * a change starts a new segment) and n_channels == TU_CH values: the TU_N states, then the TU_NU

@@ -1,4 +1,5 @@
 /* Calibration (Algorithm 1, lines 3-4), float32; the reference is torch_ude/calibration.py. */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <math.h>
@@ -53,19 +54,20 @@ static int tu_screen_usable(const tu_cal_record *r, int k, int c)
 }
 
 /* The outlier screen (torch_ude.calibration.screen_outliers) on the real samples. */
-static void tu_screen_outliers(tu_cal_record *r)
+static void tu_screen_outliers(tu_cal_record *r, const tu_config *cfg)
 {
+    const int len = cfg->cal_len;
     int c, k;
-    for (k = 0; k < TU_CAL_LEN; ++k) {
+    for (k = 0; k < len; ++k) {
         r->flags[k] &= (uint16_t)~TU_FLAG_OUTLIER;
     }
-    if (!(TU_OUTLIER_THRESHOLD > 0.0f)) {
+    if (!(cfg->outlier_threshold > 0.0f)) {
         return;
     }
-    for (c = 0; c < TU_CH; ++c) {
+    for (c = 0; c < cfg->ch; ++c) {
         int count = 0;
         float limit;
-        for (k = 2; k < TU_CAL_LEN - 2; ++k) {
+        for (k = 2; k < len - 2; ++k) {
             if (tu_screen_usable(r, k, c)) {
                 r->scratch[count++] = fabsf(tu_neighbour_residual(r, k, c));
             }
@@ -73,11 +75,11 @@ static void tu_screen_outliers(tu_cal_record *r)
         if (count == 0) {
             continue;
         }
-        limit = TU_OUTLIER_THRESHOLD * (TU_MAD_TO_SD * tu_lower_median(r->scratch, count));
+        limit = cfg->outlier_threshold * (TU_MAD_TO_SD * tu_lower_median(r->scratch, count));
         if (!(limit > 0.0f)) {
             continue;
         }
-        for (k = 2; k < TU_CAL_LEN - 2; ++k) {
+        for (k = 2; k < len - 2; ++k) {
             if (tu_screen_usable(r, k, c) && fabsf(tu_neighbour_residual(r, k, c)) > limit) {
                 r->flags[k] |= TU_FLAG_OUTLIER;
             }
@@ -85,16 +87,17 @@ static void tu_screen_outliers(tu_cal_record *r)
     }
 }
 
-/* Window of TU_TAPS taps `spacing` apart starting at `start`: all taps finite and not outliers
+/* Window of cfg->taps taps `spacing` apart starting at `start`: all taps finite and not outliers
  * (and real, for the noise estimate) in every channel, first and last tap in one segment. */
-static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int real_only, float taps[TU_CH][TU_TAPS])
+static int tu_cal_window(const tu_cal_record *r, const tu_config *cfg, int start, int spacing, int real_only,
+                         float taps[TU_CH_MAX][TU_TAPS_MAX])
 {
-    const int last = start + (TU_TAPS - 1) * spacing;
+    const int last = start + (cfg->taps - 1) * spacing;
     int c, j;
     if (tu_key(r, start) != tu_key(r, last)) {
         return 0;
     }
-    for (j = 0; j < TU_TAPS; ++j) {
+    for (j = 0; j < cfg->taps; ++j) {
         const int k = start + j * spacing;
         if (r->flags[k] & TU_FLAG_OUTLIER) {
             return 0;
@@ -102,7 +105,7 @@ static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int rea
         if (real_only && (r->flags[k] & TU_FLAG_BRIDGED)) {
             return 0;
         }
-        for (c = 0; c < TU_CH; ++c) {
+        for (c = 0; c < cfg->ch; ++c) {
             if (!tu_finite(r->y[k][c])) {
                 return 0;
             }
@@ -112,14 +115,14 @@ static int tu_cal_window(const tu_cal_record *r, int start, int spacing, int rea
     return 1;
 }
 
-static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float sigma[TU_CH])
+static tu_status tu_noise(const tu_cal_record *r, const tu_config *cfg, float *sigma)
 {
-    float taps[TU_CH][TU_TAPS], sum[TU_CH] = {0.0f};
+    float taps[TU_CH_MAX][TU_TAPS_MAX], sum[TU_CH_MAX] = {0.0f};
     int start, c, count = 0;
-    for (start = 0; start + TU_TAPS <= TU_CAL_LEN; ++start) {
-        if (tu_cal_window(r, start, 1, 1, taps)) {
-            for (c = 0; c < TU_CH; ++c) {
-                const float e = tu_savgol_centre_residual(model, taps[c]);
+    for (start = 0; start + cfg->taps <= cfg->cal_len; ++start) {
+        if (tu_cal_window(r, cfg, start, 1, 1, taps)) {
+            for (c = 0; c < cfg->ch; ++c) {
+                const float e = tu_savgol_centre_residual(cfg, taps[c]);
                 sum[c] += e * e;
             }
             ++count;
@@ -128,29 +131,30 @@ static tu_status tu_noise(const tu_cal_record *r, const tu_model *model, float s
     if (count == 0) {
         return TU_ERR_CAL_NO_WINDOW;
     }
-    for (c = 0; c < TU_CH; ++c) {
-        sigma[c] = sqrtf(sum[c] / (float)count / model->sg_noise_gain);
+    for (c = 0; c < cfg->ch; ++c) {
+        sigma[c] = sqrtf(sum[c] / (float)count / cfg->model->sg_noise_gain);
     }
     return TU_OK;
 }
 
 /* RMS of the SG estimates at spacing m with the noise share removed (calibration._scales). */
-static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m, const float sigma[TU_CH],
-                           float x_rms[TU_CH], float s1[TU_CH], float s2[TU_CH])
+static tu_status tu_scales(const tu_cal_record *r, const tu_config *cfg, int m, const float *sigma, float *x_rms,
+                           float *s1, float *s2)
 {
-    const float dt = (float)m / TU_FS;
+    const float dt = (float)m / cfg->fs;
     const float dt_pow[3] = {1.0f, dt, dt * dt};
-    float taps[TU_CH][TU_TAPS], power[3][TU_CH] = {{0.0f}};
+    const int ch = cfg->ch;
+    float taps[TU_CH_MAX][TU_TAPS_MAX], power[3][TU_CH_MAX] = {{0.0f}};
     float *outs[3] = {x_rms, s1, s2};
     int start, c, d, count = 0;
-    for (start = 0; start + (TU_TAPS - 1) * m < TU_CAL_LEN; start += TU_SCALE_STRIDE) {
-        float est[3][TU_CH];
-        if (!tu_cal_window(r, start, m, 0, taps)) {
+    for (start = 0; start + (cfg->taps - 1) * m < cfg->cal_len; start += TU_SCALE_STRIDE) {
+        float est[3][TU_CH_MAX];
+        if (!tu_cal_window(r, cfg, start, m, 0, taps)) {
             continue;
         }
-        tu_savgol_estimate(model, &taps[0][0], dt, est[0], est[1], est[2]);
+        tu_savgol_estimate(cfg, &taps[0][0], dt, est[0], est[1], est[2]);
         for (d = 0; d < 3; ++d) {
-            for (c = 0; c < TU_CH; ++c) {
+            for (c = 0; c < ch; ++c) {
                 power[d][c] += est[d][c] * est[d][c];
             }
         }
@@ -160,9 +164,9 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
         return TU_ERR_CAL_NO_SPAN;
     }
     for (d = 0; d < 3; ++d) {
-        for (c = 0; c < TU_CH; ++c) {
+        for (c = 0; c < ch; ++c) {
             const float p = power[d][c] / (float)count;
-            const float noise_sd = model->sg_row_norm[d] * sigma[c] / dt_pow[d];
+            const float noise_sd = cfg->model->sg_row_norm[d] * sigma[c] / dt_pow[d];
             const float signal = p - noise_sd * noise_sd;
             outs[d][c] = sqrtf(signal > 0.01f * p ? signal : 0.01f * p);
             if (!(outs[d][c] > 0.0f) || !tu_finite(outs[d][c])) {
@@ -173,15 +177,16 @@ static tu_status tu_scales(const tu_cal_record *r, const tu_model *model, int m,
     return TU_OK;
 }
 
-tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibration *out)
+tu_status tu_calibrate(tu_cal_record *record, const tu_config *cfg, tu_calibration *out)
 {
-    const int adaptive = TU_M_FIXED == 0;
-    int m = adaptive ? (TU_M0 < TU_M_MAX ? TU_M0 : TU_M_MAX) : TU_M_FIXED;
+    const tu_model *model = cfg->model;
+    const int adaptive = cfg->m_fixed == 0, n = cfg->n, m_max = cfg->m_max;
+    int m = adaptive ? (cfg->m0 < m_max ? cfg->m0 : m_max) : cfg->m_fixed;
     int round, c;
     float noise_rel, ratio;
     tu_status st;
-    tu_screen_outliers(record);
-    st = tu_noise(record, model, out->sigma);
+    tu_screen_outliers(record, cfg);
+    st = tu_noise(record, cfg, out->sigma);
     if (st != TU_OK) {
         return st;
     }
@@ -189,34 +194,34 @@ tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibrat
         float rel = 0.0f, omega = 0.0f, steps;
         int new_m;
         out->m = m;  /* named by a failure */
-        st = tu_scales(record, model, m, out->sigma, out->x_rms, out->s1, out->s2);
+        st = tu_scales(record, cfg, m, out->sigma, out->x_rms, out->s1, out->s2);
         if (st != TU_OK) {
             return st;
         }
-        for (c = 0; c < TU_N; ++c) {
+        for (c = 0; c < n; ++c) {
             const float w = out->s2[c] / out->s1[c];
             rel += out->sigma[c] / out->x_rms[c];
             omega = c == 0 || w > omega ? w : omega;
         }
-        out->sigma_rel = rel / (float)TU_N;
+        out->sigma_rel = rel / (float)n;
         out->omega_c = omega;
         if (!adaptive) {
             break;
         }
-        noise_rel = TU_TAP_AVERAGE ? out->sigma_rel / sqrtf((float)m) : out->sigma_rel;  /* a box tap: 1/sqrt(m) */
+        noise_rel = cfg->tap_average ? out->sigma_rel / sqrtf((float)m) : out->sigma_rel;  /* a box tap: 1/sqrt(m) */
         noise_rel = noise_rel > 1e-12f ? noise_rel : 1e-12f;
-        steps = rintf(TU_FS * (TU_DT_SCALE / omega * powf(noise_rel / 0.01f, 0.2f)));  /* half to even */
-        new_m = steps < 1.0f ? 1 : (steps > (float)TU_M_MAX ? TU_M_MAX : (int)steps);
+        steps = rintf(cfg->fs * (cfg->dt_scale / omega * powf(noise_rel / 0.01f, 0.2f)));  /* half to even */
+        new_m = steps < 1.0f ? 1 : (steps > (float)m_max ? m_max : (int)steps);
         if (new_m == m) {
             break;
         }
         m = new_m;
     }
     out->m = m;
-    out->dt_eff = (float)m / TU_FS;
+    out->dt_eff = (float)m / cfg->fs;
     out->snr2 = INFINITY;
-    for (c = 0; c < TU_N; ++c) {
-        const float noise = TU_TAP_AVERAGE ? model->box_row2_norm[(m < TU_BOX_TABLES ? m : TU_BOX_TABLES) - 1]
+    for (c = 0; c < n; ++c) {
+        const float noise = cfg->tap_average ? model->box_row2_norm[(m < cfg->box_tables ? m : cfg->box_tables) - 1]
                                                  * (out->sigma[c] / sqrtf((float)m)) / (out->dt_eff * out->dt_eff)
                                            : model->sg_row_norm[2] * out->sigma[c] / (out->dt_eff * out->dt_eff);
         ratio = noise > 0.0f ? out->s2[c] / noise : INFINITY;
@@ -224,11 +229,11 @@ tu_status tu_calibrate(tu_cal_record *record, const tu_model *model, tu_calibrat
             out->snr2 = ratio;
         }
     }
-    out->lambda2 = (!TU_SNR_GATE || out->snr2 >= TU_SNR_THRESHOLD) ? TU_LAMBDA2 : 0.0f;
-    out->weight_decay = TU_WEIGHT_DECAY;
-    if (TU_WEIGHT_DECAY_FULL_AT > 0.0f) {
-        const float q = out->sigma_rel / TU_WEIGHT_DECAY_FULL_AT;
-        out->weight_decay = TU_WEIGHT_DECAY * (q * q < 1.0f ? q * q : 1.0f);
+    out->lambda2 = (!cfg->snr_gate || out->snr2 >= cfg->snr_threshold) ? cfg->lambda2 : 0.0f;
+    out->weight_decay = cfg->weight_decay;
+    if (cfg->weight_decay_full_at > 0.0f) {
+        const float q = out->sigma_rel / cfg->weight_decay_full_at;
+        out->weight_decay = cfg->weight_decay * (q * q < 1.0f ? q * q : 1.0f);
     }
     return TU_OK;
 }

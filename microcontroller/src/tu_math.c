@@ -1,6 +1,7 @@
 /* tanh in float arithmetic (see tu_math.h). Coefficients: least-squares fits in float64 on
  * Chebyshev nodes (tanh(x)/x - 1 on [0, 0.55], relative error 1.3e-10; exp(r) on |r| <= ln2/2,
  * 4e-9), far below the float rounding they feed. */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <math.h>

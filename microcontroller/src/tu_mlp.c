@@ -1,6 +1,7 @@
 /* Hand-written derivatives of the tanh MLP, one sample, float32 (mirrors torch_ude/mlp.py).
  * Weight rows are read contiguously; every sum runs over its terms in the same order as the
  * reference (transposed products accumulate row by row, which keeps each sum's order). */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <math.h>
@@ -9,56 +10,66 @@
 #include "tu_math.h"
 #include "tu_mlp.h"
 
-#define TU_L TU_NUM_LAYERS
-
-static const int tu_sizes[TU_L + 1] = TU_LAYER_SIZES;
-
-/* L of the linear term, (TU_N, TU_CH) row-major, is the last tensor of the flat array. */
-#define TU_LINEAR_OFFSET (TU_NUM_PARAMS - TU_N * TU_CH)
-
-/* The inputs layer l reads: TU_MLP_READS for the first, the previous width after it. */
-static int tu_din(int l)
+/* dst[0 .. count) = src[0 .. count): a few floats, copied in line (a memcpy of a size known only at run
+ * time is a library call) */
+static void tu_copy(float *dst, const float *src, int count)
 {
-    return l == 0 ? TU_MLP_READS : tu_sizes[l];
+    int i;
+    for (i = 0; i < count; ++i) {
+        dst[i] = src[i];
+    }
+}
+
+/* The inputs layer l reads: mlp_reads for the first, the previous width after it. */
+static int tu_din(const tu_config *cfg, int l)
+{
+    return l == 0 ? cfg->mlp_reads : cfg->layer_sizes[l];
 }
 
 /* offsets[l]: where W_l starts in the flat parameter array (b_l follows it). */
-static void tu_offsets(int offsets[TU_L])
+static void tu_offsets(const tu_config *cfg, int offsets[TU_NUM_LAYERS_MAX])
 {
     int l, off = 0;
-    for (l = 0; l < TU_L; ++l) {
+    for (l = 0; l < cfg->num_layers; ++l) {
         offsets[l] = off;
-        off += tu_sizes[l + 1] * (tu_din(l) + 1);
+        off += cfg->layer_sizes[l + 1] * (tu_din(cfg, l) + 1);
     }
 }
 
-int tu_mlp_tensor_count(void)
+/* L of the linear term, (n, ch) row-major, is the last tensor of the flat array. */
+static const float *tu_linear_weights(const tu_config *cfg, const float *params)
 {
-    return TU_MLP_TENSORS;
+    return params + (cfg->num_params - cfg->n * cfg->ch);
 }
 
-int tu_mlp_tensor_size(int k)
+int tu_mlp_tensor_count(const tu_config *cfg)
+{
+    return 2 * cfg->num_layers + (cfg->linear != 0);
+}
+
+int tu_mlp_tensor_size(const tu_config *cfg, int k)
 {
     const int l = k / 2;
-    if (k < 0 || k >= TU_MLP_TENSORS) {
+    if (k < 0 || k >= tu_mlp_tensor_count(cfg)) {
         return 0;
     }
-    if (k == 2 * TU_L) {
-        return TU_N * TU_CH;
+    if (k == 2 * cfg->num_layers) {
+        return cfg->n * cfg->ch;
     }
-    return k % 2 == 0 ? tu_sizes[l + 1] * tu_din(l) : tu_sizes[l + 1];
+    return k % 2 == 0 ? cfg->layer_sizes[l + 1] * tu_din(cfg, l) : cfg->layer_sizes[l + 1];
 }
 
-/* out += L v for the linear term (TU_LINEAR): each row's sum over the TU_CH inputs in order, then
- * added, as torch.addmm(out, v, L^T) does. */
-static void tu_linear_add(const float *params, const float v[TU_CH], float out[TU_N])
+/* out += L v for the linear term: each row's sum over the ch inputs in order, then added, as
+ * torch.addmm(out, v, L^T) does. */
+static void tu_linear_add(const tu_config *cfg, const float *params, const float *v, float *out)
 {
-    const float *lw = params + TU_LINEAR_OFFSET;
+    const float *lw = tu_linear_weights(cfg, params);
+    const int n = cfg->n, ch = cfg->ch;
     int i, j;
-    for (j = 0; j < TU_N; ++j) {
+    for (j = 0; j < n; ++j) {
         float s = 0.0f;
-        for (i = 0; i < TU_CH; ++i) {
-            s += lw[j * TU_CH + i] * v[i];
+        for (i = 0; i < ch; ++i) {
+            s += lw[j * ch + i] * v[i];
         }
         out[j] += s;
     }
@@ -94,16 +105,17 @@ static void tu_affine(const float *w, const float *b, const float *x, int din, i
     }
 }
 
-void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts)
+TU_KERNEL void tu_forward(const tu_config *cfg, const float *params, const float *z, tu_mlp_acts *acts)
 {
+    const int layers = cfg->num_layers;
     const float *prev = acts->z, *w = params;
     int l, j;
-    memcpy(acts->z, z, sizeof acts->z);
-    for (l = 0; l < TU_L; ++l) {
-        const int din = tu_din(l), dout = tu_sizes[l + 1];
-        float *out = l < TU_L - 1 ? acts->hidden[l] : acts->out;
+    tu_copy(acts->z, z, cfg->ch);
+    for (l = 0; l < layers; ++l) {
+        const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
+        float *out = l < layers - 1 ? acts->hidden[l] : acts->out;
         tu_affine(w, w + dout * din, prev, din, dout, out);
-        if (l < TU_L - 1) {
+        if (l < layers - 1) {
             for (j = 0; j < dout; ++j) {
                 out[j] = tu_tanhf(out[j]);
             }
@@ -111,25 +123,27 @@ void tu_mlp_forward(const float *params, const float z[TU_CH], tu_mlp_acts *acts
         prev = out;
         w += dout * (din + 1);
     }
-    if (TU_LINEAR) {
-        tu_linear_add(params, acts->z, acts->out);
+    if (cfg->linear) {
+        tu_linear_add(cfg, params, acts->z, acts->out);
     }
 }
 
-void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[TU_CH], tu_mlp_tangents *tan)
+TU_KERNEL void tu_jvp(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *zdot,
+                      tu_mlp_tangents *tan)
 {
+    const int layers = cfg->num_layers;
     const float *hdot = tan->zdot, *w = params;
     int l, i, j;
-    memcpy(tan->zdot, zdot, sizeof tan->zdot);
-    for (l = 0; l < TU_L; ++l) {
-        const int din = tu_din(l), dout = tu_sizes[l + 1];
+    tu_copy(tan->zdot, zdot, cfg->ch);
+    for (l = 0; l < layers; ++l) {
+        const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
         for (j = 0; j < dout; ++j) {
             const float *row = w + j * din;
             float a = 0.0f;
             for (i = 0; i < din; ++i) {
                 a += row[i] * hdot[i];
             }
-            if (l < TU_L - 1) {
+            if (l < layers - 1) {
                 const float h = acts->hidden[l][j];
                 tan->pre[l][j] = a;
                 tan->hidden[l][j] = (1.0f - h * h) * a;
@@ -137,24 +151,26 @@ void tu_mlp_jvp(const float *params, const tu_mlp_acts *acts, const float zdot[T
                 tan->out[j] = a;
             }
         }
-        if (l < TU_L - 1) {
+        if (l < layers - 1) {
             hdot = tan->hidden[l];
         }
         w += dout * (din + 1);
     }
-    if (TU_LINEAR) {
-        tu_linear_add(params, tan->zdot, tan->out);
+    if (cfg->linear) {
+        tu_linear_add(cfg, params, tan->zdot, tan->out);
     }
 }
 
-void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float obar[TU_N], float zbar[TU_CH])
+TU_KERNEL void tu_vjp_input(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
+                            float *zbar)
 {
+    const int n = cfg->n, ch = cfg->ch;
     float g[TU_WIDTH_MAX], next[TU_WIDTH_MAX];
-    int offsets[TU_L], l, i, j;
-    tu_offsets(offsets);
-    memcpy(g, obar, TU_N * sizeof(float));
-    for (l = TU_L - 1; l >= 0; --l) {
-        const int din = tu_din(l), dout = tu_sizes[l + 1];
+    int offsets[TU_NUM_LAYERS_MAX], l, i, j;
+    tu_offsets(cfg, offsets);
+    tu_copy(g, obar, n);
+    for (l = cfg->num_layers - 1; l >= 0; --l) {
+        const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
         const float *w = params + offsets[l];
         memset(next, 0, (size_t)din * sizeof(float));
         for (j = 0; j < dout; ++j) {
@@ -171,17 +187,17 @@ void tu_mlp_vjp_input(const float *params, const tu_mlp_acts *acts, const float 
             g[i] = next[i];
         }
     }
-    if (!TU_LINEAR) {
-        memcpy(zbar, g, TU_CH * sizeof(float));
+    if (!cfg->linear) {
+        tu_copy(zbar, g, ch);
         return;
     }
-    for (i = 0; i < TU_CH; ++i) { /* (L^T obar)_i, a sum over the outputs in order, plus the tanh path's */
-        const float *lw = params + TU_LINEAR_OFFSET;
+    for (i = 0; i < ch; ++i) { /* (L^T obar)_i, a sum over the outputs in order, plus the tanh path's */
+        const float *lw = tu_linear_weights(cfg, params);
         float s = 0.0f;
-        for (j = 0; j < TU_N; ++j) {
-            s += obar[j] * lw[j * TU_CH + i];
+        for (j = 0; j < n; ++j) {
+            s += obar[j] * lw[j * ch + i];
         }
-        zbar[i] = i < TU_MLP_READS ? s + g[i] : s;
+        zbar[i] = i < cfg->mlp_reads ? s + g[i] : s;
     }
 }
 
@@ -230,28 +246,29 @@ static void tu_outer_and_transpose(const float *w, const float *abar, const floa
     }
 }
 
-void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float obar[TU_N],
-                     const tu_mlp_tangents *tan, const float *tbar, float *grad)
+TU_KERNEL void tu_backward(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
+                           const tu_mlp_tangents *tan, const float *tbar, float *grad)
 {
     const int with_tangent = tan != NULL && tbar != NULL;
+    const int n = cfg->n, ch = cfg->ch;
     float abar[TU_WIDTH_MAX], tabar[TU_WIDTH_MAX], hbar[TU_WIDTH_MAX], thbar[TU_WIDTH_MAX];
-    int offsets[TU_L], l, i, j;
-    tu_offsets(offsets);
-    memcpy(abar, obar, TU_N * sizeof(float));
+    int offsets[TU_NUM_LAYERS_MAX], l, i, j;
+    tu_offsets(cfg, offsets);
+    tu_copy(abar, obar, n);
     if (with_tangent) {
-        memcpy(tabar, tbar, TU_N * sizeof(float));
+        tu_copy(tabar, tbar, n);
     }
-    if (TU_LINEAR) { /* dL += obar z^T (+ tbar zdot^T) */
-        float *gl = grad + TU_LINEAR_OFFSET;
-        for (j = 0; j < TU_N; ++j) {
-            for (i = 0; i < TU_CH; ++i) {
-                gl[j * TU_CH + i] += with_tangent ? obar[j] * acts->z[i] + tbar[j] * tan->zdot[i]
+    if (cfg->linear) { /* dL += obar z^T (+ tbar zdot^T) */
+        float *gl = grad + (cfg->num_params - n * ch);
+        for (j = 0; j < n; ++j) {
+            for (i = 0; i < ch; ++i) {
+                gl[j * ch + i] += with_tangent ? obar[j] * acts->z[i] + tbar[j] * tan->zdot[i]
                                                   : obar[j] * acts->z[i];
             }
         }
     }
-    for (l = TU_L - 1; l >= 0; --l) {
-        const int din = tu_din(l), dout = tu_sizes[l + 1];
+    for (l = cfg->num_layers - 1; l >= 0; --l) {
+        const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
         const float *w = params + offsets[l];
         float *gw = grad + offsets[l];
         float *gb = gw + dout * din;
@@ -289,4 +306,40 @@ void tu_mlp_backward(const float *params, const tu_mlp_acts *acts, const float o
             abar[i] = hbar[i] * deriv;
         }
     }
+}
+
+#if TU_MLP_COMMON
+/* Every configuration of the build has this network (tu_config_check refuses another): the kernels
+ * see its shape as constants, as a single-configuration build always did. */
+static const tu_config tu_common = {
+    .n = TU_MLP_COMMON_N, .ch = TU_MLP_COMMON_CH, .num_layers = TU_MLP_COMMON_LAYERS,
+    .layer_sizes = TU_MLP_COMMON_SIZES, .num_params = TU_MLP_COMMON_PARAMS, .linear = TU_MLP_COMMON_LINEAR,
+    .mlp_reads = TU_MLP_COMMON_READS,
+};
+#define TU_SHAPE(cfg) ((void)(cfg), &tu_common)
+#else
+#define TU_SHAPE(cfg) (cfg)
+#endif
+
+void tu_mlp_forward(const tu_config *cfg, const float *params, const float *z, tu_mlp_acts *acts)
+{
+    tu_forward(TU_SHAPE(cfg), params, z, acts);
+}
+
+void tu_mlp_jvp(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *zdot,
+                tu_mlp_tangents *tan)
+{
+    tu_jvp(TU_SHAPE(cfg), params, acts, zdot, tan);
+}
+
+void tu_mlp_vjp_input(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
+                      float *zbar)
+{
+    tu_vjp_input(TU_SHAPE(cfg), params, acts, obar, zbar);
+}
+
+void tu_mlp_backward(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
+                     const tu_mlp_tangents *tan, const float *tbar, float *grad)
+{
+    tu_backward(TU_SHAPE(cfg), params, acts, obar, tan, tbar, grad);
 }

@@ -1,10 +1,91 @@
-/* The one translation unit that includes the generated tables (static const, in flash). */
+/* The one translation unit that includes the generated configurations: their plant code
+ * (tu_plant_code.h, static functions) and tables (tu_model_data.h, static const, in flash). */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
+#include <stddef.h>
+#include <string.h>
+
 #include "tu_model.h"
+#include "tu_plant_code.h"
 #include "tu_model_data.h"
 
-const tu_model *tu_model_tables(void)
+int tu_config_count(void)
 {
-    return &TU_MODEL_DATA;
+    return (int)(sizeof tu_configs / sizeof tu_configs[0]);
+}
+
+const tu_config *tu_config_get(int k)
+{
+    return k >= 0 && k < tu_config_count() ? tu_configs[k] : NULL;
+}
+
+uint32_t tu_config_digest(const char *hash)
+{
+    uint32_t h = 2166136261u;
+    for (; hash != NULL && *hash != '\0'; ++hash) {
+        h = (h ^ (uint32_t)(unsigned char)*hash) * 16777619u;
+    }
+    return h;
+}
+
+/* The sizes fit the build's maxima and agree with each other. */
+static int tu_config_sizes_valid(const tu_config *c)
+{
+    int l, params = 0, width = 0;
+    if (c->n < 1 || c->n > TU_N_MAX || c->nu < 0 || c->nu > TU_NU_MAX || c->ch != c->n + c->nu || c->ch > TU_CH_MAX
+        || c->num_layers < 2 || c->num_layers > TU_NUM_LAYERS_MAX
+        || c->layer_sizes[c->num_layers] != c->n || c->mlp_reads < 1 || c->mlp_reads > c->ch
+        || (c->mlp_reads < c->ch && !c->linear)) {
+        return 0;
+    }
+    for (l = 0; l < c->num_layers; ++l) {
+        const int din = l == 0 ? c->mlp_reads : c->layer_sizes[l];
+        if (c->layer_sizes[l + 1] < 1 || c->layer_sizes[l + 1] > TU_WIDTH_MAX) {
+            return 0;
+        }
+        params += c->layer_sizes[l + 1] * (din + 1);
+        width = c->layer_sizes[l + 1] > width ? c->layer_sizes[l + 1] : width;
+    }
+    params += c->linear ? c->n * c->ch : 0;
+#if TU_MLP_COMMON
+    {  /* the build's one network (src/tu_mlp.c computes with its shape) */
+        static const int common[] = TU_MLP_COMMON_SIZES;
+        if (c->n != TU_MLP_COMMON_N || c->ch != TU_MLP_COMMON_CH || c->num_layers != TU_MLP_COMMON_LAYERS
+            || c->linear != TU_MLP_COMMON_LINEAR || c->mlp_reads != TU_MLP_COMMON_READS) {
+            return 0;
+        }
+        for (l = 0; l <= c->num_layers; ++l) {
+            if (c->layer_sizes[l] != common[l]) {
+                return 0;
+            }
+        }
+    }
+#endif
+    return width <= TU_WIDTH_MAX && params == c->num_params && params <= TU_NUM_PARAMS_MAX && c->taps >= 3
+           && c->taps == 2 * c->half_width + 1 && c->taps <= TU_TAPS_MAX && c->cal_len >= c->taps
+           && c->cal_len <= TU_CAL_LEN_MAX && c->m_max >= 1 && c->m_fixed >= 0 && c->m_fixed <= c->m_max
+           && c->m0 >= 1 && c->box_tables >= 1 && c->box_tables == (c->tap_average ? c->m_max : 1)
+           && c->ring_len == (c->taps - 1) * c->m_max + (c->tap_average ? c->m_max : 1)
+           && c->ring_len <= TU_RING_LEN_MAX && c->gate_history >= 1 && c->gate_history <= TU_GATE_HISTORY_MAX
+           && c->capacity >= 1 && c->capacity <= TU_CAPACITY_MAX && (c->jet_rows == 2 || c->jet_rows == 3)
+           && c->jet_rows <= TU_JET_ROWS_MAX && c->batch >= 1 && c->batch <= c->capacity && c->stride >= 0
+           && c->train_every >= 1 && c->train_every <= TU_DIVISOR_MAX && c->stride <= TU_DIVISOR_MAX
+           && c->m_max <= TU_DIVISOR_MAX && c->max_bridge >= 0 && c->forget_window >= 0 && c->max_steps >= 1
+           && c->due_span >= 1 && c->fs > 0.0f;
+}
+
+tu_status tu_config_check(const tu_config *config)
+{
+    if (config == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (config->magic != TU_CONFIG_MAGIC || config->hash == NULL || config->state_hash == NULL || config->model == NULL
+        || config->model->hash == NULL || config->field == NULL || config->jacobians == NULL
+        || config->model->box_rows == NULL || config->model->box_row2_norm == NULL
+        || config->model->box_projection == NULL || !tu_config_sizes_valid(config)) {
+        return TU_ERR_CONFIG;
+    }
+    /* tables generated for another configuration */
+    return strcmp(config->hash, config->model->hash) == 0 ? TU_OK : TU_ERR_CONFIG;
 }

@@ -1,4 +1,5 @@
 /* Clipping, AdamW, cosine schedule and EMA (torch's formulas, float32). */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <math.h>

@@ -1,4 +1,5 @@
 /* PCG32 XSH-RR (O'Neill 2014); mirrored by torch_ude/prng.py. */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <math.h>

@@ -1,4 +1,5 @@
 /* Human-readable status strings. */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include "tu_status.h"
@@ -20,7 +21,7 @@ const char *tu_status_string(tu_status status)
     case TU_ERR_UNINITIALIZED:
         return "the trainer was not initialized: call tu_trainer_init first";
     case TU_ERR_CHANNELS:
-        return "the sample does not have TU_N channels";
+        return "the sample does not have the configuration's channel count";
     case TU_ERR_CAL_NO_WINDOW:
         return "calibration failed: the record holds no TU_TAPS consecutive valid samples; the trainer stopped "
                "(check the sensor, then tu_trainer_init)";
@@ -36,6 +37,9 @@ const char *tu_status_string(tu_status status)
                "(excite the plant, then tu_trainer_init)";
     case TU_ERR_CORRUPT:
         return "the trainer's state is inconsistent (a damaged checkpoint); call tu_trainer_init";
+    case TU_ERR_CONFIG:
+        return "the configuration does not fit this build or its tables belong to another configuration (settings "
+               "hash), or the checkpoint was saved with another configuration";
     }
     return "unknown status";
 }

@@ -1,5 +1,6 @@
 /* The streaming trainer of Algorithm 1: stream ingestion, calibration hand-off, windows,
  * reservoir, updates. Float32, static memory; see tu_trainer.h. */
+#define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
 #include <float.h>
@@ -14,7 +15,7 @@
 #include "tu_trainer.h"
 
 #define TU_MAGIC 0x54554445u  /* "TUDE" */
-#define TU_SPAN(m) ((TU_TAPS - 1) * (m))
+#define TU_CFG(self) ((self)->config.config)
 
 /* A stopped trainer's state: 0 calibrating, 1 calibrated, or the failed calibration's status. */
 static int tu_calibration_state_valid(int32_t calibrated)
@@ -26,14 +27,14 @@ static int tu_calibration_state_valid(int32_t calibrated)
  * could otherwise turn into an access out of bounds, a division by zero or an overflow. */
 static int tu_indices_valid(const tu_trainer *self)
 {
+    const tu_config *cfg = TU_CFG(self);
     const int m = self->cal.m;
     return tu_calibration_state_valid(self->calibrated) && (self->have_last == 0 || self->have_last == 1)
-           && self->cal_fill >= 0 && self->cal_fill <= TU_CAL_LEN && (self->calibrated != 0 || self->cal_fill < TU_CAL_LEN)
-           && self->ring_head >= 0
-           && self->ring_head < TU_RING_LEN && self->gate.head >= 0
-           && self->gate.head < TU_GATE_HISTORY && self->gate.count >= 0 && self->gate.count <= TU_GATE_HISTORY
-           && self->adam_step >= 0
-           && (self->calibrated != 1 || (m >= 1 && m <= TU_M_MAX && (TU_M_FIXED == 0 || m == TU_M_FIXED)));
+           && self->cal_fill >= 0 && self->cal_fill <= cfg->cal_len
+           && (self->calibrated != 0 || self->cal_fill < cfg->cal_len) && self->ring_head >= 0
+           && self->ring_head < cfg->ring_len && self->gate.head >= 0 && self->gate.head < cfg->gate_history
+           && self->gate.count >= 0 && self->gate.count <= cfg->gate_history && self->adam_step >= 0
+           && (self->calibrated != 1 || (m >= 1 && m <= cfg->m_max && (cfg->m_fixed == 0 || m == cfg->m_fixed)));
 }
 
 static tu_status tu_check(const tu_trainer *self)
@@ -41,7 +42,7 @@ static tu_status tu_check(const tu_trainer *self)
     if (self == NULL) {
         return TU_ERR_NULL;
     }
-    if (self->magic != TU_MAGIC) {
+    if (self->magic != TU_MAGIC || TU_CFG(self) == NULL) {
         return TU_ERR_UNINITIALIZED;
     }
     return tu_indices_valid(self) ? TU_OK : TU_ERR_CORRUPT;
@@ -63,41 +64,78 @@ static int tu_all_finite(const float *v, int n, float low)
  * the calibration's scales, tap interval, lambda2 and weight decay. */
 static int tu_values_valid(const tu_trainer *self)
 {
+    const tu_config *cfg = TU_CFG(self);
     const tu_calibration *cal = &self->cal;
+    const int ch = cfg->ch, p = cfg->num_params;
     const int calibration = self->calibrated != 1
-                            || (tu_all_finite(cal->s1, TU_CH, FLT_MIN) && tu_all_finite(cal->s2, TU_CH, FLT_MIN)
+                            || (tu_all_finite(cal->s1, ch, FLT_MIN) && tu_all_finite(cal->s2, ch, FLT_MIN)
                                 && tu_all_finite(&cal->dt_eff, 1, FLT_MIN) && tu_all_finite(&cal->lambda2, 1, 0.0f)
                                 && tu_all_finite(&cal->weight_decay, 1, 0.0f));
-    return calibration && tu_all_finite(self->params, TU_NUM_PARAMS, -INFINITY)
-           && tu_all_finite(self->ema, TU_NUM_PARAMS, -INFINITY) && tu_all_finite(self->exp_avg, TU_NUM_PARAMS, -INFINITY)
-           && tu_all_finite(self->exp_avg_sq, TU_NUM_PARAMS, 0.0f) && tu_all_finite(self->in_scale, TU_CH, FLT_MIN)
-           && tu_all_finite(self->out_scale, TU_N, FLT_MIN);
+    return calibration && tu_all_finite(self->params, p, -INFINITY) && tu_all_finite(self->ema, p, -INFINITY)
+           && tu_all_finite(self->exp_avg, p, -INFINITY) && tu_all_finite(self->exp_avg_sq, p, 0.0f)
+           && tu_all_finite(self->in_scale, ch, FLT_MIN) && tu_all_finite(self->out_scale, cfg->n, FLT_MIN);
 }
 
 static int tu_stride(const tu_trainer *self)
 {
-    return TU_STRIDE > 0 ? TU_STRIDE : self->cal.m;
+    return TU_CFG(self)->stride > 0 ? TU_CFG(self)->stride : self->cal.m;
 }
 
 static int tu_fill(const tu_trainer *self)
 {
-    return self->seen < (uint64_t)TU_CAPACITY ? (int)self->seen : TU_CAPACITY;
+    const int capacity = TU_CFG(self)->capacity;
+    return self->seen < (uint64_t)capacity ? (int)self->seen : capacity;
 }
 
+/* n / d and n % d for a divisor 1 <= d <= TU_DIVISOR_MAX (tick spacings: the configuration's
+ * train_every and window stride), by long division in 16-bit digits: four 32-bit divisions, where a
+ * 64-bit division would be a library call on a 32-bit core (a single-configuration build used to
+ * divide by compile-time constants, which needs neither). */
+static uint64_t tu_udiv_small(uint64_t n, uint32_t d, uint32_t *rem)
+{
+    uint64_t q = 0u;
+    uint32_t r = 0u;
+    int shift;
+    for (shift = 48; shift >= 0; shift -= 16) {
+        const uint32_t cur = r << 16 | (uint32_t)(n >> shift & 0xFFFFu);  /* r < d <= 2^16: no overflow */
+        q = q << 16 | (uint64_t)(cur / d);
+        r = cur % d;
+    }
+    *rem = r;
+    return q;
+}
+
+/* floor(a / b) for 1 <= b <= TU_DIVISOR_MAX, for every int64_t a. */
 static int64_t tu_floor_div(int64_t a, int64_t b)
 {
-    int64_t q = a / b;
-    if (a % b != 0 && (a < 0) != (b < 0)) {
-        --q;
+    uint32_t r;
+    uint64_t q;
+    if (a >= 0 && a <= (int64_t)UINT32_MAX) {  /* a tick of the first 49 days at 1 kHz: one 32-bit division */
+        return (int64_t)((uint32_t)a / (uint32_t)b);
     }
-    return q;
+    if (a >= 0) {
+        return (int64_t)tu_udiv_small((uint64_t)a, (uint32_t)b, &r);
+    }
+    q = tu_udiv_small(0u - (uint64_t)a, (uint32_t)b, &r);  /* |a|, also for INT64_MIN */
+    return q == 0u ? -1 : -(int64_t)(q - 1u) - 1 - (r != 0u);
+}
+
+/* a % b == 0 for 1 <= b <= TU_DIVISOR_MAX, for every int64_t a. */
+static int tu_divides(int64_t a, int b)
+{
+    uint32_t r;
+    if (a >= 0 && a <= (int64_t)UINT32_MAX) {
+        return (uint32_t)a % (uint32_t)b == 0u;
+    }
+    (void)tu_udiv_small(a >= 0 ? (uint64_t)a : 0u - (uint64_t)a, (uint32_t)b, &r);
+    return r == 0u;
 }
 
 /* The learning rate of the update after `step` updates (cosine over TU_MAX_STEPS, then its last
  * rate; or constant). */
-static float tu_trainer_lr(int64_t step)
+static float tu_trainer_lr(const tu_config *cfg, int64_t step)
 {
-    return TU_SCHEDULE_COSINE ? tu_cosine_lr(step, TU_MAX_STEPS, TU_LR, TU_LR_MIN) : TU_LR;
+    return cfg->schedule_cosine ? tu_cosine_lr(step, cfg->max_steps, cfg->lr, cfg->lr_min) : cfg->lr;
 }
 
 size_t tu_trainer_size(void)
@@ -110,22 +148,29 @@ size_t tu_report_size(void)
     return sizeof(tu_report);
 }
 
-tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
+tu_status tu_trainer_init(tu_trainer *self, const tu_config *config, uint64_t seed)
 {
+    tu_status st;
     int c;
     if (self == NULL) {
         return TU_ERR_NULL;
     }
     memset(self, 0, sizeof *self);
+    st = tu_config_check(config);
+    if (st != TU_OK) {  /* self stays uninitialized (magic 0) */
+        return st;
+    }
+    self->config.config = config;
+    self->config_digest = tu_config_digest(config->state_hash);
     tu_prng_seed(&self->reservoir_rng, seed, TU_STREAM_RESERVOIR);
     tu_prng_seed(&self->batch_rng, seed, TU_STREAM_BATCH);
-    memcpy(self->params, tu_model_tables()->init_params, sizeof self->params);
+    memcpy(self->params, config->model->init_params, sizeof self->params);
     memcpy(self->ema, self->params, sizeof self->ema);
-    for (c = 0; c < TU_CH; ++c) {
-        self->in_scale[c] = TU_PRETRAINED ? tu_model_tables()->in_scale[c] : 1.0f;
+    for (c = 0; c < config->ch; ++c) {
+        self->in_scale[c] = config->pretrained ? config->model->in_scale[c] : 1.0f;
     }
-    for (c = 0; c < TU_N; ++c) {
-        self->out_scale[c] = TU_PRETRAINED ? tu_model_tables()->out_scale[c] : 1.0f;
+    for (c = 0; c < config->n; ++c) {
+        self->out_scale[c] = config->pretrained ? config->model->out_scale[c] : 1.0f;
     }
     self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
     tu_gate_reset(&self->gate);
@@ -133,15 +178,27 @@ tu_status tu_trainer_init(tu_trainer *self, uint64_t seed)
     return TU_OK;
 }
 
-tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size)
+tu_status tu_trainer_restore(tu_trainer *self, const tu_config *config, const void *bytes, size_t size)
 {
-    if (self == NULL || bytes == NULL) {
+    tu_status st;
+    if (self == NULL || bytes == NULL || config == NULL) {
         return TU_ERR_NULL;
     }
     if (size != sizeof *self) {
         return TU_ERR_ARGUMENT;
     }
+    st = tu_config_check(config);
+    if (st != TU_OK) {
+        self->magic = 0u;
+        return st;
+    }
     memcpy(self, bytes, sizeof *self);
+    self->config.bits = 0u;
+    self->config.config = config;  /* the pointer of the image that saved it means nothing here */
+    if (self->magic == TU_MAGIC && self->config_digest != tu_config_digest(config->state_hash)) {
+        self->magic = 0u;  /* a checkpoint of another configuration */
+        return TU_ERR_CONFIG;
+    }
     if (self->magic != TU_MAGIC || !tu_indices_valid(self) || !tu_values_valid(self)) {
         self->magic = 0u;  /* every call now returns TU_ERR_UNINITIALIZED until init */
         return TU_ERR_CORRUPT;
@@ -149,57 +206,70 @@ tu_status tu_trainer_restore(tu_trainer *self, const void *bytes, size_t size)
     return TU_OK;
 }
 
+const tu_config *tu_trainer_config(const tu_trainer *self)
+{
+    return self != NULL && self->magic == TU_MAGIC ? TU_CFG(self) : NULL;
+}
+
 /* The newest sample in the record or the ring: the last arrived one (bridged samples precede it). */
 static const float *tu_newest(const tu_trainer *self)
 {
     if (!self->calibrated) {
-        return self->mem.record.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CAL_LEN - 1];
+        return self->mem.record.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CFG(self)->cal_len - 1];
     }
-    return self->ring[(self->ring_head + TU_RING_LEN - 1) % TU_RING_LEN];
+    return self->ring[(self->ring_head + TU_CFG(self)->ring_len - 1) % TU_CFG(self)->ring_len];
 }
 
-static void tu_ring_push(tu_trainer *self, const float y[TU_CH], int brk)
+static void tu_ring_push(tu_trainer *self, const float *y, int brk)
 {
-    memcpy(self->ring[self->ring_head], y, sizeof self->ring[0]);
-    self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
-    self->run = brk ? 1u : (self->run < (uint32_t)TU_RING_LEN ? self->run + 1u : self->run);
+    const int len = TU_CFG(self)->ring_len;
+    if (TU_CFG(self)->ch == TU_CH_MAX) {  /* a constant size: inlined */
+        memcpy(self->ring[self->ring_head], y, sizeof self->ring[0]);
+    } else {
+        memcpy(self->ring[self->ring_head], y, (size_t)TU_CFG(self)->ch * sizeof(float));
+    }
+    self->ring_head = (self->ring_head + 1) % len;
+    self->run = brk ? 1u : (self->run < (uint32_t)len ? self->run + 1u : self->run);
 }
 
 /* Samples averaged per tap: m for box-averaged taps, else 1. */
 static int tu_bin(const tu_trainer *self)
 {
-    return TU_TAP_AVERAGE ? self->cal.m : 1;
+    return TU_CFG(self)->tap_average ? self->cal.m : 1;
 }
 
 /* The SG rows and projection of the stream's windows (torch_ude.stream._windows_estimator). */
-static const float (*tu_window_rows(const tu_trainer *self))[TU_TAPS]
+static const float (*tu_window_rows(const tu_trainer *self))[TU_TAPS_MAX]
 {
+    const tu_config *cfg = TU_CFG(self);
     const int b = tu_bin(self);
-    return b > 1 ? tu_model_tables()->box_rows[(b < TU_BOX_TABLES ? b : TU_BOX_TABLES) - 1]
-                 : tu_model_tables()->sg_rows;
+    return b > 1 ? cfg->model->box_rows[(b < cfg->box_tables ? b : cfg->box_tables) - 1] : cfg->model->sg_rows;
 }
 
-static const float (*tu_window_projection(const tu_trainer *self))[TU_TAPS]
+static const float (*tu_window_projection(const tu_trainer *self))[TU_TAPS_MAX]
 {
+    const tu_config *cfg = TU_CFG(self);
     const int b = tu_bin(self);
-    return b > 1 ? tu_model_tables()->box_projection[(b < TU_BOX_TABLES ? b : TU_BOX_TABLES) - 1]
-                 : tu_model_tables()->sg_projection;
+    return b > 1 ? cfg->model->box_projection[(b < cfg->box_tables ? b : cfg->box_tables) - 1]
+                 : cfg->model->sg_projection;
 }
 
 /* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream). */
 static void tu_start_streaming(tu_trainer *self)
 {
+    const tu_config *cfg = TU_CFG(self);
     const tu_cal_record *rec = &self->mem.record;
-    const int m = self->cal.m, b = tu_bin(self), span = TU_SPAN(m) + b - 1, s = tu_stride(self);
-    const unsigned last_key = rec->flags[TU_CAL_LEN - 1] & TU_FLAG_KEY;
+    const int len = cfg->cal_len, ch = cfg->ch, n_taps = cfg->taps;
+    const int m = self->cal.m, b = tu_bin(self), span = (n_taps - 1) * m + b - 1, s = tu_stride(self);
+    const unsigned last_key = rec->flags[len - 1] & TU_FLAG_KEY;
     int start, k, c, j, i;
-    /* warm the running median on the record's windows; the last TU_GATE_HISTORY remain */
+    /* warm the running median on the record's windows; the last gate_history remain */
     tu_gate_reset(&self->gate);
-    for (start = 0; start + span < TU_CAL_LEN; start += s) {
-        float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH];
+    for (start = 0; start + span < len; start += s) {
+        float taps[TU_CH_MAX][TU_TAPS_MAX], misfit[TU_CH_MAX], rms[TU_CH_MAX];
         int ok = (rec->flags[start] & TU_FLAG_KEY) == (rec->flags[start + span] & TU_FLAG_KEY);
-        for (j = 0; j < TU_TAPS && ok; ++j) {
-            for (c = 0; c < TU_CH; ++c) {  /* a box tap: the mean of the b samples from start + j m on */
+        for (j = 0; j < n_taps && ok; ++j) {
+            for (c = 0; c < ch; ++c) {  /* a box tap: the mean of the b samples from start + j m on */
                 float sum = rec->y[start + j * m][c];
                 for (i = 1; i < b; ++i) {
                     sum += rec->y[start + j * m + i][c];
@@ -209,24 +279,24 @@ static void tu_start_streaming(tu_trainer *self)
             }
         }
         if (ok) {
-            tu_savgol_misfit_with(tu_window_projection(self), &taps[0][0], misfit, rms);
-            tu_gate_record(&self->gate, misfit);
+            tu_savgol_misfit_with(cfg, tu_window_projection(self), &taps[0][0], misfit, rms);
+            tu_gate_record(&self->gate, cfg, misfit);
         }
     }
     /* the ring starts with the record's last span samples */
     self->ring_head = 0;
     self->run = 0;
-    for (k = TU_CAL_LEN - 1; k >= 0 && (rec->flags[k] & TU_FLAG_KEY) == last_key; --k) {
+    for (k = len - 1; k >= 0 && (rec->flags[k] & TU_FLAG_KEY) == last_key; --k) {
         ++self->run;
     }
-    for (k = TU_CAL_LEN - span; k < TU_CAL_LEN; ++k) {  /* (span includes a box tap's b - 1 older samples) */
+    for (k = len - span; k < len; ++k) {  /* (span includes a box tap's b - 1 older samples) */
         memcpy(self->ring[self->ring_head], rec->y[k], sizeof self->ring[0]);
-        self->ring_head = (self->ring_head + 1) % TU_RING_LEN;
+        self->ring_head = (self->ring_head + 1) % cfg->ring_len;
     }
-    for (c = 0; c < TU_CH && !TU_PRETRAINED; ++c) {  /* the inputs' x_rms is the network's input scale */
+    for (c = 0; c < ch && !cfg->pretrained; ++c) {  /* the inputs' x_rms is the network's input scale */
         self->in_scale[c] = self->cal.x_rms[c];
     }
-    for (c = 0; c < TU_N && !TU_PRETRAINED; ++c) {
+    for (c = 0; c < cfg->n && !cfg->pretrained; ++c) {
         self->out_scale[c] = self->cal.s1[c];
     }
     self->seen = 0;  /* the record's memory becomes the reservoir */
@@ -235,38 +305,67 @@ static void tu_start_streaming(tu_trainer *self)
 
 static void tu_reservoir_offer(tu_trainer *self, const float *jet)
 {
+    const tu_config *cfg = TU_CFG(self);
+    const int capacity = cfg->capacity;
     uint32_t slot;
-    if (TU_BUFFER_RESERVOIR && self->seen >= (uint64_t)TU_CAPACITY) {
+    if (cfg->buffer_reservoir && self->seen >= (uint64_t)capacity) {
         /* Vitter's algorithm R; with a forgetting window W the bound stops growing at W, and
          * without one at 2^32 - 1 (PCG32 draws 32 bits; a jet is then kept with p < 1e-6 anyway) */
-        const uint64_t cap = TU_FORGET_WINDOW > 0 ? (uint64_t)TU_FORGET_WINDOW - 1u : (uint64_t)UINT32_MAX - 1u;
+        const uint64_t cap = cfg->forget_window > 0 ? (uint64_t)cfg->forget_window - 1u : (uint64_t)UINT32_MAX - 1u;
         const uint32_t bound = (uint32_t)(self->seen < cap ? self->seen : cap) + 1u;
         slot = tu_prng_below(&self->reservoir_rng, bound);
     } else {
-        slot = (uint32_t)(self->seen % (uint64_t)TU_CAPACITY);  /* filling, or FIFO */
+        /* filling, or FIFO (a 32-bit remainder while the count fits in 32 bits) */
+        slot = self->seen <= UINT32_MAX ? (uint32_t)self->seen % (uint32_t)capacity
+                                        : (uint32_t)(self->seen % (uint64_t)capacity);
     }
-    if (slot < (uint32_t)TU_CAPACITY) {
+    if (slot < (uint32_t)capacity) {
         memcpy(self->mem.reservoir[slot], jet, sizeof self->mem.reservoir[0]);
     }
     ++self->seen;  /* 64-bit: does not wrap */
 }
 
-/* The window of TU_TAPS taps m apart ending at the newest sample. */
+/* The point taps (one sample each) of the window m apart ending at the newest sample; 1 if all are finite. */
+TU_KERNEL int tu_point_taps(const tu_trainer *self, int ch, int n_taps, int m, int len,
+                            float taps[TU_CH_MAX][TU_TAPS_MAX])
+{
+    int finite = 1, c, j;
+    for (j = 0; j < n_taps; ++j) {
+        const int slot = ((self->ring_head - 1 - (n_taps - 1 - j) * m) % len + len) % len;
+        for (c = 0; c < ch; ++c) {
+            taps[c][j] = self->ring[slot][c];
+            finite = finite && tu_finite(taps[c][j]);
+        }
+    }
+    return finite;
+}
+
+/* The window of taps m apart ending at the newest sample. */
 static void tu_window(tu_trainer *self)
 {
-    const int m = self->cal.m, b = tu_bin(self);
-    float taps[TU_CH][TU_TAPS], misfit[TU_CH], rms[TU_CH], jet[3][TU_CH];
+    const tu_config *cfg = TU_CFG(self);
+    const int m = self->cal.m, b = tu_bin(self), ch = cfg->ch, n_taps = cfg->taps, len = cfg->ring_len;
+    float taps[TU_CH_MAX][TU_TAPS_MAX], misfit[TU_CH_MAX], rms[TU_CH_MAX], jet[3][TU_CH_MAX];
     int finite = 1, c, j, i;
-    for (j = 0; j < TU_TAPS; ++j) {
-        const int back = (TU_TAPS - 1 - j) * m;
-        for (c = 0; c < TU_CH; ++c) {  /* a box tap: the mean of the b samples ending at it, newest first */
-            float sum = 0.0f;
-            for (i = 0; i < b; ++i) {  /* (i = 0 first: 0 + y is y, bit for bit, but for the sign of a zero) */
-                const int slot = ((self->ring_head - 1 - back - i) % TU_RING_LEN + TU_RING_LEN) % TU_RING_LEN;
-                sum = i == 0 ? self->ring[slot][c] : sum + self->ring[slot][c];
+    if (ch < TU_CH_MAX) {  /* the reservoir keeps a jet's TU_CH_MAX columns: no indeterminate bytes in a checkpoint */
+        memset(jet, 0, sizeof jet);
+    }
+    if (b == 1 && ch == TU_CH_MAX && n_taps == TU_TAPS_MAX) {  /* point taps at the build's sizes: constant bounds */
+        finite = tu_point_taps(self, TU_CH_MAX, TU_TAPS_MAX, m, len, taps);
+    } else if (b == 1) {
+        finite = tu_point_taps(self, ch, n_taps, m, len, taps);
+    } else {
+        for (j = 0; j < n_taps; ++j) {
+            const int back = (n_taps - 1 - j) * m;
+            for (c = 0; c < ch; ++c) {  /* a box tap: the mean of the b samples ending at it, newest first */
+                float sum = 0.0f;
+                for (i = 0; i < b; ++i) {  /* (i = 0 first: 0 + y is y, bit for bit, but for the sign of a zero) */
+                    const int slot = ((self->ring_head - 1 - back - i) % len + len) % len;
+                    sum = i == 0 ? self->ring[slot][c] : sum + self->ring[slot][c];
+                }
+                taps[c][j] = sum / (float)b;
+                finite = finite && tu_finite(taps[c][j]);
             }
-            taps[c][j] = b > 1 ? sum / (float)b : sum;
-            finite = finite && tu_finite(taps[c][j]);
         }
     }
     ++self->counters.windows;
@@ -274,13 +373,13 @@ static void tu_window(tu_trainer *self)
         ++self->counters.nonfinite;
         return;
     }
-    if (self->run < (uint32_t)(TU_SPAN(m) + b)) {
+    if (self->run < (uint32_t)((n_taps - 1) * m + b)) {
         ++self->counters.boundary;
         return;
     }
-    tu_savgol_misfit_with(tu_window_projection(self), &taps[0][0], misfit, rms);
-    tu_savgol_estimate_rows(tu_window_rows(self), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
-    for (c = 0; c < TU_CH; ++c) {  /* overflow of huge finite samples */
+    tu_savgol_misfit_with(cfg, tu_window_projection(self), &taps[0][0], misfit, rms);
+    tu_savgol_estimate_rows(cfg, tu_window_rows(self), &taps[0][0], self->cal.dt_eff, jet[0], jet[1], jet[2]);
+    for (c = 0; c < ch; ++c) {  /* overflow of huge finite samples */
         finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
                  && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);
     }
@@ -288,7 +387,7 @@ static void tu_window(tu_trainer *self)
         ++self->counters.nonfinite;
         return;
     }
-    if (!tu_gate_check(&self->gate, misfit, rms)) {
+    if (!tu_gate_check(&self->gate, cfg, misfit, rms)) {
         ++self->counters.misfit;
         return;
     }
@@ -297,7 +396,7 @@ static void tu_window(tu_trainer *self)
 }
 
 /* One sample after bridging: calibration record, or ring and window. */
-static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_CH], int bridged, int brk)
+static tu_status tu_emit(tu_trainer *self, int64_t tick, const float *y, int bridged, int brk)
 {
     if (self->calibrated < 0) {  /* a bridged sample before this one failed the calibration */
         return (tu_status)self->calibrated;
@@ -308,12 +407,12 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_CH], i
     if (!self->calibrated) {
         tu_cal_record *rec = &self->mem.record;
         tu_status st;
-        memcpy(rec->y[self->cal_fill], y, sizeof rec->y[0]);
+        memcpy(rec->y[self->cal_fill], y, (size_t)TU_CFG(self)->ch * sizeof(float));
         rec->flags[self->cal_fill] = (uint16_t)((self->key & TU_FLAG_KEY) | (bridged ? TU_FLAG_BRIDGED : 0u));
-        if (++self->cal_fill < TU_CAL_LEN) {
+        if (++self->cal_fill < TU_CFG(self)->cal_len) {
             return TU_OK;
         }
-        st = tu_calibrate(rec, tu_model_tables(), &self->cal);
+        st = tu_calibrate(rec, TU_CFG(self), &self->cal);
         if (st != TU_OK) {  /* the trainer stops, as the Python trainer does (tu_status.h) */
             ++self->counters.calibration_failures;
             self->cal_fill = 0;
@@ -324,7 +423,7 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_CH], i
         return TU_OK;
     }
     tu_ring_push(self, y, brk);
-    if (tick % tu_stride(self) == 0) {
+    if (tu_divides(tick, tu_stride(self))) {
         tu_window(self);
     }
     return TU_OK;
@@ -333,6 +432,7 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float y[TU_CH], i
 /* One sample into a checked instance (tu_trainer_push; push_chunk checks once per chunk). */
 static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y)
 {
+    const int ch = TU_CFG(self)->ch;
     tu_status st, first = TU_OK;
     int finite = 1, c;
     if (self->calibrated < 0) {
@@ -343,7 +443,7 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
         return TU_OK;
     }
     ++self->counters.samples;
-    for (c = 0; c < TU_CH; ++c) {
+    for (c = 0; c < ch; ++c) {
         finite = finite && tu_finite(y[c]);
     }
     if (!finite) {
@@ -355,7 +455,7 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
         const uint64_t step = (uint64_t)tick - (uint64_t)self->last_tick;
         const int same = segment == self->last_segment;
         const int gap = step > 1u;
-        const int too_long = gap && same && step - 1u > (uint64_t)TU_MAX_BRIDGE;
+        const int too_long = gap && same && step - 1u > (uint64_t)TU_CFG(self)->max_bridge;
         if (gap) {
             ++self->counters.gaps;
         }
@@ -364,13 +464,13 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
         }
         if (gap && same && !too_long) {
             const int missing = (int)step - 1;
-            float last[TU_CH];
+            float last[TU_CH_MAX];
             int j;
-            memcpy(last, tu_newest(self), sizeof last);
+            memcpy(last, tu_newest(self), (size_t)ch * sizeof(float));
             for (j = 1; j <= missing; ++j) {
                 const float frac = (float)j / (float)step;
-                float v[TU_CH];
-                for (c = 0; c < TU_CH; ++c) {
+                float v[TU_CH_MAX];
+                for (c = 0; c < ch; ++c) {
                     v[c] = last[c] + (y[c] - last[c]) * frac;
                 }
                 ++self->counters.bridged;
@@ -396,7 +496,7 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
     if (y == NULL) {
         return TU_ERR_NULL;
     }
-    if (n_channels != TU_CH) {
+    if (n_channels != TU_CFG(self)->ch) {
         return TU_ERR_CHANNELS;
     }
     return tu_push(self, tick, segment, y);
@@ -411,49 +511,52 @@ int tu_trainer_ready(const tu_trainer *self)
     if (self->calibrated < 0) {
         return self->calibrated;
     }
-    return self->calibrated == 1 && self->seen >= (uint64_t)TU_CAPACITY;
+    return self->calibrated == 1 && self->seen >= (uint64_t)TU_CFG(self)->capacity;
 }
 
-/* Multiples of TU_TRAIN_EVERY in (lo, hi]: the training ticks crossed (negative for hi < lo). */
-static int64_t tu_crossed(int64_t lo, int64_t hi)
+/* Multiples of train_every in (lo, hi]: the training ticks crossed (negative for hi < lo). */
+static int64_t tu_crossed(int64_t every, int64_t lo, int64_t hi)
 {
-    return tu_floor_div(hi, TU_TRAIN_EVERY) - tu_floor_div(lo, TU_TRAIN_EVERY);
+    return tu_floor_div(hi, every) - tu_floor_div(lo, every);
 }
 
 tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *ticks, const int32_t *segments,
                                 const float *y, int n_channels, int *due)
 {
     tu_status st = tu_check(self), first = TU_OK;
-    int64_t run = self->have_last ? self->last_tick : -1; /* the training ticks after it are still to count */
-    int64_t n = 0;
-    int i;
+    int64_t run, n = 0, every, span;
+    int i, ch;
     if (st != TU_OK) {
         return st;
     }
+    run = self->have_last ? self->last_tick : -1; /* the training ticks after it are still to count */
+    every = TU_CFG(self)->train_every;
+    span = TU_CFG(self)->due_span;
+    ch = TU_CFG(self)->ch;
     if (due == NULL || (count > 0 && (ticks == NULL || y == NULL))) {
         return TU_ERR_NULL;
     }
     *due = 0;
-    if (n_channels != TU_CH) {
+    if (n_channels != ch) {
         return TU_ERR_CHANNELS;
     }
     if (count < 0) {
         return TU_ERR_ARGUMENT;
     }
     /* due_updates(newest tick before the chunk or -1, newest after it): the crossings telescope
-     * between gaps longer than TU_DUE_SPAN, which count only their last TU_DUE_SPAN ticks */
+     * between gaps longer than due_span, which count only their last due_span ticks */
     for (i = 0; i < count; ++i) {
         const int64_t before = self->have_last ? self->last_tick : -1;
-        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * TU_CH);
+        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * (size_t)ch);
         first = first != TU_OK ? first : st;
         if (self->have_last && self->last_tick > before
-            && (uint64_t)self->last_tick - (uint64_t)before > (uint64_t)TU_DUE_SPAN) {
-            n += tu_crossed(run, before) + tu_crossed(self->last_tick - TU_DUE_SPAN, self->last_tick);
+            && (uint64_t)self->last_tick - (uint64_t)before > (uint64_t)span) {
+            n += tu_crossed(every, run, before) + tu_crossed(every, self->last_tick - span, self->last_tick);
             run = self->last_tick;
         }
     }
     if (tu_trainer_ready(self) > 0) {
-        n += tu_crossed(run, self->last_tick);
+        n += tu_crossed(every, run, self->last_tick);
         *due = n < 0 ? 0 : (n > INT_MAX ? INT_MAX : (int)n);
     }
     return first;
@@ -462,8 +565,9 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
 tu_status tu_trainer_step(tu_trainer *self)
 {
     tu_status st = tu_check(self);
-    int sizes[TU_MLP_TENSORS];
-    int fill, b, k, finite = 1;
+    const tu_config *cfg;
+    int sizes[TU_MLP_TENSORS_MAX];
+    int fill, b, k, finite = 1, n, tensors;
     float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm;
     tu_field field;
     tu_jet_loss loss_terms;
@@ -474,36 +578,40 @@ tu_status tu_trainer_step(tu_trainer *self)
     if (self->calibrated < 0) {
         return (tu_status)self->calibrated;
     }
+    cfg = TU_CFG(self);
+    n = cfg->n;
     fill = tu_fill(self);
-    if (self->calibrated != 1 || fill < TU_BATCH) {
+    if (self->calibrated != 1 || fill < cfg->batch) {
         return TU_ERR_NOT_READY;
     }
-    lr = tu_trainer_lr(self->adam_step);
-    for (k = 0; k < TU_N; ++k) {  /* the loss of Eq. (13) with the calibrated scales */
+    lr = tu_trainer_lr(cfg, self->adam_step);
+    for (k = 0; k < n; ++k) {  /* the loss of Eq. (13) with the calibrated scales */
         loss_terms.s1[k] = self->cal.s1[k];
         loss_terms.s2[k] = self->cal.s2[k];
     }
-    loss_terms.lambda1 = TU_LAMBDA1;
+    loss_terms.lambda1 = cfg->lambda1;
     loss_terms.lambda2 = self->cal.lambda2;
+    field.config = cfg;
     field.params = self->params;
     field.in_scale = self->in_scale;
     field.out_scale = self->out_scale;
     memset(self->grad, 0, sizeof self->grad);
-    for (b = 0; b < TU_BATCH; ++b) {
+    for (b = 0; b < cfg->batch; ++b) {
         const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];
-        /* without stored second derivatives lambda2 is 0 and xddot_hat is never read; the inputs'
-         * rows 0 and 1 are u and udot */
-        const float *xddot = TU_JET_ROWS == 3 ? jet + 2 * TU_CH : jet + TU_CH;
-        tu_jet_accumulate(&field, &loss_terms, TU_BATCH, jet, jet + TU_CH, xddot, TU_NU > 0 ? jet + TU_N : NULL,
-                          TU_NU > 0 ? jet + TU_CH + TU_N : NULL, 0, self->grad, &sq1, &sq2);
+        /* rows TU_CH_MAX floats apart; without stored second derivatives lambda2 is 0 and xddot_hat is
+         * never read; the inputs' rows 0 and 1 are u and udot */
+        const float *xddot = cfg->jet_rows == 3 ? jet + 2 * TU_CH_MAX : jet + TU_CH_MAX;
+        tu_jet_accumulate(&field, &loss_terms, cfg->batch, jet, jet + TU_CH_MAX, xddot, cfg->nu > 0 ? jet + n : NULL,
+                          cfg->nu > 0 ? jet + TU_CH_MAX + n : NULL, 0, self->grad, &sq1, &sq2);
     }
-    sq1 /= (float)TU_BATCH;
-    sq2 /= (float)TU_BATCH;
+    sq1 /= (float)cfg->batch;
+    sq2 /= (float)cfg->batch;
     loss = loss_terms.lambda1 * sq1 + (loss_terms.lambda2 > 0.0f ? loss_terms.lambda2 * sq2 : 0.0f);
-    for (k = 0; k < TU_MLP_TENSORS; ++k) {
-        sizes[k] = tu_mlp_tensor_size(k);
+    tensors = tu_mlp_tensor_count(cfg);
+    for (k = 0; k < tensors; ++k) {
+        sizes[k] = tu_mlp_tensor_size(cfg, k);
     }
-    norm = tu_clip_grad_norm(self->grad, sizes, TU_MLP_TENSORS, TU_GRAD_CLIP);
+    norm = tu_clip_grad_norm(self->grad, sizes, tensors, cfg->grad_clip);
     self->last_loss = loss;
     self->last_loss_r1 = sq1;
     self->last_loss_r2 = loss_terms.lambda2 > 0.0f ? sq2 : NAN;
@@ -515,11 +623,11 @@ tu_status tu_trainer_step(tu_trainer *self)
     }
     adam.exp_avg = self->exp_avg;
     adam.exp_avg_sq = self->exp_avg_sq;
-    adam.n = TU_NUM_PARAMS;
+    adam.n = cfg->num_params;
     adam.step = self->adam_step;
     tu_adamw_step(&adam, self->params, self->grad, lr, self->cal.weight_decay);
-    if (TU_EMA) {
-        tu_ema_update(self->ema, self->params, TU_NUM_PARAMS, TU_EMA_WEIGHT, self->adam_step == 0);
+    if (cfg->ema) {
+        tu_ema_update(self->ema, self->params, cfg->num_params, cfg->ema_weight, self->adam_step == 0);
     }
     self->adam_step = adam.step;
     return TU_OK;
@@ -561,10 +669,11 @@ tu_status tu_trainer_weights(const tu_trainer *self, int which, float *out, int 
     if (out == NULL) {
         return TU_ERR_NULL;
     }
-    if (n != TU_NUM_PARAMS || (which != 0 && which != 1)) {
+    if (n != TU_CFG(self)->num_params || (which != 0 && which != 1)) {
         return TU_ERR_ARGUMENT;
     }
-    memcpy(out, which == 1 && TU_EMA && self->adam_step > 0 ? self->ema : self->params, sizeof self->params);
+    memcpy(out, which == 1 && TU_CFG(self)->ema && self->adam_step > 0 ? self->ema : self->params,
+           (size_t)n * sizeof(float));
     return TU_OK;
 }
 
@@ -588,7 +697,7 @@ tu_status tu_trainer_report(const tu_trainer *self, tu_report *out)
     out->loss_r1 = self->last_loss_r1;
     out->loss_r2 = self->last_loss_r2;
     out->grad_norm = self->last_grad_norm;
-    out->lr = self->adam_step > 0 ? tu_trainer_lr(self->adam_step - 1) : NAN;
+    out->lr = self->adam_step > 0 ? tu_trainer_lr(TU_CFG(self), self->adam_step - 1) : NAN;
     memcpy(out->in_scale, self->in_scale, sizeof out->in_scale);
     memcpy(out->out_scale, self->out_scale, sizeof out->out_scale);
     return TU_OK;

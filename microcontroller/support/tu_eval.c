@@ -20,12 +20,17 @@ float tu_pendulum_damping(const tu_trainer *trainer)
     static const float x0[2] = TU_SIM_X0;
     const float k = TU_SIM_K;
     const float level = tu_energy(k, x0);
-    float params[TU_NUM_PARAMS], known[2], value[2], num = 0.0f, den = 0.0f;
+    const tu_config *cfg = tu_trainer_config(trainer);
+    float params[TU_NUM_PARAMS_MAX], known[2], value[2], num = 0.0f, den = 0.0f;
     tu_field field;
     tu_report rep;
     int i, j;
-    tu_trainer_weights(trainer, 1, params, TU_NUM_PARAMS);
+    if (cfg == NULL) {
+        return NAN;
+    }
+    tu_trainer_weights(trainer, 1, params, cfg->num_params);
     tu_trainer_report(trainer, &rep);
+    field.config = cfg;
     field.params = params;
     field.in_scale = rep.in_scale;
     field.out_scale = rep.out_scale;
@@ -36,7 +41,7 @@ float tu_pendulum_damping(const tu_trainer *trainer)
                 continue;
             }
             tu_field_eval(&field, x, NULL, value);
-            tu_plant_field(x, NULL, known);
+            cfg->field(x, NULL, known);
             num += (value[1] - known[1]) * x[1];
             den += x[1] * x[1];
         }
@@ -47,7 +52,7 @@ float tu_pendulum_damping(const tu_trainer *trainer)
 /* The simulated plant: the true field with its damping raised by `added` (1/s) on omega. */
 static void tu_sim_field(float added, const float x[2], float f[2])
 {
-    tu_plant_truth(x, f);
+    TU_DEFAULT_CONFIG->truth(x, f);  /* configuration 0 is the simulated pendulum */
     f[1] -= added * x[1];
 }
 

@@ -1,14 +1,19 @@
-/* Train on a recorded stream file as the live trainer would (host tests, firmware replay).
+/* Train on recorded stream files as the live trainer would (host tests, firmware replay).
  *
- * Samples are pushed in chunks of one training tick (the samples whose tick // TU_TRAIN_EVERY
- * is equal), the due updates are made after each chunk, and after the end of the stream the
- * reservoir is replayed until `max_updates` updates (Algorithm 1, line 19). The Python drivers
- * (microcontroller.golden.reference_run, the C backend module) chunk the same way. */
+ * Samples are pushed in chunks of one training tick (the samples whose tick // train_every is
+ * equal, train_every of the trainer's configuration), the due updates are made after each chunk,
+ * and after the end of the stream the reservoir is replayed until `max_updates` updates
+ * (Algorithm 1, line 19). The Python drivers (microcontroller.golden.reference_run, the C backend
+ * module) chunk the same way. tu_replay_many drives several trainers (of one image, each with its
+ * own configuration and file) chunk by chunk in turn, as a firmware with a trainer per axis would. */
 #ifndef TU_REPLAY_H
 #define TU_REPLAY_H
 
 #include "tu_stream_file.h"
 #include "tu_trainer.h"
+
+/** The most trainers tu_replay_many drives at once. */
+#define TU_REPLAY_MAX 4
 
 /** What a replay did. */
 typedef struct {
@@ -27,5 +32,14 @@ typedef void (*tu_replay_progress)(const tu_trainer *trainer, void *context);
  * (result->file says why; no reservoir replay then). Returns result->file. */
 tu_file_status tu_replay(tu_trainer *trainer, const char *path, int32_t max_updates, tu_replay_result *result,
                          tu_replay_progress progress, int32_t every, void *context);
+
+/** tu_replay for `count` (1 .. TU_REPLAY_MAX) initialized trainers, trainer k on the file paths[k]
+ * (of its configuration's channel count): one chunk of each live stream in turn, then each
+ * trainer's reservoir replay to max_updates[k]. Each trainer's pushes and updates are those of
+ * tu_replay on its own. Returns TU_FILE_END if every file was read completely, else the first
+ * other status (results[k].file says which); TU_FILE_MISSING for a count out of range. */
+tu_file_status tu_replay_many(tu_trainer *const *trainers, const char *const *paths, int count,
+                              const int32_t *max_updates, tu_replay_result *results, tu_replay_progress progress,
+                              int32_t every, void *context);
 
 #endif /* TU_REPLAY_H */

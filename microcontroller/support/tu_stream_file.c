@@ -21,20 +21,25 @@ const char *tu_file_status_string(tu_file_status status)
     case TU_FILE_BAD_MAGIC:
         return "not a torch-ude stream file (bad magic)";
     case TU_FILE_CHANNELS:
-        return "the stream file's channel count differs from TU_CH";
+        return "the stream file's channel count differs from TU_CH (the channels of the trainer's configuration)";
     case TU_FILE_TRUNCATED:
         return "the stream file ends inside a record (truncated)";
     }
     return "unknown file status";
 }
 
-tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path)
+tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path, int channels)
 {
     unsigned char header[16];
     size_t got;
     uint32_t n;
-    self->file = fopen(path, "rb");
     self->records = 0;
+    self->channels = channels;
+    if (channels < 1 || channels > TU_CH_MAX) {
+        self->file = NULL;
+        return TU_FILE_CHANNELS;
+    }
+    self->file = fopen(path, "rb");
     if (self->file == NULL) {
         return TU_FILE_MISSING;
     }
@@ -43,16 +48,17 @@ tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path)
         return TU_FILE_BAD_MAGIC;
     }
     n = (uint32_t)header[8] | (uint32_t)header[9] << 8 | (uint32_t)header[10] << 16 | (uint32_t)header[11] << 24;
-    if (n != (uint32_t)TU_CH) {
+    if (n != (uint32_t)channels) {
         tu_stream_file_close(self);
         return TU_FILE_CHANNELS;
     }
     return TU_FILE_OK;
 }
 
-tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_CH])
+tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float *y)
 {
-    unsigned char rec[12 + 4 * TU_CH];
+    unsigned char rec[12 + 4 * TU_CH_MAX];
+    const size_t size = 12 + 4 * (size_t)self->channels;
     size_t got;
     uint64_t t = 0;
     uint32_t s = 0, bits;
@@ -60,7 +66,7 @@ tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t 
     if (self->file == NULL) {
         return TU_FILE_END;
     }
-    if (!tu_read_exact(self->file, rec, sizeof rec, &got)) {
+    if (!tu_read_exact(self->file, rec, size, &got)) {
         return got == 0 ? TU_FILE_END : TU_FILE_TRUNCATED;
     }
     for (i = 7; i >= 0; --i) {
@@ -71,7 +77,7 @@ tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t 
     }
     *tick = (int64_t)t;
     *segment = (int32_t)s;
-    for (c = 0; c < TU_CH; ++c) {
+    for (c = 0; c < self->channels; ++c) {
         const unsigned char *b = rec + 12 + 4 * c;
         bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
         memcpy(&y[c], &bits, sizeof bits);
@@ -91,8 +97,10 @@ void tu_stream_file_close(tu_stream_file *self)
 int tu_result_file_write(const char *path, const tu_trainer *trainer)
 {
     static const char magic[8] = {'T', 'U', 'R', 'S', 'L', 'T', '0', '1'};
-    const uint32_t sizes[2] = {(uint32_t)TU_NUM_PARAMS, (uint32_t)sizeof(tu_report)};
-    float weights[TU_NUM_PARAMS];
+    const tu_config *cfg = tu_trainer_config(trainer);
+    const int n = cfg != NULL ? cfg->num_params : 0;
+    const uint32_t sizes[2] = {(uint32_t)n, (uint32_t)sizeof(tu_report)};
+    float weights[TU_NUM_PARAMS_MAX];
     tu_report report;
     FILE *f;
     int ok;
@@ -104,10 +112,10 @@ int tu_result_file_write(const char *path, const tu_trainer *trainer)
         return -1;
     }
     ok = fwrite(magic, 1, sizeof magic, f) == sizeof magic && fwrite(sizes, sizeof sizes[0], 2, f) == 2;
-    ok = ok && tu_trainer_weights(trainer, 1, weights, TU_NUM_PARAMS) == TU_OK
-         && fwrite(weights, sizeof(float), TU_NUM_PARAMS, f) == TU_NUM_PARAMS;
-    ok = ok && tu_trainer_weights(trainer, 0, weights, TU_NUM_PARAMS) == TU_OK
-         && fwrite(weights, sizeof(float), TU_NUM_PARAMS, f) == TU_NUM_PARAMS;
+    ok = ok && tu_trainer_weights(trainer, 1, weights, n) == TU_OK
+         && fwrite(weights, sizeof(float), (size_t)n, f) == (size_t)n;
+    ok = ok && tu_trainer_weights(trainer, 0, weights, n) == TU_OK
+         && fwrite(weights, sizeof(float), (size_t)n, f) == (size_t)n;
     ok = ok && fwrite(&report, sizeof report, 1, f) == 1;
     return fclose(f) == 0 && ok ? 0 : -1;
 }

@@ -14,7 +14,7 @@ typedef enum {
     TU_FILE_END = 1,        /**< clean end of file */
     TU_FILE_MISSING = -1,   /**< the file could not be opened */
     TU_FILE_BAD_MAGIC = -2, /**< not a stream file */
-    TU_FILE_CHANNELS = -3,  /**< its channel count is not TU_CH */
+    TU_FILE_CHANNELS = -3,  /**< its channel count is not the one asked for */
     TU_FILE_TRUNCATED = -4  /**< the file ends inside a record */
 } tu_file_status;
 
@@ -22,21 +22,22 @@ typedef enum {
 typedef struct {
     FILE *file;
     uint32_t records;  /**< records read so far */
+    int channels;      /**< values a record */
 } tu_stream_file;
 
 /** One-line description of a file status. */
 const char *tu_file_status_string(tu_file_status status);
 
-/** Open and check the header. */
-tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path);
+/** Open and check the header: records of `channels` values (1 .. TU_CH_MAX; a trainer's configuration's ch). */
+tu_file_status tu_stream_file_open(tu_stream_file *self, const char *path, int channels);
 
-/** Read the next record. */
-tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float y[TU_CH]);
+/** Read the next record (channels values into y). */
+tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t *segment, float *y);
 
 /** Close (safe to call twice). */
 void tu_stream_file_close(tu_stream_file *self);
 
-/** Write the EMA and raw weights and the report of a trainer; 0 on success. */
+/** Write the EMA and raw weights (its configuration's num_params) and the report of a trainer; 0 on success. */
 int tu_result_file_write(const char *path, const tu_trainer *trainer);
 
 #endif /* TU_STREAM_FILE_H */

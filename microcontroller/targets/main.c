@@ -8,6 +8,9 @@
  *                                              train on the firmware's own simulated pendulum
  *   app.elf --icount measure STREAM_FILE [UPDATES]   instructions per update (early and steady state) and
  *                                              per chunk of stream, over a run of UPDATES (default TU_MAX_STEPS)
+ *   app.elf multi STREAM_0 RESULT_0 ... STREAM_K RESULT_K   one trainer per configuration of the image
+ *                                              (k = 0 .. TU_CONFIG_COUNT - 1, each with its seed and
+ *                                              max_steps), trained on its stream chunk by chunk in turn
  *   app.elf fault                              a deliberate bus fault (the handlers end the run)
  *
  * Every 1000 updates it prints the update count, the last loss, c_hat (single pendulum) and the
@@ -30,6 +33,9 @@
 #include "tu_trainer.h"
 
 static tu_trainer trainer;
+#if TU_CONFIG_COUNT > 1
+static tu_trainer others[TU_CONFIG_COUNT - 1]; /* configurations 1 .. of a multi-configuration image */
+#endif
 static int icount; /* QEMU runs with -icount shift=0: timer ticks count instructions */
 
 static void print_report(const char *what)
@@ -223,7 +229,7 @@ static int measure(const char *stream, int32_t updates)
                "half); got %ld\n", (long)updates);
         return 2;
     }
-    fs = tu_stream_file_open(&file, stream);
+    fs = tu_stream_file_open(&file, stream, TU_CH);
     if (fs != TU_FILE_OK) {
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;
@@ -278,6 +284,53 @@ static int measure(const char *stream, int32_t updates)
     return 0;
 }
 
+/* One trainer per configuration, trained interleaved (tu_replay_many), each result written. */
+static int multi(int count, char **files)
+{
+    tu_trainer *trainers[TU_REPLAY_MAX];
+    const char *paths[TU_REPLAY_MAX];
+    int32_t max_updates[TU_REPLAY_MAX];
+    tu_replay_result results[TU_REPLAY_MAX];
+    int k, status = 0;
+    if (count != TU_CONFIG_COUNT || count > TU_REPLAY_MAX) {
+        printf("error: multi needs a stream and a result file for each of the image's %d configurations\n",
+               TU_CONFIG_COUNT);
+        return 2;
+    }
+    for (k = 0; k < count; ++k) {
+        const tu_config *cfg = tu_config_get(k);
+#if TU_CONFIG_COUNT > 1
+        trainers[k] = k == 0 ? &trainer : &others[k - 1];
+#else
+        trainers[k] = &trainer;
+#endif
+        if (tu_trainer_init(trainers[k], cfg, cfg->default_seed) != TU_OK) {
+            printf("error: configuration %d refused\n", k);
+            return 1;
+        }
+        paths[k] = files[2 * k];
+        max_updates[k] = (int32_t)cfg->max_steps;
+    }
+    tu_target_timer_start();
+    (void)tu_replay_many(trainers, paths, count, max_updates, results, NULL, 0, NULL);
+    for (k = 0; k < count; ++k) {
+        tu_report r;
+        tu_trainer_report(trainers[k], &r);
+        printf("trainer %d (config %s): %s, %lu records, %d updates live, %d on the reservoir, loss %.5g\n", k,
+               tu_config_get(k)->hash, tu_file_status_string(results[k].file), (unsigned long)results[k].records,
+               (int)results[k].live_updates, (int)results[k].replay_updates, (double)r.loss);
+        if (results[k].file != TU_FILE_END) {
+            status = 2;
+        } else if (tu_trainer_ready(trainers[k]) < 0) {
+            status = status ? status : 1;
+        } else if (tu_result_file_write(files[2 * k + 1], trainers[k]) != 0) {
+            printf("error: could not write the result file %s\n", files[2 * k + 1]);
+            status = 2;
+        }
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--icount") == 0) {
@@ -286,13 +339,16 @@ int main(int argc, char **argv)
         --argc;
         ++argv;
     }
-    tu_trainer_init(&trainer, TU_DEFAULT_SEED);
+    tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, TU_DEFAULT_SEED);
     printf("torch-ude firmware, config %s, tu_trainer %lu bytes\n", TU_CONFIG_HASH, (unsigned long)sizeof trainer);
     if (argc == 4 && strcmp(argv[1], "replay") == 0) {
         return replay(argv[2], argv[3]);
     }
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "measure") == 0) {
         return measure(argv[2], argc == 4 ? (int32_t)atol(argv[3]) : TU_MAX_STEPS);
+    }
+    if (argc >= 4 && argc % 2 == 0 && strcmp(argv[1], "multi") == 0) {
+        return multi((argc - 2) / 2, argv + 2);
     }
     if (argc == 2 && strcmp(argv[1], "fault") == 0) {
         return (int)*(volatile uint32_t *)0xFFFFFFF0u; /* no memory there: a bus fault (Arm), an access fault (RISC-V) */
@@ -304,6 +360,6 @@ int main(int argc, char **argv)
     }
 #endif
     printf("usage: app.elf [--icount] (replay STREAM RESULT | measure STREAM [UPDATES] | simulate RESULT SECONDS [DAMPING AT "
-           "[EVERY]] | fault)\n");
+           "[EVERY]] | multi STREAM_0 RESULT_0 ... | fault)\n");
     return 2;
 }

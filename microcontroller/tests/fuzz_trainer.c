@@ -132,7 +132,7 @@ static void misuse(void)
     int due;
     tu_report rep;
     if (tu_trainer_size() != sizeof(tu_trainer) || tu_report_size() != sizeof(tu_report)
-        || tu_trainer_init(NULL, 0u) != TU_ERR_NULL || tu_trainer_push(NULL, 0, 0, y, TU_CH) != TU_ERR_NULL
+        || tu_trainer_init(NULL, TU_DEFAULT_CONFIG, 0u) != TU_ERR_NULL || tu_trainer_push(NULL, 0, 0, y, TU_CH) != TU_ERR_NULL
         || tu_trainer_push(&blank, 0, 0, y, TU_CH) != TU_ERR_UNINITIALIZED
         || tu_trainer_push(&trainer, 0, 0, NULL, TU_CH) != TU_ERR_NULL
         || tu_trainer_push(&trainer, 0, 0, y, TU_CH + 1) != TU_ERR_CHANNELS
@@ -147,14 +147,16 @@ static void misuse(void)
         || tu_trainer_weights(&trainer, 0, NULL, TU_NUM_PARAMS) != TU_ERR_NULL
         || tu_trainer_weights(&trainer, 0, w, TU_NUM_PARAMS - 1) != TU_ERR_ARGUMENT
         || tu_trainer_report(&blank, &rep) != TU_ERR_UNINITIALIZED
-        || tu_trainer_restore(NULL, &blank, sizeof blank) != TU_ERR_NULL
-        || tu_trainer_restore(&blank, NULL, sizeof blank) != TU_ERR_NULL
-        || tu_trainer_restore(&blank, &trainer, sizeof trainer - 1) != TU_ERR_ARGUMENT
-        || tu_trainer_restore(&blank, edited, 0) != TU_ERR_ARGUMENT) {
+        || tu_trainer_restore(NULL, TU_DEFAULT_CONFIG, &blank, sizeof blank) != TU_ERR_NULL
+        || tu_trainer_restore(&blank, TU_DEFAULT_CONFIG, NULL, sizeof blank) != TU_ERR_NULL
+        || tu_trainer_restore(&blank, TU_DEFAULT_CONFIG, &trainer, sizeof trainer - 1) != TU_ERR_ARGUMENT
+        || tu_trainer_restore(&blank, TU_DEFAULT_CONFIG, edited, 0) != TU_ERR_ARGUMENT
+        || tu_trainer_restore(&blank, NULL, &trainer, sizeof trainer) != TU_ERR_NULL
+        || tu_trainer_init(&blank, NULL, 0u) != TU_ERR_NULL || blank.magic != 0u) {
         fail();
     }
     memset(edited, 0, sizeof edited); /* bytes of no trainer */
-    if (tu_trainer_restore(&blank, edited, sizeof edited) != TU_ERR_CORRUPT || blank.magic != 0u) {
+    if (tu_trainer_restore(&blank, TU_DEFAULT_CONFIG, edited, sizeof edited) != TU_ERR_CORRUPT || blank.magic != 0u) {
         fail();
     }
 }
@@ -205,14 +207,15 @@ static int restore(tu_input *in)
         changed = changed || edit[2] != 0u;
         edited[at] ^= edit[2];
     }
-    st = tu_trainer_restore(&trainer, edited, sizeof edited);
+    st = tu_trainer_restore(&trainer, TU_DEFAULT_CONFIG, edited, sizeof edited);
     if (st == TU_OK) {
         return changed;
     }
-    if (!changed || st != TU_ERR_CORRUPT || tu_trainer_step(&trainer) != TU_ERR_UNINITIALIZED) {
-        fail(); /* the instance's own bytes must restore; changed ones may only be refused as corrupt */
+    if (!changed || (st != TU_ERR_CORRUPT && st != TU_ERR_CONFIG) || tu_trainer_step(&trainer) != TU_ERR_UNINITIALIZED) {
+        fail(); /* the instance's own bytes must restore; changed ones may only be refused as corrupt (or, a
+                   changed configuration digest, as saved with another configuration) */
     }
-    if (tu_trainer_restore(&trainer, saved, sizeof saved) != TU_OK) {
+    if (tu_trainer_restore(&trainer, TU_DEFAULT_CONFIG, saved, sizeof saved) != TU_OK) {
         fail();
     }
     return 0;
@@ -233,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in.data = data;
     in.size = size;
     in.pos = 0;
-    tu_trainer_init(&trainer, size);
+    tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, size);
     while (take(&in, &op, 1)) {
         tu_status st = TU_OK;
         switch (op & 7u) {
@@ -295,7 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             query(trusted);
             break;
         default: /* start afresh */
-            st = tu_trainer_init(&trainer, op);
+            st = tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, op);
             trusted = 1;
             break;
         }

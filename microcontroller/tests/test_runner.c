@@ -108,10 +108,10 @@ static int test_savgol(void)
     int k, c;
     for (k = 0; k < w; ++k) {
         const float *taps = win.f + k * TU_CH * TU_TAPS;
-        tu_savgol_estimate(tu_model_tables(), taps, dt, x[k], xd[k], xdd[k]);
-        tu_savgol_misfit(tu_model_tables(), taps, mis[k], rms[k]);
+        tu_savgol_estimate(TU_DEFAULT_CONFIG, taps, dt, x[k], xd[k], xdd[k]);
+        tu_savgol_misfit(TU_DEFAULT_CONFIG, taps, mis[k], rms[k]);
         for (c = 0; c < TU_CH; ++c) {
-            centre[k][c] = tu_savgol_centre_residual(tu_model_tables(), taps + c * TU_TAPS);
+            centre[k][c] = tu_savgol_centre_residual(TU_DEFAULT_CONFIG, taps + c * TU_TAPS);
         }
     }
     return near("x", &x[0][0], tu_golden("sg_x").f, w * TU_CH, 1e-5f, 1e-5f)
@@ -134,8 +134,8 @@ static int test_plant(void)
     EXPECT(b <= 32, "%d golden states, room for 32", b);
     for (k = 0; k < b; ++k) {
         const float *uk = TU_NU > 0 ? u + k * TU_NU : NULL;
-        tu_plant_jacobians(x.f + k * TU_N, uk, f[k], jac[k], ju + k * TU_N * TU_NU);
-        tu_plant_field(x.f + k * TU_N, uk, g[k]);
+        TU_DEFAULT_CONFIG->jacobians(x.f + k * TU_N, uk, f[k], &jac[k][0][0], ju + k * TU_N * TU_NU);
+        TU_DEFAULT_CONFIG->field(x.f + k * TU_N, uk, g[k]);
     }
     return near("f", &f[0][0], tu_golden("plant_f").f, b * TU_N, 1e-5f, 1e-5f)
            && near("jacobian", &jac[0][0][0], tu_golden("plant_jac").f, b * TU_N * TU_N, 1e-5f, 1e-5f)
@@ -156,13 +156,13 @@ static int test_mlp(void)
     for (k = 0; k < b; ++k) {
         tu_mlp_acts acts;
         tu_mlp_tangents tan;
-        tu_mlp_forward(params, z.f + k * TU_CH, &acts);
-        tu_mlp_jvp(params, &acts, tu_golden("mlp_zdot").f + k * TU_CH, &tan);
-        tu_mlp_vjp_input(params, &acts, tu_golden("mlp_obar").f + k * TU_N, vjp[k]);
+        tu_mlp_forward(TU_DEFAULT_CONFIG, params, z.f + k * TU_CH, &acts);
+        tu_mlp_jvp(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_zdot").f + k * TU_CH, &tan);
+        tu_mlp_vjp_input(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, vjp[k]);
         memcpy(out[k], acts.out, sizeof out[k]);
         memcpy(jvp[k], tan.out, sizeof jvp[k]);
-        tu_mlp_backward(params, &acts, tu_golden("mlp_obar").f + k * TU_N, NULL, NULL, grad);
-        tu_mlp_backward(params, &acts, tu_golden("mlp_obar").f + k * TU_N, &tan, tu_golden("mlp_tbar").f + k * TU_N,
+        tu_mlp_backward(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, NULL, NULL, grad);
+        tu_mlp_backward(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, &tan, tu_golden("mlp_tbar").f + k * TU_N,
                         grad_t);
     }
     return near("forward", &out[0][0], tu_golden("mlp_out").f, b * TU_N, 1e-5f, 1e-6f)
@@ -180,6 +180,7 @@ static float jet_loss(const float *params, float lambda2, float *grad, float *sq
     tu_field field;
     tu_jet_loss loss;
     int k;
+    field.config = TU_DEFAULT_CONFIG;
     field.params = params;
     field.in_scale = tu_golden("jet_in").f;
     field.out_scale = tu_golden("jet_out").f;
@@ -268,7 +269,7 @@ static int test_clip_adam_ema(void)
     adam.n = TU_NUM_PARAMS;
     adam.step = 0;
     for (k = 0; k < TU_MLP_TENSORS; ++k) {
-        sizes[k] = tu_mlp_tensor_size(k);
+        sizes[k] = tu_mlp_tensor_size(TU_DEFAULT_CONFIG, k);
     }
     for (k = 0; k < 3; ++k) {
         memcpy(grad, grads.f + k * TU_NUM_PARAMS, sizeof grad);
@@ -290,7 +291,7 @@ static int test_gate(void)
     uint32_t k;
     tu_gate_reset(&gate);
     for (k = 0; k < acc.count; ++k) {
-        const int got = tu_gate_check(&gate, mis.f + k * TU_CH, rms.f + k * TU_CH);
+        const int got = tu_gate_check(&gate, TU_DEFAULT_CONFIG, mis.f + k * TU_CH, rms.f + k * TU_CH);
         EXPECT(got == (int)acc.q[k], "window %u: accept %d, want %lld", k, got, (long long)acc.q[k]);
     }
     return 1;
@@ -306,7 +307,7 @@ static int test_whole_run(void)
     tu_report rep;
     uint64_t got[11];
     int k;
-    EXPECT(tu_trainer_init(&trainer, (uint64_t)tu_golden("run_seed").q[0]) == TU_OK, "init failed");
+    EXPECT(tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, (uint64_t)tu_golden("run_seed").q[0]) == TU_OK, "init failed");
     EXPECT(tu_replay(&trainer, stream_path, TU_MAX_STEPS, &result, NULL, 0, NULL) == TU_FILE_END, "%s: %s",
            stream_path, tu_file_status_string(result.file));
     tu_trainer_report(&trainer, &rep);
@@ -368,7 +369,7 @@ static int test_api_misuse(void)
     float w[TU_NUM_PARAMS];
     tu_report rep;
     int due, s;
-    EXPECT(tu_trainer_init(NULL, 0u) == TU_ERR_NULL, "init(NULL)");
+    EXPECT(tu_trainer_init(NULL, TU_DEFAULT_CONFIG, 0u) == TU_ERR_NULL, "init(NULL)");
     EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_CH) == TU_ERR_NULL, "push(NULL)");
     EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_CH) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
     EXPECT(tu_trainer_step(&blank) == TU_ERR_UNINITIALIZED, "step(uninitialized)");
@@ -377,7 +378,7 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_ready(NULL) == TU_ERR_NULL, "ready(NULL) = %d", tu_trainer_ready(NULL));
     EXPECT(tu_trainer_ready(&blank) == TU_ERR_UNINITIALIZED, "ready(uninitialized) = %d", tu_trainer_ready(&blank));
     EXPECT(tu_trainer_report(&blank, &rep) == TU_ERR_UNINITIALIZED, "report(uninitialized)");
-    EXPECT(tu_trainer_init(&trainer, 1u) == TU_OK, "init");
+    EXPECT(tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u) == TU_OK, "init");
     EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_CH + 1) == TU_ERR_CHANNELS, "push with TU_CH + 1 channels");
     EXPECT(tu_trainer_push(&trainer, 0, 0, NULL, TU_CH) == TU_ERR_NULL, "push(y NULL)");
     EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_CH, &due) == TU_ERR_NULL, "push_chunk(ticks NULL)");
@@ -498,7 +499,7 @@ static int calibration_stops(float value, tu_status want, const char *what)
     for (c = 0; c < TU_CH; ++c) {
         y[c] = value;
     }
-    tu_trainer_init(&trainer, 1u);
+    tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u);
     for (k = 0; k < TU_CAL_LEN && st == TU_OK; ++k) {
         st = tu_trainer_push(&trainer, k, 0, y, TU_CH);
     }
@@ -531,7 +532,7 @@ static int test_damaged_checkpoints_are_refused(void)
     float w[TU_NUM_PARAMS];
     int due = 0;
     /* an index out of range in a live instance (bytes written over it) */
-    tu_trainer_init(&trainer, 1u);
+    tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u);
     tu_trainer_push(&trainer, 0, 0, zero, TU_CH);
     trainer.cal_fill = TU_CAL_LEN + 1000;
     EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "push with cal_fill out of range");
@@ -549,24 +550,85 @@ static int test_damaged_checkpoints_are_refused(void)
     EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "gate count");
     /* restore: the good bytes give the same trainer back; damaged ones are refused */
     memcpy(bytes, &trained, sizeof trained);
-    EXPECT(tu_trainer_restore(&copy, bytes, sizeof trained) == TU_OK && memcmp(&copy, &trained, sizeof copy) == 0,
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof trained) == TU_OK && memcmp(&copy, &trained, sizeof copy) == 0,
            "restore of good bytes");
-    EXPECT(tu_trainer_restore(&copy, bytes, sizeof trained - 1) == TU_ERR_ARGUMENT, "restore of short bytes");
-    EXPECT(tu_trainer_restore(NULL, bytes, sizeof trained) == TU_ERR_NULL, "restore into NULL");
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof trained - 1) == TU_ERR_ARGUMENT, "restore of short bytes");
+    EXPECT(tu_trainer_restore(NULL, TU_DEFAULT_CONFIG, bytes, sizeof trained) == TU_ERR_NULL, "restore into NULL");
     memcpy(bytes + 1, &trained, sizeof trained); /* unaligned */
-    EXPECT(tu_trainer_restore(&copy, bytes + 1, sizeof trained) == TU_OK, "restore from unaligned bytes");
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes + 1, sizeof trained) == TU_OK, "restore from unaligned bytes");
     copy.params[3] = NAN;
     memcpy(bytes, &copy, sizeof copy);
-    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN weight");
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN weight");
     EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_PARAMS) == TU_ERR_UNINITIALIZED, "a refused restore leaves it unset");
     memcpy(&copy, &trained, sizeof copy);
     copy.exp_avg_sq[0] = -1.0f;
     memcpy(bytes, &copy, sizeof copy);
-    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a negative moment");
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a negative moment");
     memcpy(&copy, &trained, sizeof copy);
     copy.calibrated = 7;
     memcpy(bytes, &copy, sizeof copy);
-    EXPECT(tu_trainer_restore(&copy, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a bad state");
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a bad state");
+    return 1;
+}
+
+/* A configuration that does not fit the build, or tables of another configuration (their settings
+ * hash), is refused at init with TU_ERR_CONFIG; so is a checkpoint restored with another configuration. */
+static int test_configurations_are_checked(void)
+{
+    static tu_trainer t;
+    static tu_model other_model;
+    static unsigned char bytes[sizeof(tu_trainer)];
+    static const char other_hash[] = "0123456789abcdef";
+    tu_config cfg = *TU_DEFAULT_CONFIG;
+    EXPECT(tu_config_count() == TU_CONFIG_COUNT && tu_config_get(0) == TU_DEFAULT_CONFIG
+               && tu_config_get(TU_CONFIG_COUNT) == NULL && tu_config_get(-1) == NULL,
+           "the configuration table");
+    EXPECT(strcmp(TU_DEFAULT_CONFIG->hash, TU_CONFIG_HASH) == 0 && tu_config_check(TU_DEFAULT_CONFIG) == TU_OK,
+           "configuration 0 is the macros' and fits");
+    EXPECT(tu_trainer_init(&t, NULL, 1u) == TU_ERR_NULL && tu_trainer_step(&t) == TU_ERR_UNINITIALIZED, "no configuration");
+    cfg.hash = other_hash; /* its tables were generated for another configuration */
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG && tu_trainer_step(&t) == TU_ERR_UNINITIALIZED,
+           "tables of another settings hash");
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.magic = 0u;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "not a generated configuration");
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.n = TU_N_MAX + 1;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "more states than the build holds");
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.capacity = TU_CAPACITY_MAX + 1;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a reservoir larger than the build's");
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.num_params -= 1;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a weight count that disagrees with the layers");
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.model = NULL;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "no tables");
+#if TU_CONFIG_COUNT > 1
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.model = tu_config_get(1)->model; /* configuration 1's tables under configuration 0's settings */
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "configuration 1's tables for configuration 0");
+    EXPECT(tu_trainer_init(&t, tu_config_get(1), 1u) == TU_OK, "configuration 1");
+    memcpy(bytes, &t, sizeof t);
+    EXPECT(tu_trainer_restore(&t, TU_DEFAULT_CONFIG, bytes, sizeof bytes) == TU_ERR_CONFIG,
+           "a checkpoint of configuration 1 restored as configuration 0");
+#endif
+    /* a consistent configuration of another hash (its own tables): a checkpoint of this one is refused */
+    other_model = *TU_DEFAULT_CONFIG->model;
+    other_model.hash = other_hash;
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.hash = other_hash;
+    cfg.model = &other_model;
+    EXPECT(tu_config_check(&cfg) == TU_OK, "a consistent copy");
+    memcpy(bytes, &trained, sizeof trained);
+    EXPECT(tu_trainer_restore(&t, &cfg, bytes, sizeof bytes) == TU_OK, "the same state hash (a longer schedule)");
+    cfg.state_hash = other_hash;
+    memcpy(bytes, &trained, sizeof trained);
+    EXPECT(tu_trainer_restore(&t, &cfg, bytes, sizeof bytes) == TU_ERR_CONFIG && tu_trainer_step(&t) == TU_ERR_UNINITIALIZED,
+           "a checkpoint restored with another configuration");
+    EXPECT(tu_trainer_restore(&t, TU_DEFAULT_CONFIG, bytes, sizeof bytes) == TU_OK && tu_trainer_config(&t) == TU_DEFAULT_CONFIG,
+           "the same checkpoint with its own");
+    EXPECT(tu_trainer_restore(&t, NULL, bytes, sizeof bytes) == TU_ERR_NULL, "restore without a configuration");
     return 1;
 }
 
@@ -609,6 +671,7 @@ int main(int argc, char **argv)
     run("due_updates_after_a_long_gap", test_due_updates_after_a_long_gap);
     run("failed_calibration_stops", test_a_failed_calibration_stops_with_its_cause);
     run("damaged_checkpoints", test_damaged_checkpoints_are_refused);
+    run("configurations_checked", test_configurations_are_checked);
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

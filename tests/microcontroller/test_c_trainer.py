@@ -76,7 +76,7 @@ def test_every_stage_and_a_whole_run_match_the_reference_under_sanitizers(case):
                           text=True, timeout=300)
     summary = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert summary, proc.stdout + proc.stderr
-    assert proc.returncode == 0 and summary.group(2) == "0" and int(summary.group(1)) == 17, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and summary.group(2) == "0" and int(summary.group(1)) == 18, proc.stdout + proc.stderr
     assert "runtime error" not in proc.stderr and "Sanitizer" not in proc.stderr, proc.stderr
     assert f"sizeof(tu_trainer) = {static_bytes(spec)} bytes" in proc.stdout  # the generator knows the size
 

@@ -93,8 +93,9 @@ def test_the_generator_knows_the_trainers_size_and_the_compiler_checks_the_budge
     write_headers(spec, tmp_path / "fits", ram_budget=sizes["total"])
     build(tmp_path / "fits", "static")
     cfg = write_headers(spec, tmp_path / "short", ram_budget=sizes["total"])[0]
-    cfg.write_text(cfg.read_text().replace(f"TU_RAM_BUDGET           {sizes['total']}",
-                                           f"TU_RAM_BUDGET           {sizes['total'] - 1}"))
+    text = cfg.read_text()
+    assert re.search(rf"#define TU_RAM_BUDGET +{sizes['total']} ", text)
+    cfg.write_text(re.sub(r"(#define TU_RAM_BUDGET +)\d+", lambda m: f"{m.group(1)}{sizes['total'] - 1}", text))
     with pytest.raises(BuildError, match="tu_trainer_fits_the_ram_budget"):
         build(tmp_path / "short", "static")
     with pytest.raises(ValueError, match=f"needs {sizes['total']:,} bytes of static RAM"):

@@ -151,11 +151,11 @@ def _build_probe(tmp_path: Path, code, n_u: int) -> Path:
     flags and sanitizers; returns the executable."""
     gen = tmp_path / "gen"
     gen.mkdir()
-    (gen / "tu_config.h").write_text(f"#define TU_N 2\n#define TU_NU {n_u}\n#define TU_SIM_PENDULUM 0\n")
+    (gen / "tu_config.h").write_text(f"#define TU_N 2\n#define TU_N_MAX 2\n#define TU_NU {n_u}\n#define TU_SIM_PENDULUM 0\n")
     (gen / "tu_plant_code.h").write_text(plant_source(code, "/* test */\n"))
     exe = tmp_path / "probe"
     proc = subprocess.run(["gcc", *WARNINGS, "-O2", *SANITIZERS, "-I", str(ROOT / "include"), "-I", str(gen),
-                           str(ROOT / "src" / "tu_plant.c"), str(PROBE), "-o", str(exe), "-lm"],
+                           str(PROBE), "-o", str(exe), "-lm"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return exe
@@ -355,7 +355,7 @@ def test_a_recorded_log_with_inputs_generates_and_a_mismatched_one_is_a_one_line
         assert main(["--config", str(cfg), "--out", str(tmp_path / "gen"), "--model.stream.calibration_s", "5.0"]) == 0
         config = (tmp_path / "gen" / "tu_config.h").read_text()
         assert re.search(r"#define TU_NU +1 ", config) and re.search(r"#define TU_CH +3 ", config), config
-        assert "ju[1 * TU_NU + 0]" in (tmp_path / "gen" / "tu_plant_code.h").read_text()  # d(q'')/d(tau) = 1/J
+        assert "ju[1 * 1 + 0]" in (tmp_path / "gen" / "tu_plant_code.h").read_text()  # d(q'')/d(tau) = 1/J
         return
     assert main(["--config", str(cfg), "--out", str(tmp_path / "gen")]) == 2
     err = capsys.readouterr().err

@@ -41,7 +41,7 @@ static void train(void *arg)
 {
     tu_clock clock;
     float c_hat;
-    tu_status st = tu_trainer_init(&trainer, TU_DEFAULT_SEED);
+    tu_status st = tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, TU_DEFAULT_SEED);
     (void)arg;
     printf("torch-ude on ESP32: config %s, tu_trainer %u bytes, init: %s\n", TU_CONFIG_HASH,
            (unsigned)sizeof trainer, tu_status_string(st));

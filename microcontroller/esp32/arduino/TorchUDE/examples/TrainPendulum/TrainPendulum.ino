@@ -24,7 +24,7 @@ static uint64_t training_micros(void) {
 
 void setup() {
   Serial.begin(115200);
-  tu_trainer_init(&trainer, TU_DEFAULT_SEED);
+  tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, TU_DEFAULT_SEED);
   tu_clock clock = {training_micros, "us"};
   last_yield_us = esp_timer_get_time();
   float c_hat = tu_app_simulate(&trainer, TU_SIM_SECONDS, 0.0f, -1.0f, clock, 1000);
