@@ -28,7 +28,7 @@ each window is simulated from its own initial state by `mhe.free_run.simulate_fr
 configured input hold, the state estimated from that window's measured outputs with the parameters
 fixed (`mhe.free_run.estimate_initial_states`: the initial state of least free-run error, residuals
 weighted by the MHE's ``R``; a gray-box's network written out with its weights and trust envelope, which
-comes from ``field.json`` when the run recorded it after its last checkpoint). Its NRMSE per measured
+comes from the checkpoint or, where that lacks it, from ``field.json``). Its NRMSE per measured
 output is the RMSE over the windows divided by the
 measured output's standard deviation over them (the mean over outputs in ``free_run_<h>s_nrmse``);
 the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per file and pooled.
@@ -337,7 +337,7 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
 
 def _pem_estimator(folder: Path, sidecar: dict | None = None):
     """The trained MHE of a PEM-MHE run folder (module doc), or None when the folder lacks its config or checkpoint;
-    a residual's trust envelope comes from the checkpoint or, recorded at the run's end after its last checkpoint,
+    a residual's trust envelope comes from the checkpoint or, for a checkpoint written before the run recorded it,
     from ``field.json`` (``sidecar``)."""
     config, ckpt = folder / "config.yaml", folder / "checkpoints" / "last.ckpt"
     if not (config.is_file() and ckpt.is_file()):
@@ -352,11 +352,11 @@ def _pem_estimator(folder: Path, sidecar: dict | None = None):
         estimator = load_experiment(Path(tmp) / "config.yaml").problem.estimator(clip_start=True)
     state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
     estimator.load_state_dict({k[len("estimator."):]: v for k, v in state.items() if k.startswith("estimator.")})
-    return estimator
-
     residual, envelope = estimator.model.residual, (sidecar or {}).get("envelope")
     if residual is not None and residual.envelope is None and envelope is not None:
         residual.set_envelope(*(torch.tensor(envelope[k], dtype=torch.float64) for k in ("low", "high", "margin")))
+    return estimator
+
 
 def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float]) -> dict:
     """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): windows of each horizon, each from its

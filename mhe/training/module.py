@@ -253,8 +253,12 @@ class PEMModule(L.LightningModule):
         self.estimator = self.problem.estimator(clip_start=True)
 
     def on_train_end(self) -> None:
-        """Write the run files and end with the one-line summary."""
+        """Write the run files and end with the one-line summary; a trust envelope recorded at the end (`mhe.envelope`)
+        is also written into ``last.ckpt`` again, which the checkpoint callback saved before it existed."""
         self.result = finish(self.loop, self.problem, self._t0)  # with the free-run refinement if outer.criterion asks
+        last = getattr(self.trainer.checkpoint_callback, "last_model_path", "")
+        if self.result.envelope is not None and last:
+            self.trainer.save_checkpoint(last)  # (every process calls it; rank 0 writes)
         if self.global_rank == 0:
             paths = write_pem_outputs(self.outputs, self.estimator, self.result)
             rank_zero_info(self.result.summary(paths["metrics"].parent))

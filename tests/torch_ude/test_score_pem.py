@@ -157,6 +157,8 @@ def test_a_gray_box_pem_mhe_run_is_scored_with_its_trust_envelope(gray_run, monk
     scored = json.loads((tmp_path / "score.json").read_text())
     assert code == 0 and 0.0 <= scored["pooled"]["outside_envelope"] <= 1.0
     assert np.isfinite(scored["pooled"]["free_run_1s_nrmse"])
+    state = torch.load(gray_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
+    assert state["estimator.model.residual.envelope_low"].tolist() == env["low"]  # the checkpoint has it too
     estimator = score_module._pem_estimator(gray_run, sidecar)
     net = estimator.model.residual
     assert [t.tolist() for t in net.envelope] == [env["low"], env["high"], env["margin"]]
