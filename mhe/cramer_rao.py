@@ -49,8 +49,8 @@ def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, meas
                          f"{model.physics is not None}, residual={model.residual is not None}.")
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
     require([(states.ndim == 2 and states.shape[1] == model.n_x,
-              f"states must have shape (T, {model.n_x}); got {tuple(states.shape)}."),
-             (inputs.shape == (states.shape[0], model.n_u_step),
+              f"states must have shape (T, {model.n_x}); got {tuple(states.shape)}.")])
+    require([(inputs.shape == (states.shape[0], model.n_u_step),
               f"step inputs must have shape (T, {model.n_u_step}) with T = {states.shape[0]}; got {tuple(inputs.shape)}."),
              (r.shape == (model.n_y,) and bool((r > 0).all()),
               f"measurement_std must be {model.n_y} positive numbers; got {r.tolist()}.")])

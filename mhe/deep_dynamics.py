@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from .checks import require
 from .discretization import tableau
 from .model import TORCH_OPS, PhysicsField
 
@@ -75,13 +76,12 @@ class DeepDynamicsSettings:
         counts = {n: getattr(self, n) for n in ("history", "gru_width", "gru_layers", "dense_width", "epochs",
                                                   "batch_size")}
         bad = {n: v for n, v in counts.items() if int(v) != v or v < 1}
-        if bad or self.dense_layers < 0:
-            raise ValueError(f"history, gru_width, gru_layers, dense_width, epochs and batch_size must be integers "
-                             f">= 1 and dense_layers >= 0; got {bad or {'dense_layers': self.dense_layers}}.")
-        if not self.lr > 0 or not 0.0 <= self.holdout < 1.0 or min(self.state_weights, default=0.0) < 0 \
-                or not any(self.state_weights):
-            raise ValueError(f"lr must be > 0, holdout in [0, 1) and state_weights non-negative and not all zero; "
-                             f"got lr={self.lr}, holdout={self.holdout}, state_weights={self.state_weights}.")
+        require([*((False, f"{n} must be an integer >= 1; got {v}.") for n, v in bad.items()),
+                 (self.dense_layers >= 0, f"dense_layers must be >= 0; got {self.dense_layers}."),
+                 (self.lr > 0, f"lr must be > 0; got {self.lr}."),
+                 (0.0 <= self.holdout < 1.0, f"holdout must lie in [0, 1); got {self.holdout}."),
+                 (min(self.state_weights, default=0.0) >= 0 and any(self.state_weights),
+                  f"state_weights must be non-negative and not all zero; got {self.state_weights}.")])
 
 
 class DeepDynamics(nn.Module):

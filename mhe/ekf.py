@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .casadi_model import CasadiDynamics
+from .checks import require
 from .model import StateSpaceModel
 from .simulate import Recording
 
@@ -48,9 +49,9 @@ class EKFSettings:
     def __post_init__(self) -> None:
         for name in ("process_std", "measurement_std", "initial_mean", "initial_std"):
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
-        if min(self.process_std + self.measurement_std + self.initial_std, default=0.0) <= 0:
-            raise ValueError(f"process_std, measurement_std and initial_std must be positive; got {self.process_std}, "
-                             f"{self.measurement_std} and {self.initial_std}.")
+        require([(getattr(self, name) and not any(v <= 0 for v in getattr(self, name)),
+                  f"{name} must be positive numbers; got {getattr(self, name)}.")
+                 for name in ("process_std", "measurement_std", "initial_std")])
         if len(self.initial_mean) != len(self.initial_std):
             raise ValueError(f"initial_mean and initial_std need one number per state each; got "
                              f"{len(self.initial_mean)} and {len(self.initial_std)}.")
@@ -88,11 +89,10 @@ class ExtendedKalmanFilter:
     """
 
     def __init__(self, model: StateSpaceModel, settings: EKFSettings, build_dir: str | Path = "build/ekf") -> None:
-        if (len(settings.process_std), len(settings.initial_std), len(settings.measurement_std)) != \
-                (model.n_x, model.n_x, model.n_y):
-            raise ValueError(f"The model has n_x={model.n_x} and n_y={model.n_y}: process_std, initial_std need "
-                             f"{model.n_x} numbers and measurement_std {model.n_y}; got {len(settings.process_std)}, "
-                             f"{len(settings.initial_std)} and {len(settings.measurement_std)}.")
+        require([(len(getattr(settings, name)) == size, f"{name} needs {size} numbers for this model (n_x = "
+                                                        f"{model.n_x}, n_y = {model.n_y}); got {len(getattr(settings, name))}.")
+                 for name, size in (("process_std", model.n_x), ("initial_std", model.n_x),
+                                    ("measurement_std", model.n_y))])
         dyn = CasadiDynamics(model, build_dir, name="ekf")
         sym = dyn.symbol
         x, u, p = sym.sym("x", model.n_x), sym.sym("u", model.n_u_step), sym.sym("p", dyn.n_p)

@@ -64,9 +64,10 @@ class MHESettings:
             raise ValueError(f"horizon must be >= 2; got {self.horizon}.")
         if self.solver != "ipopt":
             raise ValueError(f"solver must be 'ipopt'; got {self.solver!r}.")
-        require([(min(self.process_std, default=0.0) > 0,
+        # NaN passes here: the problem's finiteness check names it (a NaN setting is not a sign error)
+        require([(self.process_std and not any(v <= 0 for v in self.process_std),
                   f"mhe.process_std must be positive numbers; got {self.process_std}."),
-                 (min(self.measurement_std, default=0.0) > 0,
+                 (self.measurement_std and not any(v <= 0 for v in self.measurement_std),
                   f"mhe.measurement_std must be positive numbers; got {self.measurement_std}.")])
         require([(self.tol > 0, f"mhe.tol must be > 0; got {self.tol}."),
                  (self.max_iter >= 1, f"mhe.max_iter must be >= 1; got {self.max_iter}."),
@@ -95,13 +96,13 @@ class MovingHorizonEstimator(nn.Module):
                  arrival_std: Sequence[float], arrival_mean_bounds: Sequence[Bound] | None = None,
                  arrival_std_bounds: Sequence[Bound] | None = None) -> None:
         super().__init__()
-        if len(settings.process_std) != model.n_w or len(settings.measurement_std) != model.n_eta:
-            raise ValueError(f"The model has n_w={model.n_w} and n_eta={model.n_eta}, so process_std needs "
-                             f"{model.n_w} and measurement_std {model.n_eta} numbers; got "
-                             f"{len(settings.process_std)} and {len(settings.measurement_std)}.")
-        if len(arrival_mean) != model.n_x or len(arrival_std) != model.n_x or min(arrival_std) <= 0:
-            raise ValueError(f"arrival_mean and arrival_std need {model.n_x} numbers each, arrival_std positive; "
-                             f"got {list(arrival_mean)} and {list(arrival_std)}.")
+        require([(len(settings.process_std) == model.n_w, f"mhe.process_std needs n_w = {model.n_w} numbers for "
+                                                          f"this model; got {len(settings.process_std)}."),
+                 (len(settings.measurement_std) == model.n_eta, f"mhe.measurement_std needs n_eta = {model.n_eta} "
+                                                                f"numbers for this model; got {len(settings.measurement_std)}."),
+                 (len(arrival_mean) == model.n_x, f"arrival_mean needs {model.n_x} numbers; got {list(arrival_mean)}."),
+                 (len(arrival_std) == model.n_x and min(arrival_std, default=0.0) > 0,
+                  f"arrival_std needs {model.n_x} positive numbers; got {list(arrival_std)}.")])
         mean_bounds = tuple(arrival_mean_bounds) if arrival_mean_bounds is not None else (Bound(),) * model.n_x
         std_bounds = tuple(arrival_std_bounds) if arrival_std_bounds is not None else (Bound(lower=0.0),) * model.n_x
         if len(mean_bounds) != model.n_x or len(std_bounds) != model.n_x:

@@ -53,6 +53,7 @@ from torch import Tensor
 
 from .bounds import Bound
 from .casadi_model import CasadiDynamics
+from .checks import require
 from .estimator import MovingHorizonEstimator
 from .hold import step_inputs
 from .model import StateSpaceModel
@@ -152,9 +153,8 @@ class OutputErrorSettings:
         if isinstance(self.segment, bool) or not isinstance(self.segment, int) or self.segment < 1:
             raise ValueError(f"simulation.segment (samples per shooting segment) must be an integer >= 1; got "
                              f"{self.segment!r}.")
-        if not (self.max_iter >= 1 and self.tol > 0):
-            raise ValueError(f"simulation.max_iter must be >= 1 and simulation.tol > 0; got {self.max_iter} and "
-                             f"{self.tol}.")
+        require([(self.max_iter >= 1, f"simulation.max_iter must be >= 1; got {self.max_iter}."),
+                 (self.tol > 0, f"simulation.tol must be > 0; got {self.tol}.")])
 
 
 @dataclass(frozen=True)

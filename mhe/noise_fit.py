@@ -66,7 +66,7 @@ class NoiseFitSettings:
                  (0 <= self.lr_min <= self.lr, f"outer.noise_fit.lr_min must lie in [0, lr = {self.lr}]; got {self.lr_min}."),
                  (self.weight_decay >= 0, f"outer.noise_fit.weight_decay must be >= 0; got {self.weight_decay}.")])
         if not 0 <= self.held_out < 1:
-            raise ValueError(f"held_out must lie in [0, 1); got {self.held_out}.")
+            raise ValueError(f"outer.noise_fit.held_out must lie in [0, 1); got {self.held_out}.")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from .bounds import Bound, BoundedParameters
+from .checks import require
 from .smooth import saturate
 
 __all__ = ["OutputMap", "SensorOutput"]
@@ -131,9 +132,10 @@ class SensorOutput(OutputMap):
         offset = [0.0] * n if offset is None else [float(v) for v in offset]
         gain = [1.0] * n if gain is None else [float(v) for v in gain]
         limits = [None] * n if limits is None else [None if lim is None else tuple(lim) for lim in limits]
-        if len(offset) != n or len(gain) != n or len(limits) != n or 0.0 in gain:
-            raise ValueError(f"offset, gain and limits need one entry per output ({n}) and every gain must be nonzero; "
-                             f"got offset={offset}, gain={gain}, limits={limits}.")
+        require([(len(offset) == n, f"offset needs one entry per output ({n}); got {offset}."),
+                 (len(gain) == n, f"gain needs one entry per output ({n}); got {gain}."),
+                 (0.0 not in gain, f"every output gain must be nonzero; got {gain}."),
+                 (len(limits) == n, f"limits needs one entry per output ({n}); got {limits}.")])
         for lim in limits:
             if lim is not None and (len(lim) != 2 or (None not in lim and not lim[0] < lim[1])):
                 raise ValueError(f"Each output's limits must be (lo, hi) with lo < hi (either may be None); got {lim}.")

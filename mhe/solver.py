@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .checks import require
 from .estimator import MovingHorizonEstimator
 from .kkt import refine
 from .point import KKTPoint
@@ -78,9 +79,10 @@ class SolverSettings:
     num_threads: int | None = 1
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.batch < 1 or (self.num_threads is not None and self.num_threads < 1):
-            raise ValueError(f"workers, batch and num_threads (unless None) must be >= 1; got workers={self.workers}, "
-                             f"batch={self.batch}, num_threads={self.num_threads}.")
+        require([(self.workers >= 1, f"solver.workers must be >= 1; got {self.workers}."),
+                 (self.batch >= 1, f"solver.batch must be >= 1; got {self.batch}."),
+                 (self.num_threads is None or self.num_threads >= 1,
+                  f"solver.num_threads must be >= 1 or null; got {self.num_threads}.")])
 
 
 @dataclass(frozen=True)

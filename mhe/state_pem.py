@@ -106,8 +106,8 @@ def fit_on_states(model: StateSpaceModel, states: np.ndarray, inputs: np.ndarray
     states, inputs = np.asarray(states, dtype=np.float64), np.asarray(inputs, dtype=np.float64)
     q = np.asarray(process_std, dtype=np.float64)
     require([(states.ndim == 2 and states.shape[1] == model.n_x,
-              f"states must have shape (T, {model.n_x}); got {states.shape}."),
-             (inputs.shape == (len(states), model.n_u_step),
+              f"states must have shape (T, {model.n_x}); got {states.shape}.")])
+    require([(inputs.shape == (len(states), model.n_u_step),
               f"step inputs must have shape (T, {model.n_u_step}) with T = {len(states)}; got {inputs.shape}."),
              (q.shape == (model.n_x,) and bool((q > 0).all()),
               f"process_std must be {model.n_x} positive numbers; got {q.tolist()}.")])

@@ -5,8 +5,11 @@ from mhe.arrival import arrival_bounds
 from mhe.checks import require
 from mhe.estimator import MHESettings
 from mhe.gauss_newton import GaussNewtonStopping
+from mhe.model import StateSpaceModel
 from mhe.noise_fit import NoiseFitSettings
 from mhe.outer import OuterSettings
+from mhe.output import SensorOutput
+from mhe.solver import SolverSettings
 from tests.mhe.helpers import estimator, vehicle_windows
 
 
@@ -33,6 +36,12 @@ def test_require_raises_the_first_failed_message_only():
     (lambda: OuterSettings(verify_starts=-1), "outer.verify_starts"),
     (lambda: OuterSettings(cold_every=-1), "outer.cold_every"),
     (lambda: MHESettings(4, (1.0,), (0.0,)), "mhe.measurement_std"),
+    (lambda: NoiseFitSettings(held_out=1.0), "outer.noise_fit.held_out"),
+    (lambda: SolverSettings(workers=0), "solver.workers"),
+    (lambda: SolverSettings(batch=0), "solver.batch"),
+    (lambda: SolverSettings(num_threads=0), "solver.num_threads"),
+    (lambda: SensorOutput((0, 1), offset=[0.0]), "offset needs one entry per output"),
+    (lambda: SensorOutput((0, 1), gain=[1.0, 0.0]), "every output gain must be nonzero"),
     (lambda: MHESettings(4, (-1.0,), (1.0,)), "mhe.process_std"),
     (lambda: MHESettings(4, (1.0,), (1.0,), tol=0.0), "mhe.tol"),
     (lambda: MHESettings(4, (1.0,), (1.0,), max_iter=0), "mhe.max_iter"),
@@ -50,3 +59,17 @@ def test_the_arrival_boxes_name_margin_and_std_range_apart():
         arrival_bounds(windows, est.model, {1: (-1.0, 1.0)}, margin=-0.1, std_range=(1.0, 0.5))
     with pytest.raises(ValueError, match="std_range must be"):
         arrival_bounds(windows, est.model, {1: (-1.0, 1.0)}, std_range=(1.0, 0.5))
+
+
+def test_a_shape_check_after_a_failed_rank_check_is_not_reached():
+    """The rank is checked on its own first: a scalar is a ValueError, not an IndexError from the next check."""
+    import numpy as np
+    import torch
+    from mhe.cramer_rao import one_step_fisher
+    from mhe.state_pem import fit_on_states
+    from mhe.vehicle import SingleTrackVehicle
+    model = StateSpaceModel(SingleTrackVehicle(), measured=(0, 2))
+    with pytest.raises(ValueError, match=r"states must have shape \(T, 3\)"):
+        fit_on_states(model, np.float64(1.0), np.zeros((3, 2)), (0.1, 0.1, 0.1))
+    with pytest.raises(ValueError, match=r"states must have shape \(T, 3\)"):
+        one_step_fisher(model, torch.tensor(1.0), torch.zeros(3, 2), (0.1, 0.1))

@@ -132,9 +132,9 @@ def test_bad_input_gives_clear_errors():
         fit_deep_dynamics(model, torch.zeros(1, 4, 5), torch.zeros(1, 3))
     with pytest.raises(ValueError, match=r"inputs must have shape \(2, S - 1, 2\)"):
         rollout(model, torch.zeros(2, 4, 5), torch.zeros(2, 3))
-    with pytest.raises(ValueError, match="history, gru_width.*must be integers >= 1"):
+    with pytest.raises(ValueError, match="history must be an integer >= 1; got 0"):
         DeepDynamicsSettings(history=0)
-    with pytest.raises(ValueError, match="holdout in"):
+    with pytest.raises(ValueError, match=r"holdout must lie in \[0, 1\)"):
         DeepDynamicsSettings(holdout=1.0)
     with pytest.raises(ValueError, match="state_weights needs one weight per state, 3"):
         DeepDynamics(iac_physics(), 0.04, "euler", DeepDynamicsSettings(state_weights=(1.0, 1.0)))

@@ -61,7 +61,7 @@ def test_bad_settings_are_errors(tmp_path):
     model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED)
     with pytest.raises(ValueError, match="must be positive"):
         EKFSettings((0.1, 0.0, 0.1), R, (1.5, 0, 0), (1, 1, 1))
-    with pytest.raises(ValueError, match="measurement_std 2"):
+    with pytest.raises(ValueError, match="measurement_std needs 2 numbers"):
         ExtendedKalmanFilter(model, settings(r=(0.1,)), tmp_path)
 
 

@@ -27,7 +27,7 @@ def test_model_and_settings_validation():
     with pytest.raises(ValueError, match="solver must be 'ipopt'"):
         MHESettings(4, (1.0,), (1.0,), solver="sqp")
     model = StateSpaceModel(SingleTrackVehicle(), measured=(0, 2))
-    with pytest.raises(ValueError, match="process_std needs 3 and measurement_std 2 numbers"):
+    with pytest.raises(ValueError, match="mhe.process_std needs n_w = 3 numbers for this model; got 2"):
         MovingHorizonEstimator(model, MHESettings(4, (1.0, 1.0), (1.0, 1.0)), (0, 0, 0), (1, 1, 1))
     with pytest.raises(ValueError, match="values is missing the parameters"):
         SingleTrackVehicle({"Bf": 5.0})

@@ -58,7 +58,7 @@ def test_sensor_output_is_the_same_function_in_torch_and_casadi_and_its_guess_in
 
 
 def test_bad_output_maps_are_one_line_errors_naming_the_setting():
-    for kw, match in ((dict(gain=[0.0]), "every gain must be nonzero"), (dict(limits=[(1.0, 0.5)]), "lo < hi"),
+    for kw, match in ((dict(gain=[0.0]), "every output gain must be nonzero"), (dict(limits=[(1.0, 0.5)]), "lo < hi"),
                       (dict(width=0.0), "width .* must be positive"), (dict(measured=(0, 0), offset=None, gain=None,
                                                                           identify=(), limits=None), "distinct")):
         with pytest.raises(ValueError, match=match) as err:

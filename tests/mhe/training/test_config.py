@@ -99,12 +99,13 @@ def test_configs_parse(path, tmp_path):
     if "mhe.torque_pendulum." in text:  # the pendulum's logs keep their arrival mean (the car's 3 states do not fit)
         short = [*SHORT[2:6], *SHORT[8:]]
     exp = load_experiment(path, [*short, "--trainer.default_root_dir", str(tmp_path)])
-    # Gauss-Newton: the _gn configs and the DFKI pendulum's (named after its data, as the jet configs)
-    assert exp.outer.optimizer == ("gauss_newton" if path.stem.endswith("_gn") or path.stem == "mhe_dfki_pendulum"
-                                   else "adam")
+    # Gauss-Newton: the _gn configs and the real rigs' (named after their data, as the jet configs)
+    data_named = {"mhe_dfki_pendulum", "mhe_dfki_double_pendulum", "mhe_emps"}
+    assert exp.outer.optimizer == ("gauss_newton" if path.stem.endswith("_gn") or path.stem in data_named else "adam")
     # a bounded arrival cost: every Gauss-Newton config, and every real log (the gray-box IAC run is Adam)
-    # (the DFKI pendulum's arrival cost is unbounded, as benchmarks.dfki_pem's problem was: its results are kept)
-    bounded = (exp.outer.optimizer == "gauss_newton" or real_log) and path.stem != "mhe_dfki_pendulum"
+    # (the real rigs' arrival costs are unbounded, as benchmarks.dfki_pem's problem was: its results are kept,
+    # and the EMPS and double-pendulum configs follow it)
+    bounded = (exp.outer.optimizer == "gauss_newton" or real_log) and path.stem not in data_named
     assert (exp.problem.arrival.box is not None) == bounded
     assert (exp.problem.residual is not None) == ("gray" in path.stem) and exp.max_steps > 0
 
