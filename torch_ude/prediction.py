@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .recorded import RecordedLog
 
-__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "wrap_angle", "held_out_metric"]
+__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "nrmse", "wrap_angle", "held_out_metric"]
 
 
 @torch.no_grad()
@@ -65,7 +65,17 @@ def wrap_angle(a: Tensor) -> Tensor:
     return torch.atan2(torch.sin(a), torch.cos(a))
 
 
-def _nrmse(pred: Tensor, meas: Tensor, periodic: Sequence[int] = ()) -> tuple[list[float], list[float]]:
+def nrmse(pred: Tensor, meas: Tensor, periodic: Sequence[int] = ()) -> tuple[list[float], list[float]]:
+    """RMSE per channel and RMSE over the channel's RMS (the NRMSE of every prediction error here).
+
+    Args:
+        pred: predictions, (T, c).
+        meas: the measured values at the same rows, (T, c).
+        periodic: channels that are angles: their error and their RMS are taken on the circle (rad).
+
+    Returns:
+        ``(rms, nrmse)``, c floats each; ``inf`` for a non-finite error or a channel whose RMS is 0.
+    """
     diff = pred - meas
     if periodic:
         idx = list(periodic)
@@ -136,8 +146,9 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
     h = 1.0 / logs[0].fs
     segments = [torch.as_tensor(s, dtype=dtype) for log in logs for s in log.segments]
     pred = [rk4_input_rollout(f, s[:-1, :n], torch.stack((s[:-1, n:], s[1:, n:])), h)[1] for s in segments]
-    rms, nrmse = _nrmse(torch.cat(pred), torch.cat([s[1:, :n] for s in segments]), periodic)
-    out: dict = {"one_step_rms": rms, "one_step_nrmse_per_channel": nrmse, "one_step_nrmse": float(np.mean(nrmse)),
+    rms, per_channel = nrmse(torch.cat(pred), torch.cat([s[1:, :n] for s in segments]), periodic)
+    out: dict = {"one_step_rms": rms, "one_step_nrmse_per_channel": per_channel,
+                 "one_step_nrmse": float(np.mean(per_channel)),
                  "open_loop_nrmse": None, **_outside_shares(field, logs, dtype)}
     for horizon in horizons:
         steps = int(round(horizon / h))
@@ -155,9 +166,9 @@ def prediction_errors(field, logs: Sequence[RecordedLog], horizons: Sequence[flo
             out.update({f"{key}_rms": None, f"{key}_nrmse_per_channel": None, f"{key}_nrmse": None,
                         f"open_loop_windows_{horizon:g}s": 0})
             continue
-        rms, nrmse = _nrmse(torch.cat(preds), torch.cat(meas), periodic)
-        out.update({f"{key}_rms": rms, f"{key}_nrmse_per_channel": nrmse, f"{key}_nrmse": float(np.mean(nrmse)),
-                    f"open_loop_windows_{horizon:g}s": windows})
+        rms, per_channel = nrmse(torch.cat(preds), torch.cat(meas), periodic)
+        out.update({f"{key}_rms": rms, f"{key}_nrmse_per_channel": per_channel,
+                    f"{key}_nrmse": float(np.mean(per_channel)), f"open_loop_windows_{horizon:g}s": windows})
         out["open_loop_nrmse"] = out[f"{key}_nrmse"]
     return out
 

@@ -21,20 +21,22 @@ than every segment of a file is reported as too short for it, never dropped sile
 
 A PEM-MHE run folder is also scored the way its users judge it, by free run (output error,
 `pem_free_run`): its estimator is rebuilt from the run's ``config.yaml``
-(`mhe.training.config.load_experiment`) with the trained parameters and arrival cost of
-``checkpoints/last.ckpt``; every file is read on the model's own grid (the MHE rate, whatever ``--fs``
-says) and cut into consecutive windows of each horizon (the tail shorter than one window left out);
-each window is simulated from its own initial state by `mhe.free_run.simulate_free_run` with the
-configured input hold, the state estimated from that window's measured outputs with the parameters
-fixed (`mhe.free_run.estimate_initial_states`: the initial state of least free-run error, residuals
-weighted by the MHE's ``R``; a gray-box's network written out with its weights and trust envelope, which
-comes from the checkpoint or, where that lacks it, from ``field.json``). Its NRMSE per measured
-output is the RMSE over the windows divided by the
-measured output's standard deviation over them (the mean over outputs in ``free_run_<h>s_nrmse``);
-the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per file and pooled.
-A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a bare
-``field.pt``, have no such columns; a run whose estimator cannot be rebuilt (its config's training files
-relative to another directory) is scored without them, the reason printed and in ``free_run_skipped``.
+(`mhe.training.config.load_experiment`) with the trained parameters and arrival cost of the run's newest
+checkpoint (`torch_ude.training.run_folder.newest_checkpoint`; the run writes ``last.ckpt`` again at its end,
+so it holds the model of ``field.pt``, a free-run refinement included); every file is read on the model's own
+grid (the MHE rate, whatever ``--fs`` says) and cut into back-to-back windows of each horizon (at least one
+step; the tail shorter than one window left out); each window is simulated from its own initial state by
+`mhe.free_run.simulate_free_run` with the configured input hold, the state estimated from that window's
+measured outputs with the parameters fixed (`mhe.free_run.estimate_initial_states`: the initial state of least
+free-run error, residuals weighted by the MHE's ``R``; a gray-box's network written out with its weights and
+trust envelope, which comes from the checkpoint or, where that lacks it, from ``field.json``). Its NRMSE per
+measured output is that of the open-loop columns (`torch_ude.prediction.nrmse`: the RMSE over every sample
+after each window's start, over the output's RMS, angles on the circle; the mean over outputs in
+``free_run_<h>s_nrmse``); the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per
+file and pooled. A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a
+bare ``field.pt``, have no such columns; a PEM-MHE run whose estimator cannot be rebuilt (no checkpoint, its
+config's training files relative to another directory, ...) is scored without them, the reason printed and in
+``free_run_skipped``.
 
 Outputs (in ``--out``, default ``RUN/score``): ``score.json`` (settings, per-file and pooled
 errors, what reading each file found), one figure per file (``<file stem>.png``: the open-loop
@@ -67,7 +69,7 @@ from matplotlib.figure import Figure
 from .export import LoadedField, load_field
 from .atomic import write_text_atomic
 from .position_only import VelocityFromPosition, velocity_name, with_velocities
-from .prediction import open_loop_rollouts, prediction_errors
+from .prediction import nrmse, open_loop_rollouts, prediction_errors
 from .recorded import RecordedLog, read_log
 
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
@@ -336,12 +338,21 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
 
 
 def _pem_estimator(folder: Path, sidecar: dict | None = None):
-    """The trained MHE of a PEM-MHE run folder (module doc), or None when the folder lacks its config or checkpoint;
-    a residual's trust envelope comes from the checkpoint or, for a checkpoint written before the run recorded it,
-    from ``field.json`` (``sidecar``)."""
-    config, ckpt = folder / "config.yaml", folder / "checkpoints" / "last.ckpt"
-    if not (config.is_file() and ckpt.is_file()):
-        return None
+    """The trained MHE of a PEM-MHE run folder (module doc): the run's newest complete checkpoint
+    (`torch_ude.training.run_folder.newest_checkpoint`, under a logger's version folder or not) and the
+    ``config.yaml`` beside its ``checkpoints/``; a residual's trust envelope comes from the checkpoint or, for a
+    checkpoint written before the run recorded it, from ``field.json`` (``sidecar``).
+
+    Raises:
+        ValueError: for a folder without a checkpoint or without the config beside it.
+    """
+    from .training.run_folder import newest_checkpoint
+    ckpt = newest_checkpoint(folder)
+    if ckpt is None:
+        raise ValueError(f"{folder} holds no checkpoint of the run")
+    config = ckpt.parent.parent / "config.yaml"
+    if not config.is_file():
+        raise ValueError(f"no config.yaml beside {ckpt.parent}")
     import tempfile
     from mhe.training.config import load_experiment  # (CasADi: only for a PEM-MHE run)
     saved = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
@@ -358,14 +369,18 @@ def _pem_estimator(folder: Path, sidecar: dict | None = None):
     return estimator
 
 
-def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float]) -> dict:
-    """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): windows of each horizon, each from its
-    own initial state (`mhe.free_run.estimate_initial_states`, the parameters fixed).
+def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float],
+                 periodic: Sequence[int] = ()) -> dict:
+    """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): back-to-back windows of each horizon
+    (at least one step), each from its own initial state (`mhe.free_run.estimate_initial_states`, the parameters
+    fixed); the NRMSE of the open-loop columns (`torch_ude.prediction.nrmse`: RMSE over the measured output's RMS,
+    angles on the circle) over every sample after each window's start.
 
     Args:
         estimator: the trained `mhe.mhe.MovingHorizonEstimator`.
         logs: logs on the model's grid (``1 / model.dt``), its states then inputs.
         horizons: window lengths in s.
+        periodic: the measured outputs that are angles (indices into the outputs).
 
     Returns:
         ``{"files": [per log: {"free_run_<h>s_nrmse": float or None, "free_run_<h>s_nrmse_per_output": list or
@@ -379,10 +394,10 @@ def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[floa
     pooled: dict = {}
     for h in horizons:
         key = f"free_run_{h:g}s_nrmse"
-        errors_all, outputs_all = [], []
+        predicted_all, outputs_all = [], []
         for log, entry in zip(logs, per_file):
-            length = int(round(h * log.fs)) + 1
-            cuts = [seg[a:a + length] for seg in log.segments for a in range(0, seg.shape[0] - length + 1, length - 1)]
+            length = max(2, int(round(h * log.fs)) + 1)  # a start and at least one step
+            cuts = [seg[a:a + length] for seg in log.segments for a in range(0, seg.shape[0] - length + 1, length)]
             if not cuts:
                 entry[key] = entry[key + "_per_output"] = None
                 continue
@@ -392,15 +407,16 @@ def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[floa
             recording = Recording(torch.zeros(rows.shape[0], 0, dtype=torch.float64), u, y, 1.0 / log.fs, breaks)
             x0, _ = estimate_initial_states(estimator, recording)
             with torch.no_grad():
-                e = simulate_free_run(model, x0, u, breaks).outputs - y
-            errors_all.append(e)
-            outputs_all.append(y)
-            nrmse = (e.pow(2).mean(0).sqrt() / y.std(0)).tolist()
-            entry[key], entry[key + "_per_output"] = float(np.mean(nrmse)), nrmse
-        if errors_all:
-            e, y = torch.cat(errors_all), torch.cat(outputs_all)
-            nrmse = (e.pow(2).mean(0).sqrt() / y.std(0)).tolist()
-            pooled[key], pooled[key + "_per_output"] = float(np.mean(nrmse)), nrmse
+                predicted = simulate_free_run(model, x0, u, breaks).outputs
+            ahead = torch.ones(rows.shape[0], dtype=torch.bool)
+            ahead[::length] = False  # each window's start sample is the fitted initial state's, not a prediction
+            predicted_all.append(predicted[ahead])
+            outputs_all.append(y[ahead])
+            _, per_output = nrmse(predicted[ahead], y[ahead], periodic)
+            entry[key], entry[key + "_per_output"] = float(np.mean(per_output)), per_output
+        if predicted_all:
+            _, per_output = nrmse(torch.cat(predicted_all), torch.cat(outputs_all), periodic)
+            pooled[key], pooled[key + "_per_output"] = float(np.mean(per_output)), per_output
         else:
             pooled[key] = pooled[key + "_per_output"] = None
     return {"files": per_file, "pooled": pooled}
@@ -560,15 +576,17 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     if field.separate_inputs and Path(model).is_dir():
         try:
             estimator = _pem_estimator(folder, field.sidecar)
-        except (OSError, ValueError) as error:  # e.g. the config's training files, relative to another directory
-            skipped = (f"the free run is not scored: the run's estimator could not be rebuilt from "
-                       f"{folder / 'config.yaml'} ({error}); run torch-ude score from the directory the run was "
-                       f"trained in.")
+        except Exception as error:  # noqa: BLE001 - whatever stops the rebuild, the open-loop score stands
+            skipped = (f"the free run is not scored: the run's estimator could not be rebuilt from {folder} "
+                       f"({type(error).__name__}: {error}); if the run's config names its files relative to "
+                       f"another directory, run torch-ude score from there.")
             print(f"torch-ude score: {skipped}")
         result["free_run_skipped"] = skipped
     if estimator is not None:  # a PEM-MHE run: also the free run on the model's own grid (module doc)
         grid = LogColumns(**{**vars(columns), "fs": 1.0 / float(estimator.model.dt)})
-        free = pem_free_run(estimator, [read_scored_log(f, grid, antialias, limits) for f in files], horizons)
+        angles = [k for k, j in enumerate(estimator.model.measured) if j in periodic]
+        free = pem_free_run(estimator, [read_scored_log(f, grid, antialias, limits) for f in files], horizons,
+                            angles)
         for entry, extra in zip(result["files"], free["files"]):
             entry.update(extra)
         result["pooled"].update(free["pooled"])

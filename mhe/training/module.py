@@ -253,11 +253,12 @@ class PEMModule(L.LightningModule):
         self.estimator = self.problem.estimator(clip_start=True)
 
     def on_train_end(self) -> None:
-        """Write the run files and end with the one-line summary; a trust envelope recorded at the end (`mhe.envelope`)
-        is also written into ``last.ckpt`` again, which the checkpoint callback saved before it existed."""
+        """Write the run files and end with the one-line summary; ``last.ckpt`` is written again, since the checkpoint
+        callback saved it before what `mhe.pem.finish` adds (the free-run refinement's parameters, a trust envelope
+        recorded at the end, `mhe.envelope`): the checkpoint and ``field.pt`` hold the same model."""
         self.result = finish(self.loop, self.problem, self._t0)  # with the free-run refinement if outer.criterion asks
         last = getattr(self.trainer.checkpoint_callback, "last_model_path", "")
-        if self.result.envelope is not None and last:
+        if last:
             self.trainer.save_checkpoint(last)  # (every process calls it; rank 0 writes)
         if self.global_rank == 0:
             paths = write_pem_outputs(self.outputs, self.estimator, self.result)

@@ -126,6 +126,21 @@ def test_a_pem_mhe_run_is_also_scored_by_free_run_from_estimated_states(run, mon
     params.assign({"m_cx": 0.5 * float(params()["m_cx"])})  # half the gravity torque: a wrong pendulum
     wrong = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
     assert wrong > 1.5 * trained, (wrong, trained)
+    # a horizon shorter than one step of the model is one step, not a crash (review)
+    short = score_module.pem_free_run(estimator, [log], [0.001])["pooled"]["free_run_0.001s_nrmse"]
+    assert np.isfinite(short) and short < trained
+
+
+def test_a_pem_mhe_run_whose_estimator_cannot_be_rebuilt_is_scored_without_the_free_run(run, monkeypatch, capsys,
+                                                                                        tmp_path):
+    """The open-loop score stands and score.json says why the free run is missing (its checkpoint gone here)."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.ckpt", "build"))
+    code, out, _ = _run(monkeypatch, capsys, "score", str(copy), "--files", str(DFKI / "ddp.csv"), "--horizons", "1",
+                        "--out", str(tmp_path / "score"))
+    scored = json.loads((tmp_path / "score" / "score.json").read_text())
+    assert code == 0 and "free 1 s" not in out and "the free run is not scored" in out
+    assert "holds no checkpoint" in scored["free_run_skipped"] and np.isfinite(scored["pooled"]["open_loop_1s_nrmse"])
 
 
 @pytest.fixture(scope="module")
