@@ -28,6 +28,8 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -178,7 +180,7 @@ def table(plants: dict) -> str:
              f"{MHZ:g} MHz, CPI {CPI} |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, p in plants.items():
         s, i = p["sizes"], p["instructions"]
-        lines.append(f"| {name} | {p['states']} + {p['inputs']} | {p['capacity']} | {s['trainer']:,} | "
+        lines.append(f"| {name} (at {p.get('commit') or 'an unrecorded commit'}) | {p['states']} + {p['inputs']} | {p['capacity']} | {s['trainer']:,} | "
                      f"{s['data'] + s['bss']:,} | {s['text']:,} | {i['instructions_per_update']:,} | "
                      f"{i['instructions_per_update_steady']:,} ({i['steady_window'][0]}-{i['steady_window'][1]}) | "
                      f"{i['instructions_per_chunk']:,} | {i['projected_ms_per_update_steady'][str(CPI)]:.2f} |")
@@ -208,13 +210,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each engine for the host speed-up (0: none)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    out: dict = {"plants": {}, "skipped": {}}
+    # a run of some plants (or without --repeats) updates their entries in the saved JSON and keeps the others',
+    # each entry with the commit it was measured at
+    saved = RESULTS / "c_plants" / "c_plants.json"
+    out: dict = json.loads(saved.read_text()) if saved.is_file() else {}
+    out = {"plants": out.get("plants", {}), "skipped": out.get("skipped", {}), **{
+        k: v for k, v in out.items() if k not in ("plants", "skipped")}}
+    commit = _commit()
     for name in args.plants:
+        out["skipped"].pop(name, None)
         data = PLANTS[name][2]
         if data is not None and not Path(data).is_dir():
             out["skipped"][name] = f"its logs are not in {data} (see ../shared/data/README.md)"
             continue
-        out["plants"][name] = plant(name, RESULTS / "c_plants" / name.replace(" ", "_").replace("'", ""))
+        out["plants"][name] = {**plant(name, RESULTS / "c_plants" / name.replace(" ", "_").replace("'", "")),
+                               "commit": commit}
     for name, p in out["plants"].items():
         if "real_log" in p:
             r = p["real_log"]
@@ -227,9 +237,20 @@ def main(argv: list[str] | None = None) -> None:
     print(real_log_table(out["plants"]))
     print(table(out["plants"]))
     if args.repeats > 0:
-        out["host_speedup"] = speedup(args.repeats)
+        out["host_speedup"] = {**speedup(args.repeats), "commit": commit}
         print(summary(out["host_speedup"]))
     print(f"saved in {save('c_plants', to_jsonable(out))}")
+
+
+def _commit() -> str | None:
+    """The checked-out commit (short hash, ``+`` if the tree has changes), or None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 if __name__ == "__main__":
