@@ -361,7 +361,7 @@ def _pem_estimator(folder: Path, sidecar: dict | None = None):
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
         estimator = load_experiment(Path(tmp) / "config.yaml").problem.estimator(clip_start=True)
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]  # a user-supplied file: no code
     estimator.load_state_dict({k[len("estimator."):]: v for k, v in state.items() if k.startswith("estimator.")})
     residual, envelope = estimator.model.residual, (sidecar or {}).get("envelope")
     if residual is not None and residual.envelope is None and envelope is not None:
