@@ -20,10 +20,13 @@ static void tu_copy(float *dst, const float *src, int count)
     }
 }
 
-/* The inputs layer l reads: mlp_reads for the first, the previous width after it. */
+/* The inputs layer l reads: mlp_reads for the first, the previous width after it. Written so that
+ * for a configuration whose tanh layers read every input the choice folds to layer_sizes[l] when the
+ * configuration is a constant (TU_MLP_COMMON): `l == 0 ? mlp_reads : layer_sizes[l]` kept the
+ * select: 461,920 against 455,080 instructions per update on the single pendulum (M4F, QEMU -icount). */
 static int tu_din(const tu_config *cfg, int l)
 {
-    return l == 0 ? cfg->mlp_reads : cfg->layer_sizes[l];
+    return l == 0 && cfg->mlp_reads != cfg->layer_sizes[0] ? cfg->mlp_reads : cfg->layer_sizes[l];
 }
 
 /* offsets[l]: where W_l starts in the flat parameter array (b_l follows it). */
