@@ -12,8 +12,9 @@
 #include "tu_stream_file.h"
 #include "tu_trainer.h"
 
-/** The most trainers tu_replay_many drives at once. */
-#define TU_REPLAY_MAX 4
+/** The most trainers tu_replay_many drives at once: one per configuration of the build (its static
+ * replay states are sized by it, so a one-configuration firmware keeps one). */
+#define TU_REPLAY_MAX TU_CONFIG_COUNT
 
 /** What a replay did. */
 typedef struct {
