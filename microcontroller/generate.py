@@ -111,6 +111,11 @@ class DeviceSpec:
         """
         self.plant()  # a known field without a C form is refused here, by name
         self.stream.validate()
+        if self.stream.calibration_replay:
+            raise ValueError(
+                "model.stream.calibration_replay is true, but the C trainer cannot stream its calibration record "
+                "again (the record shares memory with the reservoir): set model.stream.calibration_replay: false "
+                "for a device config.")
         if len(self.field.mlp.sizes) < 3:
             raise ValueError(
                 f"model.hidden is {list(self.field.mlp.sizes[1:-1])}, no hidden layer; the C port needs at least one: "
@@ -151,7 +156,7 @@ class DeviceSpec:
                       "init_args": self.system.init_args()},
             "case": self.case, "layer_sizes": list(self.field.mlp.sizes), "pretrained": self.pretrained,
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
-            "stream": asdict(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
+            "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
             "lambda1": self.lambda1, "fs": self.fs, "train_rate": self.train_rate, "noise": self.noise,
@@ -173,6 +178,15 @@ class DeviceSpec:
         settings.pop("max_steps")
         text = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _device_stream(stream: StreamSettings) -> dict:
+    """The stream settings the C trainer runs, as plain values: those of `StreamSettings` less
+    ``calibration_replay`` (always false on the device, `DeviceSpec.validate`), so that the settings
+    hash of a configuration stays what it was before that setting existed."""
+    settings = asdict(stream)
+    settings.pop("calibration_replay")
+    return settings
 
 
 def _unsupported_trust_features(system: System, field: HybridField, model: dict) -> list[str]:

@@ -93,6 +93,12 @@ class StreamSettings:
             more samples (the ring holds ``11 m`` per channel). True by default (issue 31:
             it halves the field error at 1 % noise, RESULTS.md); False gives the paper's
             point taps, which the C trainer implements.
+        calibration_replay: once calibrated, stream the calibration record itself through the
+            windows, the gate and the buffer, so that no sample of a recorded log is lost to the
+            calibration (ours, issue 31: a log's first ``calibration_s`` seconds are often its most
+            informative, e.g. a swing-up). False (the default) is the paper's live stream, whose
+            calibration samples only calibrate; the C trainer has no replay (its record shares
+            memory with its reservoir) and refuses True.
     """
 
     half_width: int = 5
@@ -115,6 +121,7 @@ class StreamSettings:
     outlier_threshold: float | None = 5.0
     forget_window: int | None = None
     tap_average: bool = True
+    calibration_replay: bool = False
 
     def validate(self) -> None:
         """Check every setting before any work.
@@ -151,8 +158,9 @@ class StreamSettings:
                                ("snr_threshold", False), ("gate_factor", True), ("gate_floor", False)):
             number(name, positive)
         number("outlier_threshold", True, optional=True)
-        if not isinstance(self.tap_average, bool):
-            raise TypeError(f"stream.tap_average must be true or false; got {self.tap_average!r}.")
+        for name in ("tap_average", "calibration_replay"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"stream.{name} must be true or false; got {getattr(self, name)!r}.")
         integer("forget_window", self.capacity, optional=True)
         if self.m is not None and (isinstance(self.m, bool) or not isinstance(self.m, int)
                                    or not 1 <= self.m <= self.m_max):
@@ -239,6 +247,7 @@ class StreamEstimator:
         self._cal_len = self.settings.calibration_ticks(self.fs)
         self._cal_y = torch.empty(self._cal_len, self.n, dtype=dtype)
         self._cal_seg = torch.empty(self._cal_len, dtype=torch.int64)
+        self._cal_ticks = torch.empty(self._cal_len, dtype=torch.int64)  # (for calibration_replay's phase)
         self._cal_bridged = torch.zeros(self._cal_len, dtype=torch.bool)
         self._cal_fill = 0
         self.calibration: Calibration | None = None
@@ -314,12 +323,13 @@ class StreamEstimator:
             take = min(self._cal_len - self._cal_fill, y.shape[0])
             window = slice(self._cal_fill, self._cal_fill + take)
             self._cal_y[window], self._cal_seg[window], self._cal_bridged[window] = y[:take], keys[:take], bridged[:take]
+            self._cal_ticks[window] = ticks[:take]
             self._cal_fill += take
             if self._cal_fill == self._cal_len:
-                self._finish_calibration()
+                accepted = self._finish_calibration()
             y, ticks, keys = y[take:], ticks[take:], keys[take:]
         if self.calibration is not None and y.shape[0]:
-            accepted = self._stream(y, ticks, keys)
+            accepted += self._stream(y, ticks, keys)
         return accepted
 
     def _check_chunk(self, y: Tensor, ticks: Tensor | None, segment: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -401,7 +411,9 @@ class StreamEstimator:
         self._last_key = (int(segment[-1]), self._breaks)
         return y, ticks, keys, filled
 
-    def _finish_calibration(self) -> None:
+    def _finish_calibration(self) -> int:
+        """Calibrate on the full record and set up the windows; with ``calibration_replay``, stream the
+        record through them. Returns the jets accepted from the record (0 without replay)."""
         st = self.settings
         self.calibration = calibrate(
             self._cal_y, self.fs, self._cal_seg, self.sg, m=st.m, m_max=st.m_max, dt_scale=st.dt_scale,
@@ -413,9 +425,12 @@ class StreamEstimator:
         warm = valid_windows(self._window_sg, self._cal_y, self._cal_seg, self.calibration.m, self.stride)
         tail = warm[-st.gate_history :]
         self.gate.check(self._window_sg.misfit(tail), torch.sqrt((tail * tail).mean(dim=2)))
+        if st.calibration_replay:  # the record's windows, as if it had streamed after calibration
+            return self._stream(self._cal_y, self._cal_ticks, self._cal_seg)
         reach = self._reach()
         self._hist_y = self._cal_y[-reach:].clone()
         self._hist_seg = self._cal_seg[-reach:].clone()
+        return 0
 
     def _windows_estimator(self) -> SavitzkyGolay:
         """The SG estimator of the stream's windows: box-averaged taps of width m, or the point taps."""
@@ -489,7 +504,7 @@ class StreamEstimator:
         return {
             "settings": asdict(self.settings), "n": self.n, "fs": self.fs, "seed": self.seed, "pcg32": self.pcg32,
             "cal_y": self._cal_y.clone(), "cal_seg": self._cal_seg.clone(), "cal_fill": self._cal_fill,
-            "cal_bridged": self._cal_bridged.clone(),
+            "cal_bridged": self._cal_bridged.clone(), "cal_ticks": self._cal_ticks.clone(),
             "last_y": None if self._last_y is None else self._last_y.clone(),
             "calibration": None if self.calibration is None else asdict(self.calibration),
             "buffer": None if self.buffer is None else self.buffer.state_dict(),
@@ -509,6 +524,8 @@ class StreamEstimator:
         est._cal_y.copy_(state["cal_y"])
         est._cal_seg.copy_(state["cal_seg"])
         est._cal_bridged.copy_(state["cal_bridged"])
+        if "cal_ticks" in state:  # (a checkpoint from before calibration_replay, which it then cannot have)
+            est._cal_ticks.copy_(state["cal_ticks"])
         est._cal_fill = state["cal_fill"]
         est._last_y = None if state["last_y"] is None else state["last_y"].clone()
         if state["calibration"] is not None:

@@ -47,6 +47,8 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.half_width", "2"], "2M\\+1 >= P\\+2"),
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
+    (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
+                                                    r"calibration_replay: false for a device config"),
     # issue 31's trust features are refused by name until the device learns them (issue 32)
     (["--model.periodic", "true"], r"does not implement periodic angles .*model.periodic: false\) yet \(issue 32\)"),
     (["--model.envelope", "true"], r"the trust envelope \(model.envelope: false\)"),

@@ -238,6 +238,7 @@ def test_state_dict_round_trip_inside_a_bridged_gap(rec):
     (dict(stride=0), ValueError, "stream.stride must be >= 1"),
     (dict(buffer="ring"), ValueError, "reservoir"),
     (dict(tap_average="yes"), TypeError, "stream.tap_average must be true or false; got 'yes'"),
+    (dict(calibration_replay=1), TypeError, "stream.calibration_replay must be true or false; got 1"),
 ])
 def test_every_setting_is_validated_before_any_sample(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -315,3 +316,32 @@ def test_box_averaged_taps_chunks_state_and_segments(rec):
     _feed(point, y, segment=segment)
     _feed(box, y, segment=segment)
     assert box.counters["boundary"] == point.counters["boundary"] + 2  # windows ending at ticks 1400, 1405
+
+
+@pytest.mark.parametrize("chunk", [40, 1, 777])
+def test_calibration_replay_trains_on_the_calibration_record(rec, chunk):
+    """With calibration_replay the record's windows join the buffer: the same windows and jets as a
+    stream whose calibration read a copy of the record first (a second segment), and no sample lost."""
+    y = torch.as_tensor(rec.y[:4000])
+    replay = StreamEstimator(2, FS, _settings(capacity=10_000, calibration_replay=True))
+    _feed(replay, y, chunk=chunk)
+    plain = StreamEstimator(2, FS, _settings(capacity=10_000))
+    _feed(plain, y)
+    # every tick divisible by s = 5 ends a window once 10 m = 100 samples exist: from the record's start
+    assert replay.counters["windows"] == (4000 - 100) // 5
+    assert plain.counters["windows"] == (4000 - 1000) // 5
+    assert replay.counters["accepted"] == replay.counters["windows"] and _target_error(replay) < 1e-5
+    # the stream after the record gives the plain estimator's jets, in order, after the record's own
+    n_record = replay.counters["windows"] - plain.counters["windows"]
+    assert torch.equal(replay.buffer.data[n_record:replay.buffer.fill], plain.buffer.data[:plain.buffer.fill])
+    assert replay.calibration.m == plain.calibration.m
+
+
+def test_calibration_replay_survives_a_checkpoint_inside_the_calibration(rec):
+    y = torch.as_tensor(rec.y[:3000])
+    a = StreamEstimator(2, FS, _settings(calibration_replay=True))
+    _feed(a, y[:600])  # (calibration_s = 1 s: still calibrating)
+    b = StreamEstimator.from_state_dict(a.state_dict())
+    _feed(a, y[600:])
+    _feed(b, y[600:])
+    assert a.calibration is not None and a.counters == b.counters and torch.equal(a.buffer.data, b.buffer.data)
