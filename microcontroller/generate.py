@@ -145,13 +145,18 @@ class DeviceSpec:
         return plant_code(self.system, self.case, self.field.known)
 
     def settings(self) -> dict:
-        """The resolved settings as plain JSON values (what the stamp's hash covers)."""
+        """The resolved settings as plain JSON values (what the stamp's hash covers). The stream's
+        ``reservoir_precision`` appears only when not the default float32, so a float32 build keeps the
+        hash it had before the setting existed (its checkpoints restore)."""
+        stream = asdict(self.stream)
+        if stream["reservoir_precision"] == "float32":
+            del stream["reservoir_precision"]
         return {
             "plant": {"class_path": f"{type(self.system).__module__}.{type(self.system).__qualname__}",
                       "init_args": self.system.init_args()},
             "case": self.case, "layer_sizes": list(self.field.mlp.sizes), "pretrained": self.pretrained,
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
-            "stream": asdict(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
+            "stream": stream, "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
             "lambda1": self.lambda1, "fs": self.fs, "train_rate": self.train_rate, "noise": self.noise,
