@@ -25,6 +25,11 @@ them) builds the firmware for ``configs/pendulum_case_a_c.yaml`` (B = 2048) and 
   seed-0 replay against the host build, printed beside the Cortex-M4F's.
 
 Everything above but the last point runs on the Cortex-M4F.
+
+``--precisions float32 float16`` runs instead the reservoir-storage comparison (issue 32, item 4:
+``model.stream.reservoir_precision``): for each storage, on the Cortex-M4F, the trainer instance and
+``.data + .bss``, the replays of ``--seeds`` (e_field, c_hat, host vs device weights) and the
+instructions per update, side by side; saves ``results/c_device_precision/c_device_precision.json``.
 """
 from __future__ import annotations
 
@@ -87,14 +92,21 @@ def measure_instructions(elf, folder: Path, target: Target = CORTEX_M4, stream: 
             "projected_ms_per_chunk": project(per_chunk)}
 
 
-def replay(folder: Path, seed: int, target: Target = CORTEX_M4) -> dict:
+def _precision(precision: str | None) -> list[str]:
+    """The override of the reservoir's storage (None: the config's)."""
+    return [] if precision is None else ["--model.stream.reservoir_precision", precision]
+
+
+def replay(folder: Path, seed: int, target: Target = CORTEX_M4, precision: str | None = None) -> dict:
     """One replay on the emulated core with run seed ``seed`` (stream, initial weights and PCG32
-    draws, compiled into its firmware), scored and compared with the host build."""
-    spec = spec_from_config(CONFIG, ["--seed_everything", str(seed)])
+    draws, compiled into its firmware), scored and compared with the host build; ``precision``: the
+    reservoir's storage (None: the config's)."""
+    spec = spec_from_config(CONFIG, ["--seed_everything", str(seed), *_precision(precision)])
     elf = build_firmware(headers_for(spec), target=target)
     y, ticks, segment = golden_stream(spec, 60.0, spec.noise)
     write_stream(folder / f"stream-seed{seed}.bin", y, ticks, segment)
-    name = f"seed{seed}" + ("" if target is CORTEX_M4 else f"-{target.name}")
+    name = f"seed{seed}" + ("" if target is CORTEX_M4 else f"-{target.name}") + ("" if precision is None else
+                                                                                  f"-{precision}")
     t0 = time.perf_counter()
     run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-{name}.bin"], cwd=folder, timeout_s=600,
                        target=target)
@@ -166,6 +178,42 @@ def on_target(target: Target, folder: Path) -> dict:
             "replay": replay(folder, 0, target)}
 
 
+def precision_comparison(folder: Path, seeds: list[int], precisions: list[str]) -> dict:
+    """The reservoir's storages side by side on the Cortex-M4F: memory, replays, instructions."""
+    out = {}
+    for precision in precisions:
+        elf = build_firmware(headers_for(spec_from_config(CONFIG, _precision(precision))))
+        runs = [replay(folder, s, precision=precision) for s in seeds]
+        out[precision] = {"sizes": sizes(elf), "replay": runs,
+                          "instructions": measure_instructions(elf, folder, stream=f"stream-seed{seeds[0]}.bin")}
+        for key in ("e_field", "e_field_visited", "c_hat"):
+            values = [r[key] for r in runs]
+            spread = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+            out[precision][key] = {"mean": float(np.mean(values)), "std": spread, "min": float(np.min(values)),
+                                   "max": float(np.max(values))}
+    return out
+
+
+def precision_table(out: dict) -> str:
+    """A Markdown table of `precision_comparison`, one column a storage."""
+    rows = [("tu_trainer bytes", lambda c: f"{c['sizes']['trainer']:,}"),
+            (".data + .bss bytes", lambda c: f"{c['sizes']['data'] + c['sizes']['bss']:,}"),
+            ("instructions per update (steady state)",
+             lambda c: f"{c['instructions']['instructions_per_update_steady']:,}"),
+            ("instructions per update (updates 51-70)", lambda c: f"{c['instructions']['instructions_per_update']:,}"),
+            ("instructions per 40-sample chunk", lambda c: f"{c['instructions']['instructions_per_chunk']:,}"),
+            ("e_field per seed", lambda c: ", ".join(f"{r['e_field']:.5f}" for r in c["replay"])),
+            ("e_field mean (sd)", lambda c: f"{c['e_field']['mean']:.5f} ({c['e_field']['std']:.5f})"),
+            ("e_field_visited per seed", lambda c: ", ".join(f"{r['e_field_visited']:.5f}" for r in c["replay"])),
+            ("e_field_visited mean (sd)",
+             lambda c: f"{c['e_field_visited']['mean']:.5f} ({c['e_field_visited']['std']:.5f})"),
+            ("c_hat per seed", lambda c: ", ".join(f"{r['c_hat']:.4f}" for r in c["replay"])),
+            ("host vs device weights", lambda c: f"{max(r['max_weight_difference_to_host'] for r in c['replay']):.2g}")]
+    lines = ["| reservoir storage | " + " | ".join(out) + " |", "|---|" + "---:|" * len(out)]
+    lines += [f"| {label} | " + " | ".join(get(c) for c in out.values()) + " |" for label, get in rows]
+    return "\n".join(lines)
+
+
 def side_by_side(out: dict) -> str:
     """A Markdown table of memory and instructions per update, one column a target."""
     columns = {CORTEX_M4.name: out, **{name: out[name] for name in TARGETS if name in out}}
@@ -187,8 +235,17 @@ def main(argv: list[str] | None = None) -> None:
     """Command line: see the module doc."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.c_device", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--precisions", nargs="+", choices=("float32", "float16"), default=None,
+                        help="compare these reservoir storages instead (memory, replays, instructions)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.precisions:
+        folder = RESULTS / "c_device_precision"
+        folder.mkdir(parents=True, exist_ok=True)
+        out = precision_comparison(folder, args.seeds, args.precisions)
+        print(precision_table(out))
+        print(f"saved in {save('c_device_precision', to_jsonable(out))}")
+        return
     folder = RESULTS / "c_device"
     folder.mkdir(parents=True, exist_ok=True)
     spec = spec_from_config(CONFIG)

@@ -112,9 +112,15 @@ class UserDuffing(System):
 
 #: name -> (config, overrides, the data a recorded plant needs)
 PLANTS = {
-    "single pendulum": ("configs/pendulum_case_a_c.yaml", [], None),
+    "single pendulum": ("configs/pendulum_case_a_c.yaml", [], None),  # (its reservoir in float16)
+    "single pendulum, float32 reservoir": ("configs/pendulum_case_a_c.yaml",
+                                           ["--model.stream.reservoir_precision", "float32"], None),
     "double pendulum": (*CASES["double pendulum, B = 2048"], None),
     "DFKI torque pendulum": ("configs/dfki_pendulum_c.yaml", [], "../shared/data/dfki_pendulum"),
+    # the reservoir in float16 (model.stream.reservoir_precision, issue 32 item 4) beside the float32 above
+    "DFKI torque pendulum, float16 reservoir": ("configs/dfki_pendulum_c.yaml",
+                                                ["--model.stream.reservoir_precision", "float16"],
+                                                "../shared/data/dfki_pendulum"),
     "EMPS axis": ("configs/emps_c.yaml", [], "../shared/data/emps"),
     "user's Duffing oscillator": ("configs/pendulum_case_a_c.yaml",
                                   ["--data.system.class_path", "benchmarks.c_plants.UserDuffing"], None),

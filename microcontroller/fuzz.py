@@ -5,7 +5,8 @@ with its due updates, step, steps, restore from changed bytes, ready / report / 
 init) on a stream of arbitrary values, ticks and segments. It is built against a small
 generated configuration (`FUZZ_CONFIG`: calibration of 60 samples, the adaptive tap spacing
 searched up to m = 4, a reservoir of 16 jets, minibatch 4, an update every 2 ticks) with ASan
-and UBSan. A finding (crash, sanitizer report, a status or due count the API does not
+and UBSan, with the reservoir in float32 or (``precision="float16"``) in binary16.
+A finding (crash, sanitizer report, a status or due count the API does not
 promise, a non-finite weight, inconsistent counters) makes a run fail.
 
 Every run starts from the corpus kept in the repository, ``tests/fuzz_corpus/`` (`CORPUS`;
@@ -49,12 +50,13 @@ def _need(tool: str) -> str:
     return path
 
 
-def build_fuzzer(coverage_build: bool = False) -> Path:
+def build_fuzzer(coverage_build: bool = False, precision: str = "float32") -> Path:
     """Generate `FUZZ_CONFIG` and build the libFuzzer binary (cached): with ASan and UBSan, or
-    (``coverage_build``) with clang's source coverage instead."""
+    (``coverage_build``) with clang's source coverage instead; ``precision`` is the reservoir's storage
+    (``model.stream.reservoir_precision``: ``"float32"`` or ``"float16"``)."""
     _need(CLANG)
     config, overrides = FUZZ_CONFIG
-    spec = spec_from_config(ROOT.parent / config, overrides)
+    spec = spec_from_config(ROOT.parent / config, [*overrides, "--model.stream.reservoir_precision", precision])
     flags = ["-g", "-fsanitize=fuzzer"]
     flags += ["-fprofile-instr-generate", "-fcoverage-mapping"] if coverage_build else \
         ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
@@ -119,7 +121,8 @@ def _stats(log: str) -> dict:
     return {"executions": int(done.group(1)) if done else None, "coverage_edges": int(cov[-1]) if cov else None}
 
 
-def fuzz(runs: int, seconds: int | None = None, seed: int = 1, out: str | Path | None = None) -> dict:
+def fuzz(runs: int, seconds: int | None = None, seed: int = 1, out: str | Path | None = None,
+         precision: str = "float32") -> dict:
     """Run the fuzzer for ``runs`` executions (or ``seconds``) from `CORPUS`; returns its statistics.
 
     Args:
@@ -127,11 +130,12 @@ def fuzz(runs: int, seconds: int | None = None, seed: int = 1, out: str | Path |
         seconds: stop after this many seconds instead (None: no limit).
         seed: libFuzzer's seed.
         out: folder that receives the new inputs (None: a temporary folder, discarded).
+        precision: the reservoir's storage of the build (`build_fuzzer`).
 
     Raises:
         RuntimeError: on a finding (the fuzzer's report is in the message).
     """
-    exe = build_fuzzer()
+    exe = build_fuzzer(precision=precision)
     with tempfile.TemporaryDirectory() as tmp:
         new = Path(out) if out is not None else Path(tmp)
         new.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,8 @@ class DeviceSpec:
         return plant_code(self.system, self.case, self.field.known)
 
     def settings(self) -> dict:
-        """The resolved settings as plain JSON values (what the stamp's hash covers)."""
+        """The resolved settings as plain JSON values (what the stamp's hash covers; the stream's as
+        `_device_stream` gives them)."""
         return {
             "plant": {"class_path": f"{type(self.system).__module__}.{type(self.system).__qualname__}",
                       "init_args": self.system.init_args()},
@@ -182,10 +183,13 @@ class DeviceSpec:
 
 def _device_stream(stream: StreamSettings) -> dict:
     """The stream settings the C trainer runs, as plain values: those of `StreamSettings` less
-    ``calibration_replay`` (always false on the device, `DeviceSpec.validate`), so that the settings
-    hash of a configuration stays what it was before that setting existed."""
+    ``calibration_replay`` (always false on the device, `DeviceSpec.validate`) and less
+    ``reservoir_precision`` when it is the default float32, so that a configuration keeps the settings
+    hash it had before those settings existed (its checkpoints restore)."""
     settings = asdict(stream)
     settings.pop("calibration_replay")
+    if settings["reservoir_precision"] == "float32":
+        del settings["reservoir_precision"]
     return settings
 
 

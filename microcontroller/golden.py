@@ -4,7 +4,8 @@ Each stage of the C port is compared with the torch_ude code it mirrors, run in 
 (the device's precision): PCG32, the Savitzky-Golay estimates and misfit, the generated known
 field and its Jacobians (J_x, and J_u for a plant with recorded inputs) against the plant's Python field, the MLP's
 forward / JVP / VJP / reverse-over-JVP, the jet loss gradient (Eq. 14-16), clipping, AdamW
-and the EMA, the misfit gate, and a whole run (calibration, stream counters, updates,
+and the EMA, the misfit gate, the float16 reservoir's storage (`torch_ude.reservoir.stored_jets`),
+and a whole run (calibration, stream counters, updates,
 weights) driven by the same stream and the same PCG32 draws (`reference_run`). For a plant with
 recorded inputs every stream-side golden covers the states and the inputs (``n + n_u`` channels),
 the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``. With the
@@ -26,6 +27,7 @@ from torch_ude.field import HybridField
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
 from torch_ude.prng import STREAM_BATCH, Pcg32
+from torch_ude.reservoir import stored_jets
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamEstimator
 from torch_ude.training.data import StreamDataModule
@@ -118,6 +120,12 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     gate = QualityGate(ch, st.gate_factor, st.gate_floor, st.gate_history, st.quality_gate, dtype=F32)
     out |= {"gate_misfit": misfit, "gate_rms": rms,
             "gate_accept": np.array([bool(gate.check(misfit[i : i + 1], rms[i : i + 1])[0]) for i in range(300)])}
+    # the float16 reservoir's storage (stream.reservoir_precision): jets over eleven decades in units of
+    # per-channel scales, a few past binary16's range (they become +-inf)
+    jets = rng.normal(size=(400, 3, ch)) * 10.0 ** rng.uniform(-7.0, 4.0, size=(400, 3, ch))
+    jets[:4] *= 1e4
+    store_scale = _t(np.abs(rng.normal(size=ch)) + 0.2)
+    out |= {"store_jets": _t(jets), "store_scale": store_scale, "store_values": stored_jets(_t(jets), store_scale)}
     # the known field and its hand-written Jacobians J_x, J_u (what the generated C replaces)
     known = copy.deepcopy(spec.field.known).to(F32)
     px, pu = _t(rng.normal(size=(32, n)) * 1.5), _t(rng.normal(size=(32, n_u)) * 0.5)

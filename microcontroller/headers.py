@@ -25,7 +25,7 @@ from torch_ude.calibration import CALIBRATION_M0
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
 
-from .memory import _as_list, _sizes, build_maxima, check_ram
+from .memory import _as_list, _sizes, build_maxima, check_ram, reservoir_half
 from .plant_code import CODE_FILE, float_literal, plant_source
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
         ("TU_BUFFER_RESERVOIR", int(st.buffer == "reservoir"), "1: reservoir sampling, 0: FIFO"),
         ("TU_CAPACITY", st.capacity, "reservoir capacity B"),
         ("TU_JET_ROWS", 3 if st.lambda2 > 0 else 2, "rows of a stored jet (2: no second-order term)"),
+        ("TU_RESERVOIR_PRECISION", f'"{st.reservoir_precision}"', "the reservoir's storage (TU_RESERVOIR_HALF)"),
         ("TU_FORGET_WINDOW", st.forget_window or 0, "forgetting window of the reservoir (0: uniform)"),
         ("TU_BATCH", spec.batch_size, "minibatch size"),
         ("TU_LR", float_literal(spec.lr), "learning rate"),
@@ -162,7 +163,9 @@ def config_header(specs, ram_budget: int = 0) -> str:
     maxima = build_maxima(specs)
     build = [("TU_CONFIG_COUNT", len(specs), "configurations in this build (tu_config_get(0 .. count - 1))")]
     build += [(f"TU_{key}_MAX", value, "largest over the build's configurations") for key, value in maxima.items()]
-    build += [("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)")]
+    build += [("TU_RESERVOIR_HALF", int(reservoir_half(specs)),
+               "1: the reservoir stores binary16 in units of x_rms (model.stream.reservoir_precision float16)"),
+              ("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)")]
     shapes = {_mlp_shape(spec) for spec in specs}
     if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
         n, ch, sizes, params, linear, reads = shapes.pop()
@@ -240,6 +243,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f".gate_history = {st.gate_history},\n"
         f"    .buffer_reservoir = {int(st.buffer == 'reservoir')}, .capacity = {st.capacity}, "
         f".jet_rows = {s['JET_ROWS']}, .forget_window = {st.forget_window or 0},\n"
+        f"    .reservoir_half = {int(st.reservoir_precision == 'float16')},\n"
         f"    .batch = {spec.batch_size}, .schedule_cosine = {int(spec.cosine)}, "
         f".ema = {int(spec.ema_decay is not None)},\n"
         f"    .max_steps = {spec.max_steps},\n"

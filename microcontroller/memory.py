@@ -16,12 +16,13 @@ from .build import ROOT
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["static_bytes", "build_maxima", "check_ram", "firmware_ram", "FIRMWARE_RESERVE", "default_ram_budget"]
+__all__ = ["static_bytes", "build_maxima", "reservoir_half", "check_ram", "firmware_ram", "FIRMWARE_RESERVE",
+           "default_ram_budget"]
 
 #: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
 #: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
 FIRMWARE_RESERVE = 64 * 1024
-_F32, _COUNTERS = 4, 13
+_F32, _F16, _COUNTERS = 4, 2, 13
 
 
 def _round_up(value: int, to: int) -> int:
@@ -61,13 +62,34 @@ def build_maxima(specs) -> dict[str, int]:
     return {key: max(s[key] for s in sizes) for key in sizes[0]}
 
 
+def reservoir_half(specs) -> bool:
+    """Whether a build's reservoir stores binary16 (``model.stream.reservoir_precision: float16``; the
+    instance has one reservoir type, so every configuration of an image must agree).
+
+    Raises:
+        ValueError: for a build whose configurations mix float32 and float16 storage.
+    """
+    precisions = {spec.stream.reservoir_precision for spec in _as_list(specs)}
+    if len(precisions) > 1:
+        raise ValueError(f"the configurations of one build store their reservoirs in {sorted(precisions)}; the trainer "
+                         f"instance has one reservoir type: give them all the same model.stream.reservoir_precision.")
+    return precisions == {"float16"}
+
+
+def _value_bytes(specs) -> int:
+    """Bytes of one stored jet value: 4 (float32) or 2 (float16 storage)."""
+    return _F16 if reservoir_half(specs) else _F32
+
+
 def static_bytes(spec, capacity: int | None = None) -> int:
     """``sizeof(tu_trainer)`` of the C build of ``spec``, or of a list of settings (one image, the
     buffers sized by their maxima, `build_maxima`), with reservoir ``capacity`` if given.
 
     The layout of ``tu_trainer``: the 8-byte members first (magic and state, the configuration pointer
     in 8 bytes, two PCG32 generators, tick, seen, update count, 13 counters), then 4-byte ones only, so
-    nothing is padded inside; the struct is rounded up to 8 bytes.
+    nothing is padded inside; the struct is rounded up to 8 bytes. The reservoir shares its memory with the
+    calibration record (a union); a jet value takes 4 bytes (float32 storage) or 2 (float16 storage,
+    ``model.stream.reservoir_precision``), so with float16 the record may be the larger member.
     """
     mx = build_maxima(spec)
     n, ch = mx["N"], mx["CH"]                                    # stream channels: states, then inputs
@@ -78,7 +100,7 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     ring = mx["RING_LEN"] * ch * _F32 + 2 * 4                     # ring, head, run
     gate = mx["GATE_HISTORY"] * ch * _F32 + 2 * 4                 # history, head, count
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
-    union = max(capacity * rows * ch * _F32, record)
+    union = max(capacity * rows * ch * _value_bytes(spec), record)
     network = (5 * params + ch + n + 4) * _F32 + 4                # weights .. EMA, scales, last losses, digest
     return _round_up(head + stream + ring + gate + union + network, 8)
 
@@ -118,9 +140,11 @@ def check_ram(spec, budget: int) -> int:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if static_bytes(specs, mid) <= budget else (lo, mid - 1)
-    slot = mx["JET_ROWS"] * mx["CH"] * _F32
+    slot = mx["JET_ROWS"] * mx["CH"] * _value_bytes(specs)
     fits = (f"lower model.stream.capacity to at most {lo:,}" if lo >= batch else
             "no reservoir of one minibatch fits: shorten model.stream.calibration_s or lower model.stream.m_max")
+    if not reservoir_half(specs) and lo >= batch:
+        fits += " (or store it in float16: model.stream.reservoir_precision float16)"
     raise ValueError(
         f"the C trainer needs {need:,} bytes of static RAM (a reservoir of B = {mx['CAPACITY']:,} jets of {slot} bytes "
         f"each), more than the target's budget of {budget:,} bytes; {fits}, or give the target's budget with "

@@ -4,7 +4,8 @@ Each sample is an SG jet ``(x_hat, xdot_hat, xddot_hat)`` stored as a ``(3, n)``
 Memory is allocated once at construction and never grows with the stream. Besides the
 samples it holds, a buffer keeps the smallest and largest value of each channel over every
 sample it was offered (`SampleBuffer.span`): the region training saw, from which the trust
-envelope is built (`torch_ude.envelope`).
+envelope is built (`torch_ude.envelope`). A buffer may store its samples in IEEE binary16, in
+units of a per-channel scale (`stored_jets`), as the C trainer's float16 reservoir does.
 """
 from __future__ import annotations
 
@@ -16,7 +17,29 @@ from torch import Tensor
 
 from .prng import Pcg32
 
-__all__ = ["SampleBuffer"]
+__all__ = ["PRECISIONS", "SampleBuffer", "stored_jets"]
+
+#: The storage precisions of a buffer (``stream.reservoir_precision``).
+PRECISIONS = ("float32", "float16")
+
+
+def stored_jets(samples: Tensor, scale: Tensor) -> Tensor:
+    """The values a float16 buffer holds for ``samples``: each divided by its channel's scale, rounded to
+    the nearest IEEE binary16 (ties to even, binary16 subnormals, +-inf from 65520 on) and multiplied
+    back, exactly as the C trainer stores and reads its reservoir (``tu_half.h``; in float32, bit for bit).
+
+    Args:
+        samples: (W, 3, n) jets ``(x_hat, xdot_hat, xddot_hat)`` in each channel's units.
+        scale: (n,) positive scales (the calibrated ``x_rms``), same dtype.
+
+    Returns:
+        (W, 3, n), ``samples``' dtype: binary16 values times ``scale`` (the quotient is formed in
+        ``samples``' dtype and, for float64, rounded to float32 first, as a device would).
+    """
+    quotient = samples / scale
+    if quotient.dtype == torch.float64:
+        quotient = quotient.to(torch.float32)
+    return quotient.to(torch.float16).to(samples.dtype) * scale
 
 
 class SampleBuffer:
@@ -45,11 +68,14 @@ class SampleBuffer:
             the C trainer does.
         forget_window: W of the forgetting reservoir (>= capacity), or None for Vitter's
             uniform reservoir.
+        half_scale: (n,) scales of float16 storage (`stored_jets`; the calibrated ``x_rms``), or
+            None to store at ``dtype``. The stream rounds its jets with `stored` before offering
+            them; `add` stores what it is given.
     """
 
     def __init__(self, capacity: int, n_states: int, mode: str = "reservoir", seed: int = 0,
                  dtype: torch.dtype = torch.float64, generator: Pcg32 | None = None,
-                 forget_window: int | None = None) -> None:
+                 forget_window: int | None = None, half_scale: Tensor | None = None) -> None:
         if int(capacity) != capacity or capacity < 1:
             raise ValueError(f"capacity must be a positive integer; got {capacity!r}.")
         if mode not in ("reservoir", "fifo"):
@@ -64,6 +90,12 @@ class SampleBuffer:
         self.high = torch.full((n_states,), -math.inf, dtype=dtype)
         self._rng = np.random.default_rng(seed)
         self._pcg = generator
+        self.half_scale = None if half_scale is None else torch.as_tensor(half_scale, dtype=dtype).clone()
+
+    def stored(self, samples: Tensor) -> Tensor:
+        """``samples`` (W, 3, n) as this buffer stores them: unchanged, or rounded to float16 in units of
+        ``half_scale`` (`stored_jets`)."""
+        return samples if self.half_scale is None else stored_jets(samples, self.half_scale)
 
     @property
     def fill(self) -> int:

@@ -48,7 +48,7 @@ from torch import Tensor
 from .calibration import CALIBRATION_M0, Calibration, calibrate, valid_windows
 from .gate import QualityGate
 from .prng import STREAM_RESERVOIR, Pcg32
-from .reservoir import SampleBuffer
+from .reservoir import PRECISIONS, SampleBuffer
 from .savgol import SavitzkyGolay
 
 __all__ = ["StreamSettings", "StreamEstimator", "reject_rate"]
@@ -99,6 +99,13 @@ class StreamSettings:
             informative, e.g. a swing-up). False (the default) is the paper's live stream, whose
             calibration samples only calibrate; the C trainer has no replay (its record shares
             memory with its reservoir) and refuses True.
+        reservoir_precision: how the buffer stores a jet (issue 32: the device's memory).
+            ``"float32"``: at the estimator's precision (float32 on a device, in each channel's
+            units). ``"float16"``: each value divided by its channel's calibrated RMS
+            ``x_rms`` (fixed at calibration), rounded to the nearest IEEE binary16 (ties to
+            even) and read back times ``x_rms`` (`torch_ude.reservoir.stored_jets`): half the
+            C trainer's reservoir bytes, a relative error of about 2^-11 at most per value; a window
+            whose jet overflows binary16 (``|value| >= 65520 x_rms``) counts as non-finite.
     """
 
     half_width: int = 5
@@ -122,6 +129,7 @@ class StreamSettings:
     forget_window: int | None = None
     tap_average: bool = True
     calibration_replay: bool = False
+    reservoir_precision: str = "float32"
 
     def validate(self) -> None:
         """Check every setting before any work.
@@ -167,6 +175,9 @@ class StreamSettings:
             raise ValueError(f"stream.m must be an integer in [1, m_max = {self.m_max}]; got {self.m}.")
         if self.buffer not in ("reservoir", "fifo"):
             raise ValueError(f"stream.buffer must be 'reservoir' or 'fifo'; got {self.buffer!r}.")
+        if self.reservoir_precision not in PRECISIONS:
+            raise ValueError(f"stream.reservoir_precision must be one of {', '.join(map(repr, PRECISIONS))}; "
+                             f"got {self.reservoir_precision!r}.")
         if 2 * self.half_width + 1 < self.order + 2:
             raise ValueError(
                 f"an SG window of 2M+1 = {2 * self.half_width + 1} taps (half_width {self.half_width}) cannot fit "
@@ -447,8 +458,9 @@ class StreamEstimator:
     def _buffer(self) -> SampleBuffer:
         st = self.settings
         generator = Pcg32(self.seed, STREAM_RESERVOIR) if self.pcg32 else None
+        scale = self.calibration.x_rms.to(self.dtype) if st.reservoir_precision == "float16" else None
         return SampleBuffer(st.capacity, self.n, st.buffer, seed=self.seed, dtype=self.dtype, generator=generator,
-                            forget_window=st.forget_window)
+                            forget_window=st.forget_window, half_scale=scale)
 
     def _gate(self) -> QualityGate:
         st = self.settings
@@ -482,8 +494,8 @@ class StreamEstimator:
                 return 0
         rms = torch.sqrt((win * win).mean(dim=2))
         misfit = sg.misfit(win)
-        jets = torch.stack(sg.estimate(win, self.calibration.dt_eff), dim=1)  # (W, 3, n)
-        # huge finite samples can overflow the estimates: such windows count as non-finite
+        jets = self.buffer.stored(torch.stack(sg.estimate(win, self.calibration.dt_eff), dim=1))  # (W, 3, n)
+        # huge finite samples can overflow the estimates (or binary16 storage): such windows count as non-finite
         ok = (torch.isfinite(rms) & torch.isfinite(misfit)).all(dim=1) & torch.isfinite(jets).all(dim=2).all(dim=1)
         if not bool(ok.all()):
             self.counters["nonfinite"] += int((~ok).sum())

@@ -72,6 +72,7 @@ typedef struct {
     int max_bridge;                 /**< longest bridged gap, ticks */
     int snr_gate, quality_gate, gate_history; /**< Eq. (25)-(26) gate, misfit gate, its median's windows */
     int buffer_reservoir, capacity, jet_rows, forget_window; /**< reservoir (1) or FIFO, B, rows of a jet, W */
+    int reservoir_half;             /**< 1: float16 storage of the reservoir (the build's TU_RESERVOIR_HALF) */
     int batch, schedule_cosine, ema; /**< minibatch; cosine schedule; EMA of the weights */
     int64_t max_steps;              /**< updates the schedule spans */
     int64_t due_span;               /**< longest gap push_chunk counts in full, ticks: max(fs, train_every) */
@@ -84,7 +85,8 @@ typedef struct {
 } tu_config;
 
 /** TU_OK if `config` can run in this build: TU_ERR_NULL for NULL, TU_ERR_CONFIG when it is not a
- * generated configuration (magic), its sizes exceed the build's TU_*_MAX or disagree (ch != n + nu,
+ * generated configuration (magic), its sizes exceed the build's TU_*_MAX or disagree (ch != n + nu, its
+ * reservoir precision differs from the build's TU_RESERVOIR_HALF,
  * ...), a table or field is missing, or its tables' settings hash differs from its own (a mismatched
  * table set). */
 tu_status tu_config_check(const tu_config *config);

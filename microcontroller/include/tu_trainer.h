@@ -4,7 +4,8 @@
  * with a configuration (`tu_config`, tu_model.h: sizes, settings, the plant's generated fields and
  * the constant tables, in flash), so one image can hold several trainers of different plants and
  * sizes. Its size is fixed at compile time by the generated tu_config.h's maxima over the build's
- * configurations (TU_*_MAX). Float32 throughout. Below, TU_N, TU_CAL_LEN, ... name the
+ * configurations (TU_*_MAX). Float32 throughout (the reservoir optionally float16, below). Below,
+ * TU_N, TU_CAL_LEN, ... name the
  * configuration's settings (its fields n, cal_len, ...; the macros of a single-configuration build). The Python trainer
  * (torch_ude.stream.StreamEstimator and torch_ude.training.JetMatchingModule) is the
  * reference: the same stream semantics, defaults and update.
@@ -23,6 +24,13 @@
  *    second-order term (TU_JET_ROWS 2: lambda2^0 = 0), which saves a third of the reservoir.
  *    With TU_FORGET_WINDOW W > 0 the replacement probability stops falling at B / W, so the
  *    reservoir holds roughly the last W windows (for a plant that changes).
+ *    Storage (the build's TU_RESERVOIR_HALF, model.stream.reservoir_precision): float32 (4 bytes a
+ *    value, in the channel's units), or float16: each value divided by its channel's calibrated RMS
+ *    x_rms (the network's input scale unless pretrained; fixed at the one calibration, before the
+ *    reservoir fills) and kept as the IEEE binary16 pattern nearest to it (tu_half.h; 2 bytes, a
+ *    relative error of about 2^-11 at most, or 2^-25 x_rms absolute below 2^-14 x_rms), read back as the
+ *    half's value times x_rms. A window whose jet overflows binary16 (|value| >= 65520 x_rms)
+ *    counts as nonfinite and is not offered.
  *
  * Updates (tu_trainer_step): a minibatch of TU_BATCH jets drawn uniformly from the reservoir,
  * the exact jet gradient (Eq. 14-16; with inputs of F(x, u) and G = J_x F F + J_u F udot), gradient-norm clipping, AdamW with the cosine schedule
@@ -50,6 +58,12 @@
 
 #define TU_STREAM_RESERVOIR 1u  /* PCG32 stream of the reservoir's replacement draws */
 #define TU_STREAM_BATCH 2u      /* PCG32 stream of the minibatch indices */
+
+#if defined(TU_RESERVOIR_HALF) && TU_RESERVOIR_HALF
+typedef uint16_t tu_jet_value; /**< a stored jet value: the binary16 pattern of value / x_rms (float16 storage) */
+#else
+typedef float tu_jet_value;    /**< a stored jet value, in its channel's units (float32 storage) */
+#endif
 
 /** Event counts, as in torch_ude.stream (plus the C-only calibration failures). 64-bit: at
  * 1 kHz a 32-bit count would wrap after 49.7 days; these never do. */
@@ -113,8 +127,8 @@ typedef struct {
     uint32_t run;            /**< samples since the last segment break, the newest included (capped) */
     tu_gate gate;
     union {
-        /** (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs */
-        float reservoir[TU_CAPACITY_MAX][TU_JET_ROWS_MAX][TU_CH_MAX];
+        /** (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs (float32, or float16 in units of x_rms) */
+        tu_jet_value reservoir[TU_CAPACITY_MAX][TU_JET_ROWS_MAX][TU_CH_MAX];
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
     } mem;
     /* network and optimizer */

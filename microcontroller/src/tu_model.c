@@ -69,7 +69,8 @@ static int tu_config_sizes_valid(const tu_config *c)
            && c->ring_len == (c->taps - 1) * c->m_max + (c->tap_average ? c->m_max : 1)
            && c->ring_len <= TU_RING_LEN_MAX && c->gate_history >= 1 && c->gate_history <= TU_GATE_HISTORY_MAX
            && c->capacity >= 1 && c->capacity <= TU_CAPACITY_MAX && (c->jet_rows == 2 || c->jet_rows == 3)
-           && c->jet_rows <= TU_JET_ROWS_MAX && c->batch >= 1 && c->batch <= c->capacity && c->stride >= 0
+           && c->jet_rows <= TU_JET_ROWS_MAX && c->reservoir_half == TU_RESERVOIR_HALF
+           && c->batch >= 1 && c->batch <= c->capacity && c->stride >= 0
            && c->train_every >= 1 && c->train_every <= TU_DIVISOR_MAX && c->stride <= TU_DIVISOR_MAX
            && c->m_max <= TU_DIVISOR_MAX && c->max_bridge >= 0 && c->forget_window >= 0 && c->max_steps >= 1
            && c->due_span >= 1 && c->fs > 0.0f;

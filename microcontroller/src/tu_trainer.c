@@ -1,5 +1,5 @@
 /* The streaming trainer of Algorithm 1: stream ingestion, calibration hand-off, windows,
- * reservoir, updates. Float32, static memory; see tu_trainer.h. */
+ * reservoir, updates. Float32 (the reservoir float32 or float16), static memory; see tu_trainer.h. */
 #define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tu_half.h"
 #include "tu_math.h"
 #include "tu_mlp.h"
 #include "tu_optim.h"
@@ -69,6 +70,7 @@ static int tu_values_valid(const tu_trainer *self)
     const int ch = cfg->ch, p = cfg->num_params;
     const int calibration = self->calibrated != 1
                             || (tu_all_finite(cal->s1, ch, FLT_MIN) && tu_all_finite(cal->s2, ch, FLT_MIN)
+                                && tu_all_finite(cal->x_rms, ch, FLT_MIN)
                                 && tu_all_finite(&cal->dt_eff, 1, FLT_MIN) && tu_all_finite(&cal->lambda2, 1, 0.0f)
                                 && tu_all_finite(&cal->weight_decay, 1, 0.0f));
     return calibration && tu_all_finite(self->params, p, -INFINITY) && tu_all_finite(self->ema, p, -INFINITY)
@@ -303,7 +305,58 @@ static void tu_start_streaming(tu_trainer *self)
     self->calibrated = 1;
 }
 
-static void tu_reservoir_offer(tu_trainer *self, const float *jet)
+/* The stored form of a jet (float32 storage: the jet itself). Float16 storage: each value divided by
+ * its channel's x_rms and rounded to binary16 into `out` (torch_ude.reservoir.stored_jets); *finite
+ * becomes 0 when one overflows binary16 (the window then counts as nonfinite). Columns ch ..
+ * TU_CH_MAX - 1 are zero. */
+static const tu_jet_value *tu_reservoir_form(const tu_trainer *self, const float jet[3][TU_CH_MAX],
+                                             tu_jet_value out[TU_JET_ROWS_MAX][TU_CH_MAX], int *finite)
+{
+#if TU_RESERVOIR_HALF
+    const int ch = TU_CFG(self)->ch;
+    int r, c;
+    for (r = 0; r < 3; ++r) {  /* every row, as the reference checks them, though a 2-row jet keeps two */
+        for (c = 0; c < ch; ++c) {
+            const uint16_t half = tu_half_from_float(jet[r][c] / self->cal.x_rms[c]);
+            *finite = *finite && (half & 0x7C00u) != 0x7C00u;
+            if (r < TU_JET_ROWS_MAX) {
+                out[r][c] = half;
+            }
+        }
+        for (c = ch; c < TU_CH_MAX && r < TU_JET_ROWS_MAX; ++c) {
+            out[r][c] = 0u;
+        }
+    }
+    return &out[0][0];
+#else
+    (void)self, (void)out, (void)finite;
+    return &jet[0][0];
+#endif
+}
+
+/* Slot k's jet as floats (float16 storage: each half's value times its channel's x_rms), rows TU_CH_MAX
+ * apart; the pointer is into the reservoir (float32 storage) or into `buffer`. */
+static const float *tu_reservoir_load(const tu_trainer *self, uint32_t k, float buffer[TU_JET_ROWS_MAX][TU_CH_MAX])
+{
+#if TU_RESERVOIR_HALF
+    const uint16_t(*slot)[TU_CH_MAX] = self->mem.reservoir[k];
+    int c;
+    for (c = 0; c < TU_CH_MAX; ++c) {  /* (padding columns hold zeros: 0 times any scale is 0) */
+        const float scale = self->cal.x_rms[c];
+        buffer[0][c] = tu_half_to_float(slot[0][c]) * scale;  /* (the rows unrolled: TU_JET_ROWS_MAX is 2 or 3) */
+        buffer[1][c] = tu_half_to_float(slot[1][c]) * scale;
+#if TU_JET_ROWS_MAX == 3
+        buffer[2][c] = tu_half_to_float(slot[2][c]) * scale;
+#endif
+    }
+    return &buffer[0][0];
+#else
+    (void)buffer;
+    return &self->mem.reservoir[k][0][0];
+#endif
+}
+
+static void tu_reservoir_offer(tu_trainer *self, const tu_jet_value *jet)
 {
     const tu_config *cfg = TU_CFG(self);
     const int capacity = cfg->capacity;
@@ -346,6 +399,8 @@ static void tu_window(tu_trainer *self)
     const tu_config *cfg = TU_CFG(self);
     const int m = self->cal.m, b = tu_bin(self), ch = cfg->ch, n_taps = cfg->taps, len = cfg->ring_len;
     float taps[TU_CH_MAX][TU_TAPS_MAX], misfit[TU_CH_MAX], rms[TU_CH_MAX], jet[3][TU_CH_MAX];
+    tu_jet_value stored[TU_JET_ROWS_MAX][TU_CH_MAX];
+    const tu_jet_value *offered;
     int finite = 1, c, j, i;
     if (ch < TU_CH_MAX) {  /* the reservoir keeps a jet's TU_CH_MAX columns: no indeterminate bytes in a checkpoint */
         memset(jet, 0, sizeof jet);
@@ -383,6 +438,7 @@ static void tu_window(tu_trainer *self)
         finite = finite && tu_finite(misfit[c]) && tu_finite(rms[c]) && tu_finite(jet[0][c])
                  && tu_finite(jet[1][c]) && tu_finite(jet[2][c]);
     }
+    offered = tu_reservoir_form(self, (const float(*)[TU_CH_MAX])jet, stored, &finite);
     if (!finite) {
         ++self->counters.nonfinite;
         return;
@@ -392,7 +448,7 @@ static void tu_window(tu_trainer *self)
         return;
     }
     ++self->counters.accepted;
-    tu_reservoir_offer(self, &jet[0][0]);
+    tu_reservoir_offer(self, offered);
 }
 
 /* One sample after bridging: calibration record, or ring and window. */
@@ -597,7 +653,8 @@ tu_status tu_trainer_step(tu_trainer *self)
     field.out_scale = self->out_scale;
     memset(self->grad, 0, sizeof self->grad);
     for (b = 0; b < cfg->batch; ++b) {
-        const float *jet = &self->mem.reservoir[tu_prng_below(&self->batch_rng, (uint32_t)fill)][0][0];
+        float buffer[TU_JET_ROWS_MAX][TU_CH_MAX];
+        const float *jet = tu_reservoir_load(self, tu_prng_below(&self->batch_rng, (uint32_t)fill), buffer);
         /* rows TU_CH_MAX floats apart; without stored second derivatives lambda2 is 0 and xddot_hat is
          * never read; the inputs' rows 0 and 1 are u and udot */
         const float *xddot = cfg->jet_rows == 3 ? jet + 2 * TU_CH_MAX : jet + TU_CH_MAX;

@@ -11,6 +11,7 @@
 
 #include "golden.h"
 #include "tu_gate.h"
+#include "tu_half.h"
 #include "tu_jet.h"
 #include "tu_math.h"
 #include "tu_mlp.h"
@@ -293,6 +294,23 @@ static int test_gate(void)
     for (k = 0; k < acc.count; ++k) {
         const int got = tu_gate_check(&gate, TU_DEFAULT_CONFIG, mis.f + k * TU_CH, rms.f + k * TU_CH);
         EXPECT(got == (int)acc.q[k], "window %u: accept %d, want %lld", k, got, (long long)acc.q[k]);
+    }
+    return 1;
+}
+
+/* The float16 reservoir's storage (tu_trainer.c with TU_RESERVOIR_HALF): each value divided by its
+ * channel's scale, rounded to binary16 and multiplied back, bit for bit as
+ * torch_ude.reservoir.stored_jets (jets over eleven decades, some past binary16's range: +-Inf). */
+static int test_half_storage(void)
+{
+    const tu_golden_array jets = tu_golden("store_jets"), scale = tu_golden("store_scale"),
+                          want = tu_golden("store_values");
+    uint32_t k;
+    for (k = 0; k < jets.count; ++k) {
+        const float s = scale.f[k % scale.count];
+        const float got = tu_half_to_float(tu_half_from_float(jets.f[k] / s)) * s;
+        EXPECT(memcmp(&got, &want.f[k], sizeof got) == 0, "value %u (%.9g, scale %.9g): got %.9g, want %.9g", k,
+               (double)jets.f[k], (double)s, (double)got, (double)want.f[k]);
     }
     return 1;
 }
@@ -663,6 +681,7 @@ int main(int argc, char **argv)
     run("finite_differences", test_finite_differences);
     run("clip_adam_ema", test_clip_adam_ema);
     run("gate", test_gate);
+    run("half_storage", test_half_storage);
     run("whole_run", test_whole_run);
     run("skipped_updates", test_skipped_updates);
     run("api_misuse", test_api_misuse);

@@ -8,6 +8,7 @@ import torch
 
 from microcontroller.ctrainer import CTrainer, load_weights
 from microcontroller.generate import spec_from_config
+from microcontroller.golden import chunks, golden_stream
 from microcontroller.training import CJetMatchingModule
 from tests.microcontroller.helpers import recorded_config
 from torch_ude.calibration import calibrate
@@ -108,6 +109,35 @@ def test_a_damaged_checkpoint_is_refused(spec):
         other.load_state_bytes(bytes(damaged))
     with pytest.raises(RuntimeError, match="uninitialized"):
         other.report()
+
+
+def _run(spec, y, ticks, segment, resume: bool) -> np.ndarray:
+    """The EMA weights of a run through the binding; ``resume``: halfway, continued in another instance
+    from the first one's bytes (a checkpoint)."""
+    parts = chunks(ticks, round(spec.fs / spec.train_rate))
+    trainer = CTrainer(spec)
+    for i, part in enumerate(parts):
+        trainer.steps(trainer.push_chunk(y[part], ticks[part], segment[part]))
+        if resume and i == len(parts) // 2:
+            assert trainer.ready
+            resumed = CTrainer(spec)
+            resumed.load_state_bytes(trainer.state_bytes())
+            trainer = resumed
+    trainer.steps(max(0, spec.max_steps - trainer.report()["updates"]))
+    return trainer.weights(True)
+
+
+def test_a_float16_reservoir_resumes_from_a_checkpoint_exactly():
+    # issue 32, item 4: binary16 storage in units of x_rms (the reference comparison is test_c_trainer's)
+    half = spec_from_config("configs/pendulum_case_a.yaml", [*SMALL, "--model.stream.reservoir_precision", "float16"])
+    y, ticks, segment = golden_stream(half, 4.0, 0.01)
+    straight = _run(half, y, ticks, segment, resume=False)
+    assert np.array_equal(_run(half, y, ticks, segment, resume=True), straight)
+    float32 = _run(spec_from_config("configs/pendulum_case_a.yaml", SMALL), y, ticks, segment, resume=False)
+    assert 0 < np.abs(straight - float32).max() < 1e-2  # the rounding matters, a little
+    bad = np.frombuffer(CTrainer(half).state_bytes(), dtype=np.uint8)
+    with pytest.raises(ValueError, match="another configuration"):  # a float32 build refuses a float16 checkpoint
+        CTrainer(spec_from_config("configs/pendulum_case_a.yaml", SMALL)).load_state_bytes(bad.tobytes())
 
 
 def test_the_binding_carries_recorded_inputs(tmp_path):

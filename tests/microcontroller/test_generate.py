@@ -72,6 +72,26 @@ def test_command_line_reports_errors_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_an_unknown_reservoir_precision_is_refused_in_one_line(tmp_path, capsys):
+    assert main(["--config", "configs/pendulum_case_a_c.yaml", "--out", str(tmp_path),
+                 "--model.stream.reservoir_precision", "bfloat16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("microcontroller.generate: error: stream.reservoir_precision must be one of 'float32', "
+                          "'float16'; got 'bfloat16'.") and err.count("\n") == 1, err
+    assert not (tmp_path / "tu_config.h").exists()
+
+
+def test_float16_storage_halves_the_reservoir_and_keeps_float32_hashes():
+    half = spec_from_config("configs/pendulum_case_a_c.yaml")  # the device config stores float16
+    paper = spec_from_config("configs/pendulum_case_a_c.yaml", ["--model.stream.reservoir_precision", "float32"])
+    assert "reservoir_precision" not in paper.settings()["stream"]  # float32 builds keep their hashes
+    assert half.settings()["stream"]["reservoir_precision"] == "float16" and half.config_hash() != paper.config_hash()
+    # the reservoir B x 3 rows x 2 channels shrinks from 4 to 2 bytes a value; the calibration record
+    # (3 s at 1 kHz: 42,000 bytes) then outgrows it and sets the union's size
+    assert static_bytes(paper) == 61_352 and static_bytes(half) == 61_352 - 2048 * 3 * 2 * 4 + 42_000 == 54_200
+    assert static_bytes(half) <= 56_000
+
+
 def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
     with pytest.raises(ValueError) as info:
         cli_main(["fit", "--config", "configs/pendulum_case_a_c.yaml", "--model.hidden", "[]", "--trainer.max_steps",
@@ -86,6 +106,14 @@ def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
     (CONFIG, ["--model.stream.tap_average", "true", "--model.stream.capacity", "2048"]),  # box taps: a longer ring
     (CONFIG, [*POINT, "--model.stream.capacity", "16", "--model.stream.lambda2", "0", "--model.stream.calibration_s", "0.601",
               "--model.batch_size", "4", "--model.stream.gate_history", "5"]),
+    # float16 storage (issue 32, item 4): the paper's device configuration, where the calibration record is
+    # then the larger member of the union, and a larger reservoir, where the reservoir is
+    ("configs/pendulum_case_a_c.yaml", []),  # (its reservoir_precision: float16)
+    ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
+    ("configs/pendulum_case_a_c.yaml", ["--model.stream.reservoir_precision", "float32"]),
+    ("configs/double_pendulum_case_a.yaml", [*POINT, "--model.stream.capacity", "1000", "--model.stream.m_max", "50",
+                                             "--model.stream.lambda2", "0",
+                                             "--model.stream.reservoir_precision", "float16"]),
 ])
 def test_the_generator_knows_the_trainers_size_and_the_compiler_checks_the_budget(config, overrides, tmp_path):
     spec = spec_from_config(config, overrides)

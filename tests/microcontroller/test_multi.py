@@ -116,3 +116,14 @@ def test_the_emulated_m4f_trains_two_plants_in_one_firmware(plants, tmp_path):
         assert ema.size == spec.field.num_parameters()
         assert np.array_equal(ema, ema1) and np.array_equal(raw, raw1)
     assert CORTEX_M4.available()
+
+
+def test_one_image_has_one_reservoir_precision(tmp_path):
+    """The instance has one reservoir type: a build mixing float32 and float16 storage is refused."""
+    small = [*SMALL, "--trainer.max_steps", "200"]
+    single = spec_from_config("configs/pendulum_case_a.yaml", small)
+    half = spec_from_config("configs/pendulum_case_a.yaml", [*small, "--model.stream.reservoir_precision", "float16"])
+    with pytest.raises(ValueError, match=r"store their reservoirs in \['float16', 'float32'\]; .* the same "
+                                         r"model.stream.reservoir_precision"):
+        write_headers([single, half], tmp_path / "gen")
+    assert not (tmp_path / "gen" / "tu_config.h").exists()

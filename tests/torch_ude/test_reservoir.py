@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from torch_ude.reservoir import SampleBuffer
+from torch_ude.reservoir import SampleBuffer, stored_jets
+from torch_ude.stream import StreamSettings
 
 
 def _items(start, count, n=2):
@@ -96,3 +97,26 @@ def test_the_span_covers_every_offered_sample_even_after_it_was_replaced():
     del old["low"], old["high"]  # a checkpoint from before the span: the held samples' span
     other.load_state_dict(old)
     assert other.span()[1].tolist() == buf.data[:, 0].amax(0).tolist()
+
+
+def test_float16_storage_rounds_in_units_of_the_scale_to_nearest_even():
+    scale = torch.tensor([0.5, 3.0], dtype=torch.float32)
+    rng = np.random.default_rng(0)
+    jets = torch.as_tensor(rng.normal(size=(500, 3, 2)) * 10.0 ** rng.uniform(-6, 4, size=(500, 3, 2)),
+                           dtype=torch.float32)
+    jets[0, 0, 0] = 65520.0 * 0.5  # the first value that overflows binary16, in units of the scale
+    stored = stored_jets(jets, scale)
+    with np.errstate(over="ignore"):  # (the overflow to inf is meant)
+        want = torch.from_numpy((jets / scale).numpy().astype(np.float16).astype(np.float32)) * scale
+    assert torch.equal(stored, want) and stored.dtype == torch.float32
+    finite = torch.isfinite(stored)
+    rel = ((stored - jets) / jets).abs()[finite & (jets.abs() >= 2.0 ** -14 * scale)]
+    assert rel.max() <= 2.0 ** -11 * (1 + 2.0 ** -10)  # half an ulp of binary16 (and the float32 roundings)
+    assert torch.isinf(stored[0, 0, 0]) and finite.sum() == finite.numel() - 1
+    # a buffer stores what `stored` gives; float32 storage leaves the samples as they are
+    buffer = SampleBuffer(4, 2, dtype=torch.float32, half_scale=scale)
+    assert torch.equal(buffer.stored(jets[:4]), stored[:4])
+    same = jets[:4]
+    assert SampleBuffer(4, 2, dtype=torch.float32).stored(same) is same
+    with pytest.raises(ValueError, match="stream.reservoir_precision must be one of 'float32', 'float16'; got 'int8'"):
+        StreamSettings(reservoir_precision="int8").validate()
