@@ -38,7 +38,7 @@ from torch import Tensor
 from benchmarks.dfki_pendulum import KEYS, configured_physics, reference_model, require_data
 from benchmarks.jet_runs import RESULTS, save
 from mhe import PEMIdentifier
-from mhe.torque_pendulum import LogsRecording
+from mhe.problems.torque_pendulum import LogsRecording
 from mhe.training import load_experiment
 from torch_ude.prediction import open_loop_rollouts, prediction_errors
 from torch_ude.recorded import RecordedLog
@@ -59,7 +59,7 @@ VARIANTS = {"theta_friction": ((0,), ("Fv", "Fc", "offset")),
 
 
 #: What runs by default: with the lab's J and m cx fixed, the fit drives Fc / J past RK4's stability
-#: limit at 50 Hz (`mhe.torque_pendulum`) and most window solves fail (RESULTS.md), so the
+#: limit at 50 Hz (`mhe.problems.torque_pendulum`) and most window solves fail (RESULTS.md), so the
 #: friction-only variants are run on request only.
 DEFAULT_VARIANTS = ("theta_all", "theta_omega_all")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from mhe import ArrivalCost, IdentificationProblem, MHESettings, SingleTrackVehicle, WindowSolver
-from mhe.blocktri import block_tridiagonal_dense, block_tridiagonal_solve
-from mhe.kkt import kkt_blocks, prediction_loss
-from mhe.racing import MEASURED, RacingSimulation
+from mhe.estimator.blocktri import block_tridiagonal_dense, block_tridiagonal_solve
+from mhe.estimator.kkt import kkt_blocks, prediction_loss
+from mhe.problems.racing import MEASURED, RacingSimulation
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ truth (with the config's arrival-cost start):
 * one-step prediction error: the mean over windows and the two outputs of ``r^2``,
   ``r = C x^_N - y~_N`` (Eq. 9) with ``x^_N`` from the MHE of each window (the lowest MHE cost
   of the warm start, ``--starts`` cold starts and ``--passes`` passes of propagated starts:
-  `mhe.solver.propagated_solve`), on the training windows and on the windows of
+  `mhe.estimator.solver.propagated_solve`), on the training windows and on the windows of
   ``--validation`` (the same N and stride; its arrival-cost box from its own data, the trained
   s_bar and sigma clipped into it);
   the validation error is also given with the config's arrival-cost start instead of the trained
@@ -36,12 +36,12 @@ from pathlib import Path
 import torch
 
 from mhe import ArrivalCost, IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, WindowSolver
-from mhe.arrival import arrival_bounds
-from mhe.logs import BayesRaceRecording
-from mhe.solver import Start, WindowSolutions, lowest_cost_solve
+from mhe.data.logs import BayesRaceRecording
+from mhe.data.windows import Windows
+from mhe.estimator.arrival import arrival_bounds
+from mhe.estimator.solver import Start, WindowSolutions, lowest_cost_solve
+from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.training import PEMExperiment, load_experiment, pem_outputs, write_pem_outputs
-from mhe.vehicle import BAYESRACE_TRUTH
-from mhe.windows import Windows
 
 CONFIG = "configs/mhe_bayesrace_physics_gn.yaml"
 VALIDATION = "../shared/data/bayesrace/DYN-PP-ETHZMobil.npz"
@@ -61,7 +61,7 @@ def one_step_error(est: MovingHorizonEstimator, problem: IdentificationProblem, 
                    starts: int, warm: list[Start | None] | None = None,
                    best: WindowSolutions | None = None, passes: int = 0) -> dict[str, float | int]:
     """`solutions_error` of the problem's windows with the lowest-cost MHE solution per window
-    (`mhe.solver.lowest_cost_solve` with ``starts``, ``warm`` and ``passes``, or ``best`` when given)."""
+    (`mhe.estimator.solver.lowest_cost_solve` with ``starts``, ``warm`` and ``passes``, or ``best`` when given)."""
     windows = problem.windows
     best = lowest_cost_solve(solver, windows, starts, warm, passes) if best is None else best
     return solutions_error(est, windows, best)
@@ -105,10 +105,10 @@ def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
 
     Returns:
         ``row`` (training time, steps, stop reason, failed solves, trained arrival cost and, with a
-        two-stage start, its `mhe.noise_fit.NoiseFitReport`), the
+        two-stage start, its `mhe.outer.noise_fit.NoiseFitReport`), the
         trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
         ``residual`` weights (None without a residual), the ``history`` of the iterations and the
-        loop's ``result`` (`mhe.report.PEMResult`).
+        loop's ``result`` (`mhe.outer.report.PEMResult`).
     """
     problem = exp.problem
     outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
     ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per evaluation (mhe.solver.propagated_solve); 0: none")
+                    help="passes of propagated starts per evaluation (mhe.estimator.solver.propagated_solve); 0: none")
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace"))
     args, overrides = ap.parse_known_args(argv)

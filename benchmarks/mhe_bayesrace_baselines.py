@@ -4,9 +4,9 @@ The data, model, 16 identified parameters and metrics are those of ``benchmarks.
 (``configs/mhe_bayesrace_physics_gn.yaml``: DYN-PP-ETHZ for training, DYN-PP-ETHZMobil for
 validation, Euler at 0.02 s, y = (vx, omega), vy unmeasured). EKF->PEM (Section 4.3, Tedrake Ch. 18):
 
-1. `mhe.ekf.ExtendedKalmanFilter` with the initial model over the training recording
+1. `mhe.peers.ekf.ExtendedKalmanFilter` with the initial model over the training recording
    (Q^(1/2), R^(1/2) = the config's MHE weights; prior = the config's arrival-cost start);
-2. `mhe.state_pem.fit_on_states`: the 16 parameters by one-step prediction error on the frozen
+2. `mhe.peers.state_pem.fit_on_states`: the 16 parameters by one-step prediction error on the frozen
    EKF estimates (scipy's least_squares within the parameters' bounds).
 
 Two protocols, both reported:
@@ -14,7 +14,7 @@ Two protocols, both reported:
 * ``paper``: as the paper's text says, 10 initial parameter vectors drawn within +-5 % of the
   truth (seeded); each gives an EKF and a fit started there; the one with the smallest validation
   one-step error is reported (selection on the validation data, as in the paper);
-* ``start``: the initial model is the config's start (67.95 % off, `mhe.racing.start_values`);
+* ``start``: the initial model is the config's start (67.95 % off, `mhe.problems.racing.start_values`);
   the fit runs from 10 starts within +-5 % of it and keeps the lowest cost.
 
 Metrics at the identified parameters (``benchmarks.mhe_bayesrace.one_step_error``, the PEM-MHE row's):
@@ -25,7 +25,7 @@ windows; mean relative parameter error over the 16; training time = EKF + fit wa
 reported initialization; all 10 also given). Also the EKF's own one-step error (mean of squared
 innovations with the identified model), which needs no MHE.
 
-Joint-MHE (Kühl et al., 2011; `mhe.joint.JointMHE`): the 16 parameters as constant states (random walk of
+Joint-MHE (Kühl et al., 2011; `mhe.peers.joint.JointMHE`): the 16 parameters as constant states (random walk of
 ``--joint-random-walk-std`` in the bounded ``rho`` coordinates) of the config's MHE (N, Q, R, arrival-cost
 start of the physical states), slid over the training recording ``--joint-stride`` samples at a time,
 ``--joint-passes`` times, from the config's 67.95 % start (the paper's protocol); the arrival mean is carried
@@ -33,7 +33,7 @@ from window to window, the parameters' prior standard deviation is fixed. One ru
 ``--joint-parameter-std``; the one with the smallest training one-step error (the data alone, no truth) is
 reported, all are listed. Training time = that run's wall time (all window solves and the CasADi build).
 
-Cramér–Rao subset (``cramer_rao``, `mhe.cramer_rao`): the Fisher information of the one-step outputs of ETHZ
+Cramér–Rao subset (``cramer_rao``, `mhe.peers.cramer_rao`): the Fisher information of the one-step outputs of ETHZ
 in the 16 relative parameters at the truth, on the true states, with the config's R^(1/2) as the noise (the
 data are noise-free) and ``--cr-noise-scales`` times it; the parameters whose bound is at most
 ``--cr-threshold`` are the ones the data determine.
@@ -59,12 +59,12 @@ import torch
 
 from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, print_table1, with_values
 from mhe import IdentificationProblem, JointMHE, JointSettings, WindowSolver
-from mhe.cramer_rao import cramer_rao_std, one_step_fisher
-from mhe.ekf import EKFSettings, ExtendedKalmanFilter
-from mhe.logs import BayesRaceRecording
-from mhe.state_pem import fit_on_states, jittered_starts
+from mhe.data.logs import BayesRaceRecording
+from mhe.models.vehicle import BAYESRACE_TRUTH
+from mhe.peers.cramer_rao import cramer_rao_std, one_step_fisher
+from mhe.peers.ekf import EKFSettings, ExtendedKalmanFilter
+from mhe.peers.state_pem import fit_on_states, jittered_starts
 from mhe.training import load_experiment
-from mhe.vehicle import BAYESRACE_TRUTH
 
 PAPER = {"ekf_pem": {"one_step_train": 1.33e-4, "one_step_validation": 6.49e-5, "mean_rel_error": 0.2299,
                      "training": "1 min"},
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
     ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
     ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per MHE evaluation (mhe.solver.propagated_solve); 0: none")
+                    help="passes of propagated starts per MHE evaluation (mhe.estimator.solver.propagated_solve); 0: none")
     ap.add_argument("--inits", type=int, default=10, help="initializations (paper) / fit starts (start protocol)")
     ap.add_argument("--spread", type=float, default=0.05, help="half-width of the draws, relative")
     ap.add_argument("--seed", type=int, default=0)

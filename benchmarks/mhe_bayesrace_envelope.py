@@ -3,15 +3,15 @@
 Train on DYN-PP-ETHZ, score on DYN-PP-ETHZMobil, as Table 1 does (``configs/mhe_bayesrace_physics_gn.yaml``:
 noise-free, y = (vx, omega), vy unmeasured, Euler):
 
-* physics-only: `mhe.SingleTrackVehicle` at BayesRace's ground truth (`mhe.vehicle.BAYESRACE_TRUTH`), the
+* physics-only: `mhe.SingleTrackVehicle` at BayesRace's ground truth (`mhe.models.vehicle.BAYESRACE_TRUTH`), the
   values physics-only PEM-MHE recovers on this recording (RESULTS.md, Table 1: 4.1e-5 % mean relative error),
   so this row is that model without its 3 min of Gauss-Newton;
-* gray-box: that physics plus a tanh residual (`mhe.model.NeuralResidual`, width ``--width``, ``in_scale`` the
+* gray-box: that physics plus a tanh residual (`mhe.models.model.NeuralResidual`, width ``--width``, ``in_scale`` the
   RMS of ``[vx, vy, omega, delta, pedal]`` over the training recording, ``out_scale`` ``--out-scale`` times the
   RMS of the training states' rates), identified with the physics by Adam for ``--steps`` PEM iterations from
   the physics-only start (the config's arrival cost);
 * gray-box with envelope: the same trained model with its trust envelope recorded as a run records it
-  (`mhe.envelope.envelope_of_windows` on the training windows).
+  (`mhe.pem.envelope_of_windows` on the training windows).
 
 Each is scored by the one-step prediction error of Table 1 (Eq. 9: mean over windows and outputs of ``r^2``,
 each window's MHE from ``--starts`` cold starts and ``--passes`` passes of propagated starts, the lowest cost
@@ -31,10 +31,10 @@ from pathlib import Path
 import torch
 
 from mhe import PEMIdentifier, ResidualSettings, WindowSolver
-from mhe.envelope import envelope_of_windows
-from mhe.logs import BayesRaceRecording
+from mhe.data.logs import BayesRaceRecording
+from mhe.models.vehicle import BAYESRACE_TRUTH
+from mhe.pem import envelope_of_windows
 from mhe.training import load_experiment
-from mhe.vehicle import BAYESRACE_TRUTH
 
 from .mhe_bayesrace import CONFIG, VALIDATION, one_step_error, with_values
 

@@ -3,9 +3,9 @@
 Data, model, bounds, split and EKF are those of ``benchmarks.mhe_iac`` (``configs/mhe_iac_physics_gn.yaml``:
 the first 70 % of the gated stretch of IAC log B trains, the rest, the last 30 % (``--validation-part``
 another part), validates; y = (vx, omega), vy unmeasured; Euler at 0.04 s). The row (Chrosniak et al., 2024;
-`mhe.deep_dynamics`):
+`mhe.peers.deep_dynamics`):
 
-1. `mhe.ekf.ExtendedKalmanFilter` with the config's start model over the training part (noise
+1. `mhe.peers.ekf.ExtendedKalmanFilter` with the config's start model over the training part (noise
    model and prior from the config's MHE weights and arrival cost, as the EKF->PEM row);
 2. the Deep Dynamics network (a GRU over the last ``--history`` rows of (EKF state, input), dense
    layers, the sigmoid physics guard into the config's 16 bounds) trained with Adam on the EKF's
@@ -56,8 +56,7 @@ from benchmarks.mhe_bayesrace import with_values
 from benchmarks.mhe_iac import (PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, start_ekf,
                                  validation_source, values_of)
 from mhe import IdentificationProblem
-from mhe.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
-                               usable_samples)
+from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout, usable_samples)
 from mhe.training import load_experiment
 
 __all__ = ["ROW", "one_step", "multi_step", "coefficient_summary", "main"]

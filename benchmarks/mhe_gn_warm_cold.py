@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from mhe import GaussNewtonStopping, PEMIdentifier
-from mhe.kkt import prediction_loss
-from mhe.solver import lower_cost
+from mhe.estimator.kkt import prediction_loss
+from mhe.estimator.solver import lower_cost
 from mhe.training import load_experiment
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"

@@ -22,8 +22,8 @@ import torch
 
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, Recording,
                  ResidualSettings, hypergradient_adjoint, hypergradient_explicit)
-from mhe.kkt import explicit_memory_bytes, refine
-from mhe.racing import MEASURED, RacingSimulation
+from mhe.estimator.kkt import explicit_memory_bytes, refine
+from mhe.problems.racing import MEASURED, RacingSimulation
 
 IN_SCALE, OUT_SCALE = (2.0, 0.3, 3.0, 0.3, 1.0), (1.0, 1.0, 20.0)
 

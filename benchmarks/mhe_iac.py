@@ -10,9 +10,9 @@ values (the paper: all methods from one start, Chrosniak et al.'s estimate):
 
 * start: the config's values, untrained (the one-step fit on the logged vx, vy, omega of the
   training part from `GUESS`, which ``--start`` recomputes and prints with the MHE weights);
-* EKF->PEM (Section 4.3): `mhe.ekf.ExtendedKalmanFilter` with the start model over the training
+* EKF->PEM (Section 4.3): `mhe.peers.ekf.ExtendedKalmanFilter` with the start model over the training
   part (the filter's noise model and prior from the config's MHE weights and arrival cost, as in
-  ``benchmarks.mhe_bayesrace_baselines``), then `mhe.state_pem.fit_on_states` on the frozen
+  ``benchmarks.mhe_bayesrace_baselines``), then `mhe.peers.state_pem.fit_on_states` on the frozen
   estimates from the start values;
 * PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
 * PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
@@ -21,7 +21,7 @@ values (the paper: all methods from one start, Chrosniak et al.'s estimate):
   their differences and follow it: ``--gray-config configs/mhe_iac_gray.yaml VARIANT``), scored with its trained network on the physics-only
   config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
 
-Metrics at each row's parameters, from each window's MHE (`mhe.solver.lowest_cost_solve`:
+Metrics at each row's parameters, from each window's MHE (`mhe.estimator.solver.lowest_cost_solve`:
 the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
 the config's arrival-cost start, PEM-MHE's trained one, each clipped into the box of the data it runs on):
 
@@ -64,11 +64,11 @@ import torch
 from benchmarks.mhe_bayesrace import fit_pem, one_step_error, solutions_error, with_values
 from benchmarks.mhe_bayesrace_baselines import ekf_settings
 from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
-from mhe.ekf import EKFResult, ExtendedKalmanFilter
-from mhe.logs import IACRecording
-from mhe.solver import Start, lowest_cost_solve
+from mhe.data.logs import IACRecording
+from mhe.estimator.solver import Start, lowest_cost_solve
+from mhe.peers.ekf import EKFResult, ExtendedKalmanFilter
+from mhe.peers.state_pem import fit_on_states
 from mhe.training import PEMExperiment
-from mhe.state_pem import fit_on_states
 from mhe.training import load_experiment
 from torch_ude.savgol import SavitzkyGolay
 
@@ -176,7 +176,7 @@ def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tens
 
 
 def with_residual(model, residual: Mapping[str, torch.Tensor] | None):
-    """``model`` (a `mhe.model.StateSpaceModel`) with its neural residual's weights set to ``residual`` (if given).
+    """``model`` (a `mhe.models.model.StateSpaceModel`) with its neural residual's weights set to ``residual`` (if given).
 
     Raises:
         ValueError: for weights given to a model without a residual.
@@ -368,11 +368,11 @@ def validation_source(args: argparse.Namespace, problem: IdentificationProblem) 
     rest of its gated stretch (the blocks the training part leaves out).
 
     Raises:
-        ValueError: if ``problem`` does not read an `mhe.logs.IACRecording`.
+        ValueError: if ``problem`` does not read an `mhe.data.logs.IACRecording`.
     """
     src = problem.source
     if not isinstance(src, IACRecording):
-        raise ValueError(f"{' + '.join(args.config)} must read an mhe.logs.IACRecording; it reads "
+        raise ValueError(f"{' + '.join(args.config)} must read an mhe.data.logs.IACRecording; it reads "
                          f"{type(src).__name__}.")
     return src.rest() if args.validation_part is None else src.with_part(args.validation_part)
 
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         gray_exp = load_experiment(args.gray_config, gray_args)
         if gray_exp.problem.residual is None or not isinstance(gray_exp.problem.source, IACRecording):
             raise ValueError(f"--gray-config {' '.join(args.gray_config)} must add a neural residual "
-                             "(data.problem.residual) to a problem on an mhe.logs.IACRecording.")
+                             "(data.problem.residual) to a problem on an mhe.data.logs.IACRecording.")
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
     start = values_of(problem)

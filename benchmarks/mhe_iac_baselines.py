@@ -4,7 +4,7 @@ Data, split and metrics are those of ``benchmarks.mhe_iac`` (``configs/mhe_iac_p
 first 70 % of the gated stretch of IAC log B trains, the rest (the last 30 %; ``--validation-part``) validates,
 y = (vx, omega), vy unmeasured):
 
-* ``joint_mhe`` (Kühl et al., 2011; `mhe.joint.JointMHE`): the config's 16 parameters as constant
+* ``joint_mhe`` (Kühl et al., 2011; `mhe.peers.joint.JointMHE`): the config's 16 parameters as constant
   states (random walk of ``--joint-random-walk-std``, bounded ``rho`` coordinates) of the config's MHE
   (N, Q, R, arrival-cost start of the physical states), slid over the training part
   ``--joint-stride`` samples at a time, ``--joint-passes`` times, from the config's start (the start
@@ -46,7 +46,7 @@ from benchmarks.mhe_iac import (PAPER, add_split_arguments, inside, open_loop_er
                                  values_of)
 from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
 from mhe import IdentificationProblem, JointMHE, JointSettings
-from mhe.logs import IACRecording
+from mhe.data.logs import IACRecording
 from mhe.training import load_experiment
 
 __all__ = ["METHODS", "joint_mhe", "subnet", "subnet_rollouts", "main"]

@@ -4,7 +4,7 @@ Before an expensive PEM-MHE run (about 15 min on 2 cores), a residual's form (wi
 the state channels it drives) can be checked on the logged states of the training part, which the IAC
 log holds in full (vy too; PEM-MHE itself sees only vx and omega). The targets are the one-step residuals
 of the physics at the config's start values, ``(x_{k+1} - f_d(x_k, u~_k)) / h``
-(`benchmarks.mhe_iac.one_step_residuals`, dx/dt units); the config's own `mhe.model.NeuralResidual`
+(`benchmarks.mhe_iac.one_step_residuals`, dx/dt units); the config's own `mhe.models.model.NeuralResidual`
 (its width, scales, input history and outputs, zero last layer, the hidden layers seeded per seed) is
 fitted by full-batch Adam to the rows of the first ``--fraction`` of the training part and scored on the
 rest: per driven state channel, ``R^2 = 1 - mean((N - target)^2) / var(target)`` on the held-out rows.

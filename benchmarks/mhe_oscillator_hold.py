@@ -1,15 +1,15 @@
 """What the input hold costs: zero-order, first-order and midpoint hold on a linear oscillator at 9 samples per period
 (issue 33).
 
-The plant is `mhe.oscillator.OscillatorSimulation`: ``p'' + 2 zeta omega p' + omega^2 p = g u(t)``
+The plant is `mhe.problems.oscillator.OscillatorSimulation`: ``p'' + 2 zeta omega p' + omega^2 p = g u(t)``
 driven by an analogue multisine (a function of continuous time, recorded at the samples), 9 samples
 per natural period, the position measured with Gaussian noise of ``--noise`` (no process noise). The
 multisine's tones reach ``--max-hz`` times the natural frequency (default 0.5: at least 18 samples per
 period of the input, so linear interpolation follows it; at 1.5 its fastest tone has 6 samples per
 period and a first-order hold's own interpolation error shows).
-For each hold (`mhe.hold`) the same `LinearOscillator` model, started 10 % off in ``omega`` and
+For each hold (`mhe.models.hold`) the same `LinearOscillator` model, started 10 % off in ``omega`` and
 ``gain`` and at ``zeta`` 0.08 (truth 0.05), is identified by Gauss-Newton PEM-MHE, then refined on the
-free-run error (`mhe.free_run.refine_output_error`). For both it reports
+free-run error (`mhe.outer.free_run.refine_output_error`). For both it reports
 
 * ``free_run_rmse``: the free-run RMSE against the measured position (initial state estimated);
 * ``free_run_rmse_clean``: the same free run against the plant's noise-free position (the model's
@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 
 from mhe import ArrivalCost, IdentificationProblem, MHESettings, OuterSettings, PEMIdentifier, SolverSettings
-from mhe.free_run import estimate_initial_states, free_run_rmse, refine_output_error, simulate_free_run
-from mhe.hold import HOLDS
-from mhe.oscillator import LinearOscillator, OscillatorSimulation
+from mhe.models.hold import HOLDS
+from mhe.outer.free_run import estimate_initial_states, free_run_rmse, refine_output_error, simulate_free_run
+from mhe.problems.oscillator import LinearOscillator, OscillatorSimulation
 
 __all__ = ["problem", "run_hold", "main"]
 

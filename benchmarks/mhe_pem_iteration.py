@@ -4,7 +4,7 @@ Physics-only racing MHE, N = 10, warm-started; before each timed iteration the r
 physical parameters move by a random step of 0.01 (the size of an Adam step at
 lr = 0.01), as in a running identification. The solve time is split into IPOPT (what
 the worker processes parallelize) and the float64 Newton polish in the main process. Modes: ``W`` worker processes of
-`mhe.solver.WindowSolver` with one NLP per window, and ``batched``: one block-diagonal
+`mhe.estimator.solver.WindowSolver` with one NLP per window, and ``batched``: one block-diagonal
 NLP of all M windows in one process. The machine this was measured on has 2 cores
 shared with other jobs, so speedups above 2 are impossible and below 2 are expected.
 
@@ -24,7 +24,7 @@ import torch
 
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, SingleTrackVehicle, WindowSolver,
                  hypergradient_adjoint)
-from mhe.racing import MEASURED, RacingSimulation, perturbed_values
+from mhe.problems.racing import MEASURED, RacingSimulation, perturbed_values
 
 
 def main(argv: list[str] | None = None) -> None:

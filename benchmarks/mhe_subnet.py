@@ -9,7 +9,7 @@ error. That selection runs on the *training* record (``fit``'s ``val`` = the tra
 the validation track is never seen in training.
 
 Data are those of the PEM-MHE row (`benchmarks.mhe_bayesrace`): the ``dstates`` trajectories read by
-`mhe.logs.BayesRaceRecording`, inputs u = (delta, gamma) (the two recorded inputs), outputs
+`mhe.data.logs.BayesRaceRecording`, inputs u = (delta, gamma) (the two recorded inputs), outputs
 y = (vx, omega), dt = 0.02 s; DYN-PP-ETHZ trains, DYN-PP-ETHZMobil validates. Metrics, in m/s and
 rad/s, not normalized (Table 1's r^2, mean over samples and both outputs):
 
@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mhe.logs import BayesRaceRecording
-from mhe.simulate import Recording
+from mhe.data.logs import BayesRaceRecording
+from mhe.data.recording import Recording
 
 __all__ = ["PAPER", "SubnetSettings", "recording_data", "io_data", "train", "simulation_records", "predictions",
            "prediction_errors", "simulation_error", "main"]
@@ -89,7 +89,7 @@ def recording_data(rec: Recording, name: str):
     """A recording as deepSI's ``Input_output_data``: u = its inputs (T, n_u), y = its outputs (T, n_y), float32.
 
     A recording with gaps (``breaks``) becomes a list, one ``Input_output_data`` per contiguous stretch
-    (`mhe.simulate.Recording.stretches`), which deepSI takes wherever it takes one record; no sub-section
+    (`mhe.data.recording.Recording.stretches`), which deepSI takes wherever it takes one record; no sub-section
     spans a gap. Concatenated in order, the stretches are the recording's rows.
     """
     from deepSI import Input_output_data
@@ -107,7 +107,7 @@ def io_data(path: str | Path):
     """A BayesRace recording as deepSI's ``Input_output_data``: u = (delta, gamma), y = (vx, omega), float32.
 
     Raises:
-        ValueError: no such file, or not a BayesRace ``.npz`` (from `mhe.logs.BayesRaceRecording`).
+        ValueError: no such file, or not a BayesRace ``.npz`` (from `mhe.data.logs.BayesRaceRecording`).
     """
     return recording_data(BayesRaceRecording(str(path), trajectory="dstates").record(), Path(path).stem)
 

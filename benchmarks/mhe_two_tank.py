@@ -1,10 +1,10 @@
 """PEM-MHE alone vs the output-error refinement vs the noise floor on the simulated two-tank process (issue 33).
 
-The experiment is ``configs/mhe_two_tank_gn.yaml`` (`mhe.two_tank`: the upper tank's level not measured, an
+The experiment is ``configs/mhe_two_tank_gn.yaml`` (`mhe.problems.two_tank`: the upper tank's level not measured, an
 overflow at its rim, a level sensor with an unknown offset that clips at 10 V, noise 0.05 V; the pump
 gain, both orifice coefficients and the offset identified from 15-20 % off), parsed as ``torch-ude fit``
 parses it and run in-process for each ``--seeds`` (the recording's seed): Gauss-Newton PEM-MHE on the
-one-step criterion, then the free-run refinement (`mhe.free_run.simulation_criterion`). For both models
+one-step criterion, then the free-run refinement (`mhe.pem.simulation_criterion`). For both models
 it reports
 
 * ``free_run_rmse``: the free-run RMSE against the measured sensor (initial state estimated), V;
@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 
 from mhe import PEMIdentifier
-from mhe.free_run import estimate_initial_states, free_run_rmse, refine_output_error, simulate_free_run
-from mhe.kkt import prediction_loss
+from mhe.estimator.kkt import prediction_loss
+from mhe.outer.free_run import estimate_initial_states, free_run_rmse, refine_output_error, simulate_free_run
 from mhe.training import load_experiment
 
 CONFIG = "configs/mhe_two_tank_gn.yaml"

@@ -1,18 +1,18 @@
 """Does a gray-box residual make the two-tank free run worse than physics alone, with and without its envelope?
 
 Issue 33, item 5 and its target "a gray-box residual does not make the free-run error worse than the
-physics-only model's", on the simulated two-tank process (`mhe.two_tank`, ``configs/mhe_two_tank_gn.yaml``):
+physics-only model's", on the simulated two-tank process (`mhe.problems.two_tank`, ``configs/mhe_two_tank_gn.yaml``):
 
 1. physics-only PEM-MHE (Gauss-Newton, one-step criterion, no refinement) on the training recording;
 2. gray-box PEM-MHE (``configs/mhe_two_tank_variants/gray.yaml`` layered on it: a tanh residual on both level rates,
    Adam), started from the physics-only result (its physical values, sensor offset and arrival cost), as the
    IAC gray-box starts from its physics-only fit;
-3. the gray-box's trust envelope recorded as a run records it (`mhe.envelope.envelope_of_windows`: the MHE's
+3. the gray-box's trust envelope recorded as a run records it (`mhe.pem.envelope_of_windows`: the MHE's
    estimated levels on the training windows and the pump voltages), on a copy, so the same trained
    network is scored with and without it.
 
-Each model is scored by free run (`mhe.free_run.estimate_initial_states`, the parameters fixed, then
-`mhe.free_run.simulate_free_run`) against the measured sensor, on the training recording and on a
+Each model is scored by free run (`mhe.outer.free_run.estimate_initial_states`, the parameters fixed, then
+`mhe.outer.free_run.simulate_free_run`) against the measured sensor, on the training recording and on a
 validation recording of another seed, whose pump range (``--val-range``) may leave the training range
 (``--train-range``): with the default ranges the training levels stay below the rim and the sensor's
 clip, the validation ones overflow and clip. Also reported: the share of the validation samples (true
@@ -35,11 +35,11 @@ from pathlib import Path
 import torch
 
 from mhe import ArrivalCost, PEMIdentifier
-from mhe.envelope import envelope_of_windows
-from mhe.free_run import estimate_initial_states, simulate_free_run
-from mhe.simulate import Recording
+from mhe.data.recording import Recording
+from mhe.outer.free_run import estimate_initial_states, simulate_free_run
+from mhe.pem import envelope_of_windows
+from mhe.problems.two_tank import TwoTankSimulation
 from mhe.training import load_experiment
-from mhe.two_tank import TwoTankSimulation
 
 BASE, GRAY = "configs/mhe_two_tank_gn.yaml", "configs/mhe_two_tank_variants/gray.yaml"
 

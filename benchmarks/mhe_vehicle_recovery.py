@@ -33,10 +33,10 @@ import torch
 
 from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, SingleTrackVehicle, WindowSolver
 from mhe import residual_jacobian
-from mhe.kkt import prediction_loss
-from mhe.solver import WindowSolutions, cold_solve, lower_cost
+from mhe.estimator.kkt import prediction_loss
+from mhe.estimator.solver import WindowSolutions, cold_solve, lower_cost
+from mhe.models.vehicle import BAYESRACE_TRUTH, IDENTIFIED
 from mhe.training import load_experiment, pem_outputs, write_pem_outputs
-from mhe.vehicle import BAYESRACE_TRUTH, IDENTIFIED
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
 

@@ -1,14 +1,14 @@
 """PEM–MHE on a jet-matching stream of a pendulum plant: physics-only or gray-box, from theta or (theta, omega).
 
-The problem is `mhe.pendulum.pendulum_problem` on the data module's stream (the settings and
-why they were chosen are in `mhe.pendulum`); the outer loop is Gauss–Newton
+The problem is `mhe.problems.pendulum.pendulum_problem` on the data module's stream (the settings and
+why they were chosen are in `mhe.problems.pendulum`); the outer loop is Gauss–Newton
 (Levenberg–Marquardt) with its stopping tests (`mhe.OuterSettings`). Physics-only: the known
 model with an identified damping; gray-box: the known model plus the 2-16-16 tanh residual
 on the omega channel through L4CasADi (theta' = omega is exact; a residual on the theta
 channel is confounded with the unmeasured omega: with it, gray-box PEM-MHE from theta drifted
 to field errors of 0.24-0.37, worse than the known model alone), started either as `mhe`
 starts it (last layer zero, hidden layers from the run seed) with the jet run's calibration
-scales, or from the jet-matching run's trained field (`mhe.trained_field`).
+scales, or from the jet-matching run's trained field (`mhe.models.trained_field`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from mhe import OuterSettings, PEMIdentifier, ResidualSettings, SolverSettings
-from mhe.pendulum import pendulum_problem
+from mhe.problems.pendulum import pendulum_problem
 from torch_ude.training.data import StreamDataModule
 
 __all__ = ["VARIANTS", "PEM_VARIANTS", "PEMSettings", "pem_fit", "reach_ratio"]
@@ -38,7 +38,7 @@ PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
 
 @dataclass(frozen=True)
 class PEMSettings:
-    """One PEM–MHE variant; the problem's settings are `mhe.pendulum.pendulum_problem`'s defaults.
+    """One PEM–MHE variant; the problem's settings are `mhe.problems.pendulum.pendulum_problem`'s defaults.
 
     Attributes:
         variant: ``"physics"`` or ``"gray"``.

@@ -8,17 +8,16 @@ recordings are simulated and CasADi problems compiled on first use.
 """
 import importlib
 
-from .simulate import Recording as Recording, simulate as simulate  # eager: mhe.simulate is the function
-
 _HOMES = {
-    "bounds": ("Bound", "BoundedParameters"), "estimator": ("MHESettings", "MovingHorizonEstimator"),
-    "free_run": ("simulate_free_run",), "gauss_newton": ("GaussNewtonStopping", "residual_jacobian"),
-    "identification": ("ArrivalCost", "IdentificationProblem", "RecordingSource", "ResidualSettings"),
-    "joint": ("JointMHE", "JointSettings"), "kkt": ("hypergradient_adjoint", "hypergradient_explicit"),
-    "model": ("NeuralResidual", "PhysicsField", "StateSpaceModel"), "noise_fit": ("NoiseFitSettings",),
-    "outer": ("OuterSettings", "PEMLoop"), "report": ("PEMResult", "PEMStep"), "pem": ("PEMIdentifier",),
-    "simulate": ("Recording", "simulate"), "solver": ("SolverSettings", "WindowSolver"),
-    "vehicle": ("SingleTrackVehicle",), "windows": ("Windows", "make_windows"),
+    "models.bounds": ("Bound", "BoundedParameters"), "estimator.estimator": ("MHESettings", "MovingHorizonEstimator"),
+    "outer.free_run": ("simulate_free_run",), "outer.gauss_newton": ("GaussNewtonStopping", "residual_jacobian"),
+    "identification": ("ArrivalCost", "IdentificationProblem", "ResidualSettings"),
+    "data.recording": ("Recording", "RecordingSource"), "data.simulate": ("simulate",),
+    "peers.joint": ("JointMHE", "JointSettings"), "estimator.kkt": ("hypergradient_adjoint", "hypergradient_explicit"),
+    "models.model": ("NeuralResidual", "PhysicsField", "StateSpaceModel"), "outer.noise_fit": ("NoiseFitSettings",),
+    "outer.outer": ("OuterSettings", "PEMLoop"), "outer.report": ("PEMResult", "PEMStep"), "pem": ("PEMIdentifier",),
+    "estimator.solver": ("SolverSettings", "WindowSolver"), "models.vehicle": ("SingleTrackVehicle",),
+    "data.windows": ("Windows", "make_windows"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = sorted(_HOME_OF)

@@ -3,19 +3,18 @@
 An `IdentificationProblem` holds the recording (or where it comes from), the model to
 identify (known physics with its start values, a neural residual, or both), the measured
 states, the MHE settings (horizon, weights, IPOPT), the windows cut from the recording
-(Eq. 3) and the arrival cost with its optional physical box (`mhe.arrival`). The CLI
+(Eq. 3) and the arrival cost with its optional physical box (`mhe.estimator.arrival`). The CLI
 (`mhe.training.IdentificationData`), the in-process `mhe.pem.PEMIdentifier` and the
 benchmarks all build their estimator from it (`IdentificationProblem.estimator`), so one
 experiment gives one result whichever way it is run. Dimensions come from the model and the
 recording: the sample time is the recording's, ``n_u`` the physics' or the recording's (times
-``1 + input_lags`` with an input history, `mhe.input_history`). The input between samples is the
-problem's ``hold`` (`mhe.hold`; zero-order by default): with a first-order or midpoint hold the
+``1 + input_lags`` with an input history, `mhe.data.input_history`). The input between samples is the
+problem's ``hold`` (`mhe.models.hold`; zero-order by default): with a first-order or midpoint hold the
 recording's step inputs are the rows ``[u_k, u_{k+1}]``. The output is ``C x`` unless the problem
-has an output map (`mhe.output`).
+has an output map (`mhe.models.output`).
 """
 from __future__ import annotations
 
-import abc
 import contextlib
 import copy
 import math
@@ -27,40 +26,17 @@ import torch
 
 from torch_ude.envelope import DEFAULT_MARGIN
 
-from .arrival import arrival_bounds
-from .discretization import tableau
-from .estimator import MHESettings, MovingHorizonEstimator
-from .hold import held_inputs, input_hold
-from .input_history import with_input_history
-from .model import NeuralResidual, PhysicsField, StateSpaceModel
-from .output import OutputMap
-from .simulate import Recording
-from .windows import Windows, make_windows
+from .models.discretization import tableau
+from .models.hold import input_hold
+from .models.model import NeuralResidual, PhysicsField, StateSpaceModel
+from .models.output import OutputMap
+from .data.input_history import with_input_history
+from .data.recording import Recording, RecordingSource, held_inputs
+from .data.windows import Windows, make_windows
+from .estimator.arrival import arrival_bounds
+from .estimator.estimator import MHESettings, MovingHorizonEstimator
 
-__all__ = ["RecordingSource", "ArrivalCost", "ResidualSettings", "IdentificationProblem"]
-
-
-class RecordingSource(abc.ABC):
-    """Where the recording of an identification problem comes from (a simulator, a log file).
-
-    `record` is called once, on first use of the problem's data, not at construction.
-
-    Attributes:
-        recorded: whether the data come from a recorded machine (a log file) rather than a
-            simulator; a gray-box model's trust envelope is on by default for recorded data
-            (`ResidualSettings.envelope`).
-    """
-
-    recorded: bool = False
-
-    @property
-    def truth(self) -> Mapping[str, float] | None:
-        """True physical parameter values by name where known (simulated data), else None."""
-        return None
-
-    @abc.abstractmethod
-    def record(self) -> Recording:
-        """Produce the recording (inputs and measured outputs at one sample time)."""
+__all__ = ["ArrivalCost", "ResidualSettings", "IdentificationProblem"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +48,7 @@ class ArrivalCost:
         std: start of ``sigma``, one positive number per state.
         box: per state ``[lo, hi]`` of ``s_bar`` or None (a measured state: the range of its
             output in the data); None for the whole list leaves ``s_bar`` unbounded and
-            ``sigma = softplus(rho)`` (`mhe.arrival.arrival_bounds`).
+            ``sigma = softplus(rho)`` (`mhe.estimator.arrival.arrival_bounds`).
         margin: widening of each box on both sides, as a fraction of its width.
         std_range: ``sigma`` within these multiples of the ``s_bar`` box width.
     """
@@ -86,7 +62,7 @@ class ArrivalCost:
 
 @dataclass(frozen=True)
 class ResidualSettings:
-    """The neural residual of a neural or gray-box model (`mhe.model.NeuralResidual`).
+    """The neural residual of a neural or gray-box model (`mhe.models.model.NeuralResidual`).
 
     Attributes:
         width: hidden width of both hidden layers.
@@ -94,17 +70,17 @@ class ResidualSettings:
         out_scale: typical magnitudes of the residual ``dx/dt``, n_x numbers (None: ones).
         seed: seed of the hidden layers' initial weights (the last layer starts at zero).
         outputs: the state channels the residual drives (None: all), see
-            `mhe.model.NeuralResidual`.
+            `mhe.models.model.NeuralResidual`.
         start: a run folder (jet matching, the RK4 baseline, the C trainer) whose trained field
-            gives the initial weights and both scales instead (`mhe.trained_field`; a
+            gives the initial weights and both scales instead (`mhe.models.trained_field`; a
             single-pendulum field, no inputs, ``width`` hidden units); ``in_scale``,
             ``out_scale`` and ``seed`` must then be left at their defaults.
         input_lags: the residual also reads the inputs of this many previous samples
-            (`mhe.input_history`): the problem's inputs become ``[u_k, u_{k-1}, ...]`` and the
+            (`mhe.data.input_history`): the problem's inputs become ``[u_k, u_{k-1}, ...]`` and the
             network reads ``[x, u_k, ..., u_{k-input_lags}]``; the physics reads ``u_k``. An
             ``in_scale`` of n_x + n_u numbers gives each earlier input its input's scale.
         envelope: fade the trained residual to zero outside the inputs it was trained on (the trust
-            envelope, `mhe.envelope`: recorded at the end of the run from the states the MHE estimated
+            envelope, `mhe.models.envelope`: recorded at the end of the run from the states the MHE estimated
             on the training windows and their inputs). None: on for recorded data
             (`RecordingSource.recorded`), off for a simulator.
         envelope_margin: the envelope's fade band on each side, as a fraction of its width per input
@@ -161,7 +137,7 @@ class ResidualSettings:
                 in_scale = tuple(in_scale) + tuple(in_scale[n_x:]) * self.input_lags
             return NeuralResidual(n_x, n_u * (1 + self.input_lags), self.width, in_scale, self.out_scale, self.seed,
                                   self.outputs)
-        from .trained_field import TrainedField  # the trained field's module builds on this one
+        from .models.trained_field import TrainedField  # it loads CasADi: only for a trained start
 
         net = TrainedField.load(self.start).residual(self.outputs)
         if (net.n_x, net.n_u, net.mlp.sizes[1]) != (n_x, n_u, self.width):
@@ -195,10 +171,10 @@ class IdentificationProblem:
         windows: use only the first this many windows (None: all).
         n_x: state dimension, needed only without physics.
         discretization: the model's ``f_d``, one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
-            (`mhe.discretization`); the one that generated the data where known (BayesRace's
+            (`mhe.models.discretization`); the one that generated the data where known (BayesRace's
             ``dstates``: Euler).
         hold: the input between samples, ``"zoh"`` (zero-order), ``"foh"`` (first-order) or
-            ``"midpoint"`` (`mhe.hold`).
+            ``"midpoint"`` (`mhe.models.hold`).
         output: the output map ``y = h(x, u; p_y)`` with its start values (None: ``y = C x``); its
             ``measured`` must be ``measured``.
 
@@ -261,8 +237,8 @@ class IdentificationProblem:
     @cached_property
     def recording(self) -> Recording:
         """The recording the model runs on: `logged`, its inputs extended by the residual's input
-        history (`mhe.input_history`) where ``residual.input_lags > 0``, then turned into the step
-        inputs ``[u_k, u_{k+1}]`` of a paired hold (`mhe.hold.held_inputs`)."""
+        history (`mhe.data.input_history`) where ``residual.input_lags > 0``, then turned into the step
+        inputs ``[u_k, u_{k+1}]`` of a paired hold (`mhe.data.recording.held_inputs`)."""
         history = with_input_history(self.logged, 0 if self.residual is None else self.residual.input_lags)
         return held_inputs(history, input_hold(self.hold))
 
@@ -296,7 +272,7 @@ class IdentificationProblem:
 
         Args:
             clip_start: move a start of ``s_bar`` or ``sigma`` that lies outside the data's bounds inside them
-                (`mhe.bounds.Bound.clip`) instead of refusing it. For scoring a trained model on another
+                (`mhe.models.bounds.Bound.clip`) instead of refusing it. For scoring a trained model on another
                 recording, whose trained arrival cost replaces the start (``torch-ude validate``): the start
                 was set for the training data's box, not this recording's.
 

@@ -1,9 +1,11 @@
-"""PEM-MHE in one process: an `IdentificationProblem`, its window solver and the `mhe.outer.PEMLoop`.
+"""PEM-MHE in one process: an `IdentificationProblem`, its window solver and the `mhe.outer.outer.PEMLoop`.
 
 `PEMIdentifier` holds no iteration logic: it builds the problem's estimator and solver and
 runs the loop over all windows (the window solver may use a process pool). The Lightning
 module `mhe.training.PEMModule` runs the same loop from the same problem and settings, so
-both give the same iterates.
+both give the same iterates. Both end a run with `finish`: the output-error refinement of
+``outer.criterion: simulation`` (`simulation_criterion`) and the trust envelope of a gray-box
+model (`envelope_of_windows`), which need the problem, the estimator and its solver together.
 """
 from __future__ import annotations
 
@@ -11,15 +13,18 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from .envelope import envelope_of_windows
-from .free_run import simulation_criterion
-from .input_history import history_names
+from .models.envelope import DEFAULT_MARGIN, record_envelope
+from .data.input_history import history_names
+from .data.windows import Windows
+from .estimator.estimator import MovingHorizonEstimator
+from .estimator.kkt import prediction_loss
+from .estimator.solver import SolverSettings, WindowSolver
 from .identification import IdentificationProblem
-from .outer import OuterSettings, PEMLoop
-from .report import PEMResult, PEMStep
-from .solver import SolverSettings, WindowSolver
+from .outer.free_run import OutputErrorSettings, refine_output_error
+from .outer.outer import OuterSettings, PEMLoop
+from .outer.report import PEMResult, PEMStep
 
-__all__ = ["PEMIdentifier", "finish"]
+__all__ = ["PEMIdentifier", "envelope_of_windows", "finish", "simulation_criterion"]
 
 
 class PEMIdentifier:
@@ -50,7 +55,7 @@ class PEMIdentifier:
 
     def fit(self, callback: Callable[[int, PEMStep], None] | None = None) -> PEMResult:
         """Iterate until ``max_steps`` or until a Gauss-Newton stopping test fires; with ``outer.criterion:
-        simulation`` then refine on the free-run error (`mhe.free_run.simulation_criterion`).
+        simulation`` then refine on the free-run error (`mhe.pem.simulation_criterion`).
 
         Args:
             callback: called as ``callback(i, step)`` after iteration ``i``.
@@ -81,9 +86,9 @@ class PEMIdentifier:
 
 def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResult:
     """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``,
-    with the residual's trust envelope recorded when the problem wants one (`mhe.envelope.envelope_of_windows` on
+    with the residual's trust envelope recorded when the problem wants one (`envelope_of_windows` on
     all of the problem's windows at the final parameters; `IdentificationProblem.envelope_wanted`), unless the
-    residual has one already (started from a trained field with an envelope, `mhe.trained_field`: it keeps that one).
+    residual has one already (started from a trained field with an envelope, `mhe.models.trained_field`: it keeps that one).
 
     Args:
         loop: the loop after its iterations (its estimator is refined in place and its residual given the envelope;
@@ -104,3 +109,62 @@ def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResul
     criteria = simulation_criterion(problem, est, loop.solver, loop.settings.simulation)
     return replace(result, wall_s=time.perf_counter() - t0, parameters=est.parameter_values(),
                    rel_errors=problem.relative_errors(est), criteria=criteria)
+
+
+def envelope_of_windows(estimator: MovingHorizonEstimator, solver: WindowSolver, windows: Windows,
+                        margin: float = DEFAULT_MARGIN, names: tuple[list[str], list[str]] | None = None) -> dict:
+    """Solve every window's MHE at the current parameters and record the envelope of its estimated states and its
+    inputs on the estimator's residual (`record_envelope`); the windows that did not solve are left out.
+
+    Args:
+        estimator: the MHE whose model has a neural residual.
+        solver: its window solver (built before the envelope exists: its NLP has no fade).
+        windows: the training windows.
+        margin, names: as `record_envelope`.
+
+    Returns:
+        `record_envelope`'s record, with ``"windows"``: the windows it was recorded from.
+
+    Raises:
+        ValueError: for a model without a residual, or when no window solved.
+    """
+    residual = estimator.model.residual
+    if residual is None:
+        raise ValueError("the trust envelope fades a neural residual; this model has none (set residual.envelope: "
+                         "false, or give the problem a residual).")
+    sol = solver.solve(windows)
+    ok = sol.ok
+    record = record_envelope(residual, sol.point.x[ok], windows.u[ok], margin, names)
+    return {**record, "windows": int(ok.sum())}
+
+
+def _one_step_loss(estimator: MovingHorizonEstimator, solver: WindowSolver, windows: Windows) -> float:
+    """``J`` of Eq. (9) over the windows that solve, from cold starts at the estimator's current parameters."""
+    sol = solver.solve(windows)
+    loss = prediction_loss(estimator, sol.point.stages(), windows)[0]
+    return float(loss[sol.ok].sum())
+
+
+def simulation_criterion(problem: IdentificationProblem, estimator: MovingHorizonEstimator, solver: WindowSolver,
+                         settings: OutputErrorSettings = OutputErrorSettings()) -> dict[str, float]:
+    """The output-error refinement after PEM (``outer.criterion: simulation``) and both criteria before and after it.
+
+    Refines ``estimator``'s model in place (`refine_output_error` on ``problem.logged``) and scores it.
+
+    Args:
+        problem: the identification problem (its recording and windows).
+        estimator: the MHE after PEM.
+        solver: the window solver of ``estimator`` (for ``J`` at the parameters before and after).
+        settings: the refinement's settings.
+
+    Returns:
+        ``J_pem`` and ``J_refined`` (Eq. 9 over the problem's windows, cold-started solves),
+        ``free_run_rmse_pem`` and ``free_run_rmse_refined`` (mean over outputs of the per-output RMSE, output
+        units, initial states estimated), ``free_run_iterations`` and ``free_run_success`` (IPOPT's).
+    """
+    windows = problem.windows
+    j_pem = _one_step_loss(estimator, solver, windows)
+    res = refine_output_error(estimator, problem.logged, settings)
+    return {"J_pem": j_pem, "J_refined": _one_step_loss(estimator, solver, windows),
+            "free_run_rmse_pem": float(res.rmse_before.mean()), "free_run_rmse_refined": float(res.rmse_after.mean()),
+            "free_run_iterations": res.iterations, "free_run_success": res.success}

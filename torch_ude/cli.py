@@ -97,7 +97,8 @@ def check_files(args: list[str]) -> None:
 
     Raises:
         ValueError: for a config file that is not UTF-8 text, not YAML, empty (or only
-            comments) or not a mapping of settings, and for a checkpoint that does not
+            comments), not a mapping of settings or naming a ``class_path`` in a module of this
+            repository that does not exist (a run saved before a module moved), and for a checkpoint that does not
             exist or is not a complete checkpoint file; the message names the file.
     """
     for name in _values(args, "--ckpt_path"):
@@ -132,6 +133,33 @@ def check_files(args: list[str]) -> None:
         if not isinstance(content, dict):
             raise ValueError(f"the config file {name} must hold a mapping of settings (key: value lines); it holds "
                              f"a {type(content).__name__}.")
+        for where, class_path in _class_paths(content):
+            module = class_path.rpartition(".")[0]
+            if module.partition(".")[0] in ("mhe", "torch_ude", "baselines") and not _importable(module):
+                raise ValueError(f"the config file {name} names {class_path} at {where}, and there is no module "
+                                 f"{module} (a run saved before mhe/ was put in rooms names the old paths); name the "
+                                 f"class by its module today (docs/mhe.md lists where each module is), e.g. as "
+                                 f"the configs in configs/ do.")
+
+
+def _class_paths(content: object, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``class_path`` value in a parsed config, with the dotted key that holds it."""
+    if isinstance(content, dict):
+        if isinstance(content.get("class_path"), str):
+            yield where or "the top", content["class_path"]
+        for key, value in content.items():
+            yield from _class_paths(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(content, list):
+        for i, value in enumerate(content):
+            yield from _class_paths(value, f"{where}[{i}]")
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` exists (its parents are imported to look, the module itself is not)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 #: Third-party warnings a default run prints, as ``(category, message regex, module regex)``:

@@ -286,7 +286,7 @@ class LoadedField(NamedTuple):
         env = self.envelope
         if env is None:
             return torch.zeros(x.shape[0], dtype=torch.bool)
-        record = self.sidecar["envelope"]  # a PEM-MHE model's envelope carries its residual's scales (mhe.envelope)
+        record = self.sidecar["envelope"]  # a PEM-MHE model's envelope carries its residual's scales (mhe.models.envelope)
         scale = torch.tensor(record.get("in_scale", self.sidecar.get("in_scale")), dtype=self.dtype)
         u_scale = (torch.tensor(record.get("input_scale", self.sidecar.get("input_scale")), dtype=self.dtype)
                    if self.n_inputs else None)

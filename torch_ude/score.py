@@ -26,8 +26,8 @@ checkpoint (`torch_ude.training.run_folder.newest_checkpoint`; the run writes ``
 so it holds the model of ``field.pt``, a free-run refinement included); every file is read on the model's own
 grid (the MHE rate, whatever ``--fs`` says) and cut into back-to-back windows of each horizon (at least one
 step; the tail shorter than one window left out); each window is simulated from its own initial state by
-`mhe.free_run.simulate_free_run` with the configured input hold, the state estimated from that window's
-measured outputs with the parameters fixed (`mhe.free_run.estimate_initial_states`: the initial state of least
+`mhe.outer.free_run.simulate_free_run` with the configured input hold, the state estimated from that window's
+measured outputs with the parameters fixed (`mhe.outer.free_run.estimate_initial_states`: the initial state of least
 free-run error, residuals weighted by the MHE's ``R``; a gray-box's network written out with its weights and
 trust envelope, which comes from the checkpoint or, where that lacks it, from ``field.json``). Its NRMSE per
 measured output is that of the open-loop columns (`torch_ude.prediction.nrmse`: the RMSE over every sample
@@ -110,8 +110,8 @@ class LogColumns:
 
 def _run_data(field: LoadedField) -> dict:
     """The data settings the model's run recorded (``field.json`` -> extra -> config -> data; for a PEM-MHE
-    model the columns and rate of its recording of logs, `mhe.torque_pendulum.LogsRecording`, and the velocity's
-    window of a position-only one, `mhe.emps.PositionLogsRecording`), or {}."""
+    model the columns and rate of its recording of logs, `mhe.problems.torque_pendulum.LogsRecording`, and the velocity's
+    window of a position-only one, `mhe.problems.emps.PositionLogsRecording`), or {}."""
     config = (field.sidecar.get("extra") or {}).get("config", {})
     if field.separate_inputs:
         recording = (config.get("problem") or {}).get("recording")
@@ -372,12 +372,12 @@ def _pem_estimator(folder: Path, sidecar: dict | None = None):
 def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float],
                  periodic: Sequence[int] = ()) -> dict:
     """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): back-to-back windows of each horizon
-    (at least one step), each from its own initial state (`mhe.free_run.estimate_initial_states`, the parameters
+    (at least one step), each from its own initial state (`mhe.outer.free_run.estimate_initial_states`, the parameters
     fixed); the NRMSE of the open-loop columns (`torch_ude.prediction.nrmse`: RMSE over the measured output's RMS,
     angles on the circle) over every sample after each window's start.
 
     Args:
-        estimator: the trained `mhe.mhe.MovingHorizonEstimator`.
+        estimator: the trained `mhe.MovingHorizonEstimator`.
         logs: logs on the model's grid (``1 / model.dt``), its states then inputs.
         horizons: window lengths in s.
         periodic: the measured outputs that are angles (indices into the outputs).
@@ -386,8 +386,8 @@ def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[floa
         ``{"files": [per log: {"free_run_<h>s_nrmse": float or None, "free_run_<h>s_nrmse_per_output": list or
         None}], "pooled": the same over all logs}``; None where no window of the horizon fits.
     """
-    from mhe.free_run import estimate_initial_states, simulate_free_run
-    from mhe.simulate import Recording
+    from mhe.outer.free_run import estimate_initial_states, simulate_free_run
+    from mhe.data.recording import Recording
     model = estimator.model
     measured = list(model.measured)
     per_file = [dict() for _ in logs]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from torch_ude.cli import main
 
+from ..estimator.solver import SolverSettings
 from ..identification import IdentificationProblem
-from ..outer import OuterSettings
-from ..solver import SolverSettings
-from .data import IdentificationData
+from ..outer.outer import OuterSettings
 from .module import PEMModule
+from .data import IdentificationData
 
 __all__ = ["PEMExperiment", "load_experiment"]
 

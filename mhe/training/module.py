@@ -2,8 +2,8 @@
 
 The data module (`mhe.training.data.IdentificationData`) holds the `IdentificationProblem`;
 its items are window indices, so under DDP every process solves and differentiates its own
-shard of windows. `training_step` is one iteration of `mhe.outer.PEMLoop` over the local
-windows, with Lightning's all-reduce and all-gather as its `mhe.outer.Collective` (every
+shard of windows. `training_step` is one iteration of `mhe.outer.outer.PEMLoop` over the local
+windows, with Lightning's all-reduce and all-gather as its `mhe.outer.outer.Collective` (every
 process then takes the same step), then one step of a no-op optimizer so that
 ``trainer.global_step`` (and ``max_steps``) counts PEM iterations. When a Gauss-Newton
 stopping test fires the module sets ``trainer.should_stop``. The loop's state (optimizer,
@@ -18,12 +18,12 @@ and a one-line summary.
 typically another recording given on the command line
 (``--data.problem.recording.init_args.path OTHER``): `validation_step` solves every window's MHE
 at the checkpoint's parameters from ``validation_starts`` cold starts and up to
-``validation_passes`` passes of propagated starts (`mhe.solver.propagated_solve`: each window
+``validation_passes`` passes of propagated starts (`mhe.estimator.solver.propagated_solve`: each window
 from its neighbour's estimate, among the windows of one validation batch; lowest cost per window:
-`mhe.solver.lowest_cost_solve`)
+`mhe.estimator.solver.lowest_cost_solve`)
 and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the mean over the
 windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
-``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.arrival`),
+``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.estimator.arrival`),
 so the checkpoint also holds the physical ``s_bar`` and ``sigma``; outside a fit they are clipped
 into the box of the data being validated (the raw values would mean other numbers there), and the config's
 starting arrival cost is not checked against that box (the checkpoint's replaces it). The checkpoint also
@@ -48,12 +48,12 @@ from torch import Tensor
 
 from torch_ude.training.outputs import RunOutputs
 
-from ..estimator import MovingHorizonEstimator
+from ..estimator.estimator import MovingHorizonEstimator
+from ..estimator.solver import SolverSettings, WindowSolver, lowest_cost_solve
 from ..identification import IdentificationProblem
-from ..outer import LOCAL, Collective, OuterSettings, PEMLoop
+from ..outer.outer import LOCAL, Collective, OuterSettings, PEMLoop
+from ..outer.report import PEMResult, PEMStep
 from ..pem import finish
-from ..report import PEMResult, PEMStep
-from ..solver import SolverSettings, WindowSolver, lowest_cost_solve
 from .outputs import pem_outputs, write_pem_outputs
 from .resume import restore_warm_state, warm_state
 
@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 
 class _IterationCounter(torch.optim.Optimizer):
-    """A no-op optimizer: `mhe.outer.PEMLoop` sets ``alpha`` itself.
+    """A no-op optimizer: `mhe.outer.outer.PEMLoop` sets ``alpha`` itself.
 
     Lightning counts ``trainer.global_step`` (and so ``max_steps``) in optimizer steps;
     stepping this once per PEM iteration keeps that count.
@@ -255,7 +255,7 @@ class PEMModule(L.LightningModule):
     def on_train_end(self) -> None:
         """Write the run files and end with the one-line summary; ``last.ckpt`` is written again, since the checkpoint
         callback saved it before what `mhe.pem.finish` adds (the free-run refinement's parameters, a trust envelope
-        recorded at the end, `mhe.envelope`): the checkpoint and ``field.pt`` hold the same model."""
+        recorded at the end, `mhe.models.envelope`): the checkpoint and ``field.pt`` hold the same model."""
         self.result = finish(self.loop, self.problem, self._t0)  # with the free-run refinement if outer.criterion asks
         last = getattr(self.trainer.checkpoint_callback, "last_model_path", "")
         if last:

@@ -4,7 +4,7 @@ status protocol, atomic writes and records of every trainer (`torch_ude.training
 The project's `torch_ude.export.export_field` exports a ``HybridField`` of an autonomous
 plant; an identified state-space model has inputs, so ``field.pt`` here is the
 TorchScript of ``(x, u) -> f_c(x, u, 0)`` (shapes (B, n_x), (B, n_u) -> (B, n_x)) with a
-sidecar in the same spirit; a residual with a trust envelope (`mhe.envelope`) has it in both: the fade in
+sidecar in the same spirit; a residual with a trust envelope (`mhe.models.envelope`) has it in both: the fade in
 the program, the box (``"envelope"``: columns, low, high, margin in ``z = [x, u] / in_scale``, the
 scales, and the span of the raw inputs it was recorded from) in the sidecar, as
 `torch_ude.export` records a field's. ``metrics.json`` carries the project's `METRIC_KEYS`
@@ -25,11 +25,11 @@ from torch_ude.export import FIELD_FILE, MHE_FORMAT, SIDECAR_FILE
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import METRIC_KEYS, RunOutputs, to_jsonable
 
-from ..estimator import MovingHorizonEstimator
+from ..models.model import StateSpaceModel
+from ..data.input_history import history_names
+from ..estimator.estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
-from ..input_history import history_names
-from ..model import StateSpaceModel
-from ..report import PEMResult
+from ..outer.report import PEMResult
 
 __all__ = ["pem_outputs", "write_pem_outputs"]
 
@@ -84,13 +84,13 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
 
 
 def _lags(model: StateSpaceModel) -> int:
-    """The previous samples of input history the model's inputs hold (`mhe.input_history`)."""
+    """The previous samples of input history the model's inputs hold (`mhe.data.input_history`)."""
     n_u = model.physics.n_u
     return model.n_u // n_u - 1 if n_u else 0
 
 
 def _envelope_record(model: StateSpaceModel, recorded: dict | None) -> dict | None:
-    """``field.json``'s ``"envelope"``: the run's record (`mhe.envelope.record_envelope`), else the residual's box."""
+    """``field.json``'s ``"envelope"``: the run's record (`mhe.models.envelope.record_envelope`), else the residual's box."""
     net = model.residual
     if net is None or net.envelope is None:
         return None
@@ -129,7 +129,7 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict,
         "extra": to_jsonable(extra),
     }
     record = _envelope_record(model, envelope)
-    if record is not None:  # the residual's trust envelope (mhe.envelope), also inside field.pt's program
+    if record is not None:  # the residual's trust envelope (mhe.models.envelope), also inside field.pt's program
         sidecar["envelope"] = record
     write_text_atomic(out / SIDECAR_FILE, json.dumps(sidecar, indent=2) + "\n")
     return out / FIELD_FILE, out / SIDECAR_FILE

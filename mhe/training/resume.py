@@ -1,6 +1,6 @@
 """The PEM loop's warm starts in a checkpoint, so a resumed run takes the iterates an uninterrupted one takes.
 
-`mhe.outer.PEMLoop.state_dict` holds the optimizer, the damping, the accepted losses and the
+`mhe.outer.outer.PEMLoop.state_dict` holds the optimizer, the damping, the accepted losses and the
 counters, but not the warm starts each window's MHE solve begins from (``PEMLoop.starts``) nor
 the window solutions Gauss-Newton already has at the current ``alpha`` (``PEMLoop._solved``: the
 accepted trial's solve, which the next step reuses instead of solving again). Without them a
@@ -16,9 +16,9 @@ from dataclasses import fields
 import numpy as np
 import torch
 
-from ..outer import PEMLoop
-from ..point import KKTPoint
-from ..solver import Start, WindowSolutions
+from ..estimator.point import KKTPoint
+from ..estimator.solver import Start, WindowSolutions
+from ..outer.outer import PEMLoop
 
 __all__ = ["warm_state", "restore_warm_state"]
 

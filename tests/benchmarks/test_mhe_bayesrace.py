@@ -6,10 +6,10 @@ import pytest
 
 from benchmarks.mhe_bayesrace import one_step_error, with_values
 from mhe import WindowSolver
-from mhe.logs import BayesRaceRecording
+from mhe.data.logs import BayesRaceRecording
+from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.training import load_experiment
-from mhe.vehicle import BAYESRACE_TRUTH
-from tests.mhe.data import bayesrace_file
+from tests.mhe.datasets import bayesrace_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

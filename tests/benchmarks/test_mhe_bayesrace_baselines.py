@@ -5,9 +5,9 @@ import pytest
 
 from benchmarks.mhe_bayesrace_baselines import cramer_rao, ekf_pem, ekf_settings, joint_mhe
 from mhe import JointSettings
+from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.training import load_experiment
-from mhe.vehicle import BAYESRACE_TRUTH
-from tests.mhe.data import bayesrace_file
+from tests.mhe.datasets import bayesrace_file
 
 
 ROOT = Path(__file__).resolve().parents[2]

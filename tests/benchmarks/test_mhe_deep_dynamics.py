@@ -7,7 +7,7 @@ import pytest
 from benchmarks.mhe_deep_dynamics import ROW, main
 from benchmarks.mhe_iac import CONFIG
 from mhe.training import load_experiment
-from tests.mhe.data import data_file
+from tests.mhe.datasets import data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "iac/LVMS_23_01_04_B.csv"
@@ -43,5 +43,5 @@ def test_a_tiny_run_writes_the_row_the_constant_rows_and_the_plot(tmp_path, monk
 
 def test_a_config_on_another_recording_is_an_error(monkeypatch):
     monkeypatch.chdir(ROOT)
-    with pytest.raises(ValueError, match=r"must read an mhe.logs.IACRecording; it reads BayesRaceRecording"):
+    with pytest.raises(ValueError, match=r"must read an mhe.data.logs.IACRecording; it reads BayesRaceRecording"):
         main(["--config", "configs/mhe_bayesrace_physics_gn.yaml", "--trainer.logger", "false"])

@@ -12,7 +12,7 @@ from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, insid
                                  with_residual)
 from mhe import Bound
 from mhe.training import load_experiment
-from tests.mhe.data import data_file
+from tests.mhe.datasets import data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "iac/LVMS_23_01_04_B.csv"
@@ -107,7 +107,7 @@ def test_inside_moves_values_off_the_bounds_only():
 
 def test_a_config_on_another_recording_is_an_error(monkeypatch):
     monkeypatch.chdir(ROOT)
-    with pytest.raises(ValueError, match=r"must read an mhe.logs.IACRecording; it reads BayesRaceRecording"):
+    with pytest.raises(ValueError, match=r"must read an mhe.data.logs.IACRecording; it reads BayesRaceRecording"):
         main(["--config", "configs/mhe_bayesrace_physics_gn.yaml", "--trainer.logger", "false"])
 
 

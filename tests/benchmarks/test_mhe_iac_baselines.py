@@ -10,7 +10,7 @@ from benchmarks.mhe_iac import CONFIG
 from benchmarks.mhe_iac_baselines import main, subnet_rollouts
 from benchmarks.mhe_subnet import SubnetSettings, predictions, recording_data, train
 from mhe.training import load_experiment
-from tests.mhe.data import data_file
+from tests.mhe.datasets import data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "iac/LVMS_23_01_04_B.csv"
@@ -96,5 +96,5 @@ def test_subnet_on_a_blocked_recording_trains_on_its_stretches_and_no_prediction
 
 def test_a_config_on_another_recording_is_an_error(monkeypatch):
     monkeypatch.chdir(ROOT)
-    with pytest.raises(ValueError, match=r"must read an mhe.logs.IACRecording; it reads BayesRaceRecording"):
+    with pytest.raises(ValueError, match=r"must read an mhe.data.logs.IACRecording; it reads BayesRaceRecording"):
         main(["--config", "configs/mhe_bayesrace_physics_gn.yaml", "--trainer.logger", "false"])

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.mhe_iac import GRAY_CONFIG
 from benchmarks.mhe_iac_residual_check import held_out_fit, main
 from mhe.training import load_experiment
-from tests.mhe.data import data_file
+from tests.mhe.datasets import data_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = "iac/LVMS_23_01_04_B.csv"

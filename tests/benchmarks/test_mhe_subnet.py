@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("deepSI", reason="deepsi is not installed (pip install -e '.[peers]')")
 
 from benchmarks.mhe_subnet import SubnetSettings, io_data, main  # noqa: E402
-from tests.mhe.data import bayesrace_file  # noqa: E402
+from tests.mhe.datasets import bayesrace_file  # noqa: E402
 
 TINY = ["--iterations", "30", "--val-freq", "10", "--batch-size", "64", "--T", "10", "--horizon", "5"]
 

@@ -5,10 +5,10 @@ import torch
 
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual,
                  SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows, simulate)
-from mhe.racing import MEASURED, RacingSimulation, perturbed_values
-from mhe.simulate import vehicle_policy
-from mhe.kkt import refine
-from mhe.windows import Windows
+from mhe.data.simulate import vehicle_policy
+from mhe.data.windows import Windows
+from mhe.estimator.kkt import refine
+from mhe.problems.racing import MEASURED, RacingSimulation, perturbed_values
 
 PROCESS_STD = (0.05, 0.05, 1.0)
 MEASUREMENT_STD = (0.005, 0.02)

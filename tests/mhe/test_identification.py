@@ -4,9 +4,9 @@ import torch
 
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, RecordingSource, ResidualSettings,
                  SingleTrackVehicle, make_windows)
-from mhe.arrival import arrival_bounds
-from mhe.racing import MEASURED, RacingSimulation, start_values
-from mhe.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
+from mhe.estimator.arrival import arrival_bounds
+from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
+from mhe.problems.racing import MEASURED, RacingSimulation, start_values
 from tests.mhe.helpers import racing_problem
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_import_builds_nothing(tmp_path):
-    code = ("import sys, mhe; print(sorted(m for m in ('casadi', 'lightning', 'l4casadi', 'mhe.training', 'mhe.racing') "
+    code = ("import sys, mhe; print(sorted(m for m in ('casadi', 'lightning', 'l4casadi', 'mhe.training', 'mhe.problems.racing') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
@@ -24,12 +24,12 @@ def test_import_builds_nothing(tmp_path):
 
 
 def test_each_public_name_loads_its_module_on_first_use():
-    code = ("import sys, mhe; before = 'mhe.free_run' in sys.modules; import mhe.two_tank; "
+    code = ("import sys, mhe; before = 'mhe.outer.free_run' in sys.modules; import mhe.problems.two_tank; "
             "print(before, callable(mhe.simulate) and not hasattr(mhe.simulate, '__path__'), "
             "mhe.simulate_free_run.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": ""})
-    assert out.stdout.split() == ["False", "True", "mhe.free_run"]
+    assert out.stdout.split() == ["False", "True", "mhe.outer.free_run"]
     assert set(mhe.__all__) <= set(dir(mhe))
     with pytest.raises(AttributeError, match="no attribute 'KKTPoint'"):
         mhe.KKTPoint

@@ -62,6 +62,9 @@ def test_an_error_outside_the_project_keeps_its_traceback():
     (b"\x89PNG\r\n\x1a\n\x00\xff", r"is not a text \(YAML\) file: byte 0x89 at position 0 is not UTF-8"),
     (b"trainer: [1\n", r"is not valid YAML at line 2, column 1"),
     (b"- 1\n- 2\n", r"must hold a mapping of settings \(key: value lines\); it holds a list"),
+    (b"data:\n  init_args:\n    problem:\n      init_args:\n        recording:\n          class_path: mhe.racing.RacingSimulation\n",
+     r"names mhe\.racing\.RacingSimulation at data\.init_args\.problem\.init_args\.recording, and there is no module "
+     r"mhe\.racing \(a run saved before mhe/ was put in rooms"),
 ])
 def test_a_bad_config_file_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys, content, message):
     bad = tmp_path / "run.yaml"

@@ -74,7 +74,7 @@ def test_a_pem_mhe_model_reads_its_own_grid_and_a_jittery_log(run, monkeypatch, 
 
 
 @pytest.mark.parametrize("edit, pattern", [
-    (lambda c: c["data"]["init_args"]["problem"]["physics"].update(class_path="mhe.two_tank.TwoTanks"), "physics"),
+    (lambda c: c["data"]["init_args"]["problem"]["physics"].update(class_path="mhe.problems.two_tank.TwoTanks"), "physics"),
     (lambda c: c["data"]["init_args"]["problem"]["physics"]["init_args"].update(identify=["Fv"]),
      "identified parameters"),
     (lambda c: c["data"]["init_args"]["problem"]["recording"]["init_args"].update(states=["q", "qd"]),

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mhe.logs import read_csv
+from mhe.data.logs import read_csv
 from torch_ude.cli import console, main
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"

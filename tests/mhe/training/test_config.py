@@ -94,9 +94,9 @@ def test_the_blocked_split_changes_the_part_the_start_and_the_weights_only(base,
 @pytest.mark.parametrize("path", sorted(Path("configs").glob("mhe_*.yaml")), ids=lambda p: p.stem)
 def test_configs_parse(path, tmp_path):
     text = path.read_text()
-    real_log = "mhe.logs." in text or "LogsRecording" in text  # a log file has no 'steps'
+    real_log = "mhe.data.logs." in text or "LogsRecording" in text  # a log file has no 'steps'
     short = SHORT[2:] if real_log else SHORT
-    if "mhe.torque_pendulum." in text:  # the pendulum's logs keep their arrival mean (the car's 3 states do not fit)
+    if "mhe.problems.torque_pendulum." in text:  # the pendulum's logs keep their arrival mean (the car's 3 states do not fit)
         short = [*SHORT[2:6], *SHORT[8:]]
     exp = load_experiment(path, [*short, "--trainer.default_root_dir", str(tmp_path)])
     # Gauss-Newton: the _gn configs and the real rigs' (named after their data, as the jet configs)

@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from mhe.envelope import record_envelope
+from mhe.models.envelope import record_envelope
 from mhe.training.outputs import _export_model
 from torch_ude.export import load_field
 from tests.mhe.helpers import estimator

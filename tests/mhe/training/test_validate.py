@@ -7,9 +7,9 @@ import torch
 
 from benchmarks.mhe_bayesrace import one_step_error, with_values
 from mhe import WindowSolver
-from mhe.logs import BayesRaceRecording
+from mhe.data.logs import BayesRaceRecording
 from mhe.training import PEMModule, load_experiment
-from tests.mhe.data import bayesrace_file
+from tests.mhe.datasets import bayesrace_file
 from torch_ude.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]

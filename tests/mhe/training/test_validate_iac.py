@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.mhe_bayesrace import with_values
 from benchmarks.mhe_iac import score
-from mhe.logs import IACRecording
+from mhe.data.logs import IACRecording
 from mhe.training import load_experiment
 from torch_ude.cli import main
 

@@ -1,0 +1,128 @@
+"""What a PEM run reports, whichever front-end ran it.
+
+One `PEMStep` per iteration of `mhe.outer.outer.PEMLoop`, the run's `PEMCounters` (checkpointed
+with the loop) and the `PEMResult` a run ends with, whose `PEMResult.summary` is the last
+line the CLI and the benchmarks print.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["PEMStep", "PEMCounters", "PEMResult"]
+
+
+@dataclass(frozen=True)
+class PEMStep:
+    """Record of one PEM iteration; counts are over all processes, times are this process's.
+
+    Attributes:
+        loss: ``J`` over the windows used (Eq. 9) at the iteration's start (nan if none).
+        n_used: windows that entered the step.
+        n_failed: windows dropped because their MHE solve failed.
+        applied: whether ``alpha`` changed (a finite gradient step; for Gauss-Newton a trial
+            that lowered ``J``).
+        skipped: the gradient (or residual Jacobian) was non-finite, so nothing was tried.
+        grad_norm: 2-norm of ``dJ/dalpha`` (nan when not available).
+        solve_s: wall time of the MHE solves and their refinement.
+        hypergradient_s: wall time of the hypergradient (of the residual Jacobian for Gauss-Newton).
+        iterations: mean IPOPT iterations per window of the solve the step is taken from.
+        kkt_residual: largest relative KKT residual of the windows used (nan if none).
+        evaluations: MHE solves of all windows in this iteration (line-search trials for
+            L-BFGS; for Gauss-Newton the trial steps, their cold-start checks and the final
+            check, plus the solve at the current ``alpha`` unless the accepted trial of the
+            previous iteration provided it).
+        switched: Gauss-Newton with ``cold_check``: windows of the accepted trial whose
+            cold-started solution had the lower MHE cost and replaced the warm-started one; Adam
+            with ``cold_every``: the same in the iteration's own solve.
+        check_rejected: Gauss-Newton: trials that lowered ``J`` on warm-started solutions but
+            not after the cold-start check.
+        stop: Gauss-Newton: the stopping test that fired and whose final check passed, or ``""``.
+        verify_switched: Gauss-Newton: windows that took a lower-cost cold-started solution in
+            the final check (the stop is then cancelled).
+        trial_failed: Gauss-Newton: window solves that failed in trials, cold-start checks and
+            the final check (left out of that one comparison; ``n_failed`` counts the solve the
+            step is taken from).
+    """
+
+    loss: float
+    n_used: int
+    n_failed: int
+    applied: bool
+    skipped: bool
+    grad_norm: float
+    solve_s: float
+    hypergradient_s: float
+    iterations: float
+    kkt_residual: float
+    evaluations: int = 1
+    switched: int = 0
+    check_rejected: int = 0
+    stop: str = ""
+    verify_switched: int = 0
+    trial_failed: int = 0
+
+
+@dataclass
+class PEMCounters:
+    """Totals of a run (checkpointed with the loop).
+
+    Attributes:
+        steps: PEM iterations run.
+        updates: iterations that changed ``alpha``.
+        skipped: iterations with a non-finite gradient or residual Jacobian.
+        failed: failed window solves of the solves the steps were taken from.
+        failed_trials: failed window solves in Gauss-Newton trials and checks.
+    """
+
+    steps: int = 0
+    updates: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failed_trials: int = 0
+
+
+@dataclass(frozen=True)
+class PEMResult:
+    """What a PEM run ends with, whichever front-end ran it.
+
+    Attributes:
+        loss: ``J`` of the last iteration (Eq. 9, at the parameters before its step).
+        stop_reason: the Gauss-Newton stopping test that ended the run, or ``""``.
+        counters: the run's `PEMCounters`.
+        wall_s: wall time of the iterations in seconds.
+        parameters: identified physical values and the arrival cost (``s_bar_i``, ``sigma_i``).
+        rel_errors: relative error of each identified parameter with a known truth (empty without).
+        criteria: with ``outer.criterion: simulation``, both criteria before and after the free-run
+            refinement (`mhe.pem.simulation_criterion`); empty otherwise.
+        envelope: the residual's trust envelope recorded at the end of the run
+            (`mhe.models.envelope.record_envelope`'s record), or None.
+    """
+
+    loss: float
+    stop_reason: str
+    counters: PEMCounters
+    wall_s: float
+    parameters: dict[str, float]
+    rel_errors: dict[str, float]
+    criteria: dict[str, float] = field(default_factory=dict)
+    envelope: dict | None = None
+
+    @property
+    def mean_rel_error(self) -> float | None:
+        """Mean of `rel_errors` (None without a truth)."""
+        return sum(self.rel_errors.values()) / len(self.rel_errors) if self.rel_errors else None
+
+    def summary(self, folder: str | Path | None = None) -> str:
+        """The one line a run ends with."""
+        c = self.counters
+        err = (f"mean relative parameter error {100 * self.mean_rel_error:.2f} % ({len(self.rel_errors)} parameters)"
+               if self.rel_errors else "no true parameters to compare with")
+        stop = f"stop: {self.stop_reason}" if self.stop_reason else "no stopping test fired"
+        out = "" if folder is None else f"; outputs in {folder}"
+        cr = self.criteria
+        free = (f", free-run RMSE {cr['free_run_rmse_pem']:.4g} after PEM -> {cr['free_run_rmse_refined']:.4g} refined "
+                f"(J {cr['J_pem']:.4e} -> {cr['J_refined']:.4e})" if cr else "")
+        return (f"PEM-MHE: {err}, J = {self.loss:.4e}, {c.steps} steps ({c.updates} applied, {c.skipped} skipped), "
+                f"{stop}, failed window solves {c.failed} (+{c.failed_trials} in trials and checks), "
+                f"{self.wall_s:.1f} s{free}{out}")

@@ -1,0 +1,69 @@
+"""One-step PEM on given states: exact Jacobian, recovery from true states, seeded starts, bad input."""
+import numpy as np
+import pytest
+import torch
+
+from mhe import SingleTrackVehicle, StateSpaceModel
+from mhe.data.logs import BayesRaceRecording
+from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED
+from mhe.peers.state_pem import fit_on_states, jittered_starts
+from mhe.problems.racing import MEASURED, RacingSimulation, start_values
+from tests.mhe.datasets import bayesrace_file
+
+BAYESRACE_16 = ("Bf", "Cf", "Df", "Ef", "Shf", "Svf", "Br", "Cr", "Dr", "Er", "Shr", "Svr", "Cm1", "Cm2", "Cr0", "Cr2")
+
+
+def rel_errors(values):
+    return np.array([abs(v - BAYESRACE_TRUTH[n]) / abs(BAYESRACE_TRUTH[n]) for n, v in values.items()])
+
+
+def test_recovers_parameters_from_true_states_of_a_simulation():
+    rec = RacingSimulation(steps=800, process_std=(1e-12, 1e-12, 1e-12), measurement_std=(1e-3, 1e-3), seed=2).record()
+    start = start_values(0.3, seed=1)
+    model = StateSpaceModel(SingleTrackVehicle(start), measured=MEASURED)
+    assert rel_errors({n: start[n] for n in IDENTIFIED}).mean() == pytest.approx(0.3)
+    fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), (0.01, 0.01, 0.1))
+    assert set(fit.values) == set(IDENTIFIED) and fit.transitions == 799
+    assert rel_errors(fit.values).max() < 1e-4
+    assert fit.at_bounds == ()
+
+
+def test_recovers_bayesrace_parameters_from_its_euler_states_from_67_percent_off():
+    rec = BayesRaceRecording(str(bayesrace_file("DYN-PP-ETHZ"))).record()
+    start = start_values(0.6795, seed=0, identify=BAYESRACE_16)
+    model = StateSpaceModel(SingleTrackVehicle(start, identify=BAYESRACE_16, abs_vx=True), measured=MEASURED,
+                            discretization="euler")
+    fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), (0.01, 0.01, 0.1))
+    assert rel_errors(fit.values).max() < 1e-8
+
+
+def test_breaks_remove_transitions_and_the_best_start_is_kept():
+    a, b = (RacingSimulation(steps=100, process_std=(1e-12,) * 3, seed=s).record() for s in (2, 5))
+    states = np.concatenate([a.states.numpy(), b.states.numpy()])  # two recordings: a jump at row 100
+    inputs = np.concatenate([a.inputs.numpy(), b.inputs.numpy()])
+    model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED)
+    starts = jittered_starts(BAYESRACE_TRUTH, IDENTIFIED, 3, 0.05, seed=0, bounds=BAYESRACE_BOUNDS)
+    fit = fit_on_states(model, states, inputs, (0.01, 0.01, 0.1), starts, breaks=(100,))
+    assert fit.transitions == 198 and len(fit.starts) == 3
+    assert fit.cost == min(s["cost"] for s in fit.starts) and rel_errors(fit.values).max() < 1e-4
+
+
+def test_jittered_starts_stay_within_the_spread_and_bounds():
+    starts = jittered_starts(BAYESRACE_TRUTH, IDENTIFIED, 10, 0.05, seed=4, bounds=BAYESRACE_BOUNDS)
+    assert len(starts) == 10 and starts[0] != starts[1]
+    for s in starts:
+        assert rel_errors({n: s[n] for n in IDENTIFIED}).max() <= 0.05
+        assert all(BAYESRACE_BOUNDS[n].contains(s[n]) for n in IDENTIFIED)
+        assert s["m"] == BAYESRACE_TRUTH["m"]
+    assert jittered_starts(BAYESRACE_TRUTH, IDENTIFIED, 10, 0.05, seed=4, bounds=BAYESRACE_BOUNDS) == starts
+
+
+def test_bad_input_is_an_error():
+    model = StateSpaceModel(SingleTrackVehicle(), measured=MEASURED)
+    x, u = np.zeros((10, 3)), np.zeros((10, 2))
+    with pytest.raises(ValueError, match=r"step inputs must have shape \(T, 2\)"):
+        fit_on_states(model, x, u[:9], (0.01, 0.01, 0.1))
+    with pytest.raises(ValueError, match="on or outside their bounds"):
+        fit_on_states(model, x + 1.0, u, (0.01, 0.01, 0.1), [{"Bf": 100.0}])
+    with pytest.raises(ValueError, match="count must be >= 1"):
+        jittered_starts(BAYESRACE_TRUTH, IDENTIFIED, 0, 0.05, seed=0)
