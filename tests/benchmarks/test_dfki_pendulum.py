@@ -107,10 +107,13 @@ def test_the_linear_configs_are_the_defaults_with_the_linear_term(name, monkeypa
     for key in ("linear", "input_affine", "physics_first"):
         base["model"]["init_args"].pop(key, None)
     base["data"]["init_args"]["known"]["init_args"].pop("trainable", None)
-    # the calibration record trains too in the DFKI defaults (measured there); the _linear variants keep the
-    # live stream's calibration, as the C configs built on them must
+    # the DFKI defaults train on the calibration record too and keep every jet (measured there); the _linear
+    # variants keep the live stream's calibration and the device's reservoir, as the C configs built on them must
     assert "calibration_replay" not in linear["model"]["init_args"]["stream"]
     base["model"]["init_args"]["stream"].pop("calibration_replay", None)
+    if name.startswith("dfki"):
+        assert base["model"]["init_args"]["stream"].pop("capacity") == 8192
+        assert linear["model"]["init_args"]["stream"].pop("capacity") == 2048
     assert linear == base
     folder = ROOT.parent / "shared" / "data" / name
     if not folder.is_dir():
