@@ -490,11 +490,13 @@ class JetMatchingModule(L.LightningModule):
                             self.stream_settings.capacity, 0 if st.buffer is None else st.buffer.seen)
 
     def _can_replay(self) -> bool:
-        """Whether replay may update: enabled, and the buffer holds a minibatch (warn once if not full)."""
+        """Whether replay may update: enabled, and the buffer holds a minibatch (warn once if not full, unless
+        the stream was recorded logs: a buffer that holds every jet of the logs is what a log wants)."""
         status = self.stream_status()
         if not self.replay or status.calibration is None or status.fill < self.batch_size:
             return False
-        if not status.full and not self._warned_partial_buffer:
+        recorded = bool(getattr(self.trainer.datamodule, "recorded", False))
+        if not status.full and not recorded and not self._warned_partial_buffer:
             self._warned_partial_buffer = True
             longer = self.stream_length()[1]
             rank_zero_warn(

@@ -92,6 +92,15 @@ def test_fit_from_files_learns_the_friction_and_predicts_better_than_the_known_m
     assert metrics["one_step_nrmse"] < alone["one_step_nrmse"]
 
 
+def test_a_buffer_that_holds_every_jet_of_the_logs_trains_on_them_without_a_warning(tmp_path, logs, recwarn):
+    # a recorded log's jets all fit: that is what the log wants (the DFKI configs), not a stream that ended early
+    main(["fit", "--config", str(_config(tmp_path, logs, max_steps=100)), "--model.stream.capacity", "8192"])
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["updates"] == 100 and metrics["buffer_full"] is False
+    assert metrics["buffer_fill"] == metrics["counters"]["accepted"] > 64
+    assert not [w for w in recwarn if "sample buffer" in str(w.message)]
+
+
 def test_fit_with_the_input_affine_residual_keeps_one_torque_gain_over_the_states(tmp_path, logs):
     config = yaml.safe_load(_config(tmp_path, logs, max_steps=800).read_text())
     config["model"]["init_args"] |= {"linear": True, "input_affine": True, "envelope": False}  # (the fade bends it)
