@@ -495,8 +495,7 @@ class JetMatchingModule(L.LightningModule):
         status = self.stream_status()
         if not self.replay or status.calibration is None or status.fill < self.batch_size:
             return False
-        recorded = bool(getattr(self.trainer.datamodule, "recorded", False))
-        if not status.full and not recorded and not self._warned_partial_buffer:
+        if not status.full and not self.trains_on_recorded_logs() and not self._warned_partial_buffer:
             self._warned_partial_buffer = True
             longer = self.stream_length()[1]
             rank_zero_warn(
@@ -582,11 +581,15 @@ class JetMatchingModule(L.LightningModule):
         buffer = self.stream.buffer if isinstance(self.stream, StreamEstimator) else None
         return None if buffer is None else buffer.span()
 
+    def trains_on_recorded_logs(self) -> bool:
+        """Whether the trainer's data module streams recorded logs (its ``recorded``), not a simulated plant."""
+        return bool(getattr(self.trainer.datamodule, "recorded", False))
+
     def envelope_wanted(self) -> bool:
         """Whether the run fades its residual outside the envelope (``envelope``; None: recorded logs)."""
         if self.envelope is not None:
             return self.envelope
-        return bool(getattr(self.trainer.datamodule, "recorded", False))
+        return self.trains_on_recorded_logs()
 
     def install_envelope(self, fields: list[HybridField]) -> dict | None:
         """Record the envelope of the jets training saw on ``fields`` (`torch_ude.envelope`) and
