@@ -19,11 +19,12 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def _check_against_complex_step(field, windows):
     """Assert the discrete adjoint's parameter and state gradients equal complex step (1e-12); return both objectives' views."""
-    objective = ShootingObjective(field, windows, state_scale=torch.tensor([0.5, 1.5]))
+    scale = torch.tensor([0.5, 1.5, 4.0, 6.0][:field.n_states])
+    objective = ShootingObjective(field, windows, state_scale=scale)
     objective.shooting_states += 0.01  # off the observations, so the state gradient is not special
     result = objective.gradient()
     theta = torch.cat([g.reshape(-1) for g in result.grads])
-    reference = ShootingObjective(complex_copy(field), windows, state_scale=torch.tensor([0.5, 1.5]))
+    reference = ShootingObjective(complex_copy(field), windows, state_scale=scale)
     reference.shooting_states.copy_(objective.shooting_states)
     theta_cs, states_cs = complex_step_gradient(reference)
     assert _relative(theta, theta_cs) <= 1e-12
@@ -124,12 +125,13 @@ def test_rk4_forward_asks_for_the_inputs_of_a_field_with_inputs():
 
 
 @pytest.mark.parametrize("known,periodic,physical", [("single", (0,), False), ("single", (0,), True),
-                                                     ("torque", (0,), True), ("coupled", (1,), False)])
+                                                     ("torque", (0,), True), ("coupled", (1,), False),
+                                                     ("double_torque", (0, 1), True)])
 def test_adjoint_with_periodic_states_an_envelope_and_physical_parameters_matches_complex_step(known, periodic,
                                                                                                 physical):
     """The taped input map, the fade (the tape then keeps the network's outputs) and the trained
     physical parameters' gradient (the last one) against complex step."""
-    field = variant_field(known, 5, periodic, linear="affine" if known == "torque" else False, physical=physical)
+    field = variant_field(known, 5, periodic, linear="affine" if "torque" in known else False, physical=physical)
     windows = short_windows("single", 4, 3, seed=5) if field.n_inputs == 0 else _input_windows(field, 4, 3, seed=5)
     x = windows.x0
     u = windows.inputs[0] if field.n_inputs else None

@@ -9,6 +9,7 @@ from torch_ude import DoublePendulum, HybridField, SinglePendulum
 from torch_ude.systems.linear_axis import LinearAxisModel
 from torch_ude.systems.pendulum import TrainablePendulumField
 from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
+from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
 
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
 
@@ -96,7 +97,8 @@ def random_input_field(model: str, seed: int, linear: bool | str = False) -> Hyb
 
 def trainable_model(known: str, gen: torch.Generator):
     """A known model that trains all its physical parameters, with friction and an offset and a
-    random point inside the bounds: ``"torque"`` (`TorquePendulumModel`) or ``"single"``
+    random point inside the bounds: ``"torque"`` (`TorquePendulumModel`), ``"axis"`` (`LinearAxisModel`),
+    ``"double_torque"`` (`TorqueDoublePendulumModel`, every constant but g) or ``"single"``
     (`TrainablePendulumField`)."""
     if known == "torque":
         model = TorquePendulumModel(viscous=0.05, coulomb=0.1, offset=0.02, trainable={
@@ -106,6 +108,11 @@ def trainable_model(known: str, gen: torch.Generator):
         model = LinearAxisModel(mass=2.0, gain=1.5, viscous=0.3, coulomb=0.2, coulomb_velocity=0.5, offset=0.1,
                                 trainable={"mass": [1.0, 4.0], "gain": [1.0, 2.0], "viscous": [0.0, 1.0],
                                            "coulomb": [0.0, 1.0], "offset": [-0.5, 0.5]})
+    elif known == "double_torque":
+        model = TorqueDoublePendulumModel(Ir=1e-4, b1=0.01, b2=0.02, cf1=0.09, cf2=0.08, trainable={
+            "m1": [0.6, 0.7], "m2": [0.54, 0.58], "l1": [0.19, 0.21], "r1": [0.18, 0.22], "r2": [0.31, 0.33],
+            "I1": [0.025, 0.03], "I2": [0.053, 0.056], "Ir": [0.0, 2e-4], "gr": [5.0, 7.0], "b1": [0.0, 0.1],
+            "b2": [0.0, 0.1], "cf1": [0.0, 0.2], "cf2": [0.0, 0.2]})
     else:
         model = TrainablePendulumField(9.81, 1.0, 0.2, trainable={"gravity": [5.0, 15.0], "length": [0.5, 2.0],
                                                                   "damping": [0.0, 1.0]})

@@ -288,7 +288,7 @@ def _reference_loss(field, loss, x, xd, xdd, u, udot):
 
 PHYSICAL_CONDITIONS = [("torque", (0,), True, "affine", lam2, True) for lam2 in (0.0, 0.1)]
 PHYSICAL_CONDITIONS += [("single", (), False, False, lam2, True) for lam2 in (0.0, 0.1)]
-PHYSICAL_CONDITIONS += [("axis", (), True, True, 0.1, True)]
+PHYSICAL_CONDITIONS += [("axis", (), True, True, 0.1, True), ("double_torque", (0, 1), True, "affine", 0.1, True)]
 
 
 @pytest.mark.parametrize("known,periodic,envelope,linear,lam2,physical",

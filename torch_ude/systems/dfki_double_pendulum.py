@@ -18,16 +18,26 @@ With ``Ir = b = cf = 0`` (the defaults: the lab's model 3.1,
 a residual learns the friction and rotor inertia on top of; with the lab's ``Ir``, ``b`` and
 ``cf`` (model 3.0) it is the lab's whole model, a reference. Both motors drive their joint
 (``B = I``); the lab's torque limits (``tl``) are not part of the field.
+
+Any constant but ``g`` can be trained with (or instead of) the residual (``trainable``,
+`torch_ude.systems.parameters`): the rotor inertia and the four friction gains are what model
+3.0 adds to 3.1. The constants reach the dynamics through ten lumped coefficients (``a``, ``c``,
+``d``, ``e`` of ``M``; ``g1 = (m1 r1 + m2 l1) g``, ``g2 = m2 r2 g``; ``b1``, ``b2``, ``cf1``,
+``cf2``), so the parameter Jacobians are written once per coefficient, ``d q''/dk = M^-1 (dh/dk
+- dM/dk q'')``, and chained to the named constants.
 """
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from .controlled import GRAVITY, ControlledField
+from .parameters import PhysicalParameters
 
 __all__ = ["TorqueDoublePendulumModel", "MODEL_3_1"]
 
@@ -36,9 +46,38 @@ MODEL_3_1 = {"m1": 0.6416937799349799, "m2": 0.563935954099688, "l1": 0.2, "r1":
              "I1": 0.02671076499939512, "I2": 0.053878129629650884}
 
 _NAMES = ("m1", "m2", "l1", "r1", "r2", "I1", "I2", "Ir", "gr", "b1", "b2", "cf1", "cf2", "g")
+#: The constants that must stay positive (a mass, a length or an inertia), within trainable bounds too.
+_POSITIVE = ("m1", "m2", "l1", "I1", "I2")
+_SHARPNESS = 100.0  # of the lab's atan(100 q') Coulomb form
 
 
-class TorqueDoublePendulumModel(ControlledField):
+def _partials(v: Callable[[str], float | Tensor]) -> dict[str, dict[str, float | Tensor]]:
+    """``d k / d name`` for each lumped coefficient ``k`` (module doc) and each constant it reads."""
+    return {"a": {"I1": 1.0, "I2": 1.0, "m2": v("l1") ** 2, "l1": 2.0 * v("m2") * v("l1"),
+                  "Ir": v("gr") ** 2 + 1.0, "gr": 2.0 * v("gr") * v("Ir")},
+            "c": {"m2": v("l1") * v("r2"), "l1": v("m2") * v("r2"), "r2": v("m2") * v("l1")},
+            "d": {"I2": 1.0, "Ir": -v("gr"), "gr": -v("Ir")},
+            "e": {"I2": 1.0, "Ir": v("gr") ** 2, "gr": 2.0 * v("gr") * v("Ir")},
+            "g1": {"m1": v("r1") * v("g"), "r1": v("m1") * v("g"), "m2": v("l1") * v("g"), "l1": v("m2") * v("g")},
+            "g2": {"m2": v("r2") * v("g"), "r2": v("m2") * v("g")},
+            "b1": {"b1": 1.0}, "b2": {"b2": 1.0}, "cf1": {"cf1": 1.0}, "cf2": {"cf2": 1.0}}
+
+
+def _lumped(v: Callable[[str], float | Tensor]) -> dict[str, float | Tensor]:
+    """The lumped coefficients (module doc) from the constants ``v(name)``."""
+    return {"a": v("I1") + v("I2") + v("m2") * v("l1") ** 2 + (v("gr") ** 2 + 1.0) * v("Ir"),
+            "c": v("m2") * v("l1") * v("r2"), "d": v("I2") - v("gr") * v("Ir"), "e": v("I2") + v("gr") ** 2 * v("Ir"),
+            "g1": (v("m1") * v("r1") + v("m2") * v("l1")) * v("g"), "g2": v("m2") * v("r2") * v("g")}
+
+
+def _min_det(k: dict[str, float]) -> float:
+    """The smallest ``det M`` over ``q2`` (at cos q2 = -1 or 1), or -1 when ``M22 <= 0``."""
+    if k["e"] <= 0:
+        return -1.0
+    return min(k["e"] * (k["a"] + 2 * k["c"] * s) - (k["d"] + k["c"] * s) ** 2 for s in (-1.0, 1.0))
+
+
+class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
     """``q'' = M(q2)^-1 (tau + G(q) - C(q, q') q' - F(q'))`` with hand-written Jacobians (module doc).
 
     The state Jacobian is ``d q''/dx = M^-1 (dh/dx - dM/dx q'')`` with ``h`` the right-hand
@@ -55,10 +94,15 @@ class TorqueDoublePendulumModel(ControlledField):
         b1, b2: viscous friction in N m s.
         cf1, cf2: Coulomb friction in N m (smoothed by ``atan(100 q')``, the lab's form).
         g: gravity in m/s^2.
+        trainable: the constants to train and their bounds, e.g. ``{"Ir": [0, 1e-3], "cf1": [0, 0.3]}``
+            (any name but ``g``); None trains none. The bounds of a mass, length or inertia must
+            stay positive, those of ``Ir`` non-negative.
 
     Raises:
         ValueError: for a non-finite constant, a non-positive mass, length or inertia, a
-            negative rotor inertia, or constants whose mass matrix is not positive definite.
+            negative rotor inertia, constants whose mass matrix is not positive definite (at the
+            configured values or at a corner of the trainable bounds), or bad trainable names or
+            bounds.
     """
 
     n_states = 4
@@ -68,31 +112,41 @@ class TorqueDoublePendulumModel(ControlledField):
     def __init__(self, m1: float = MODEL_3_1["m1"], m2: float = MODEL_3_1["m2"], l1: float = MODEL_3_1["l1"],
                  r1: float = MODEL_3_1["r1"], r2: float = MODEL_3_1["r2"], I1: float = MODEL_3_1["I1"],
                  I2: float = MODEL_3_1["I2"], Ir: float = 0.0, gr: float = 6.0, b1: float = 0.0, b2: float = 0.0,
-                 cf1: float = 0.0, cf2: float = 0.0, g: float = GRAVITY) -> None:
+                 cf1: float = 0.0, cf2: float = 0.0, g: float = GRAVITY,
+                 trainable: dict[str, list[float]] | None = None) -> None:
         super().__init__()
         values = dict(zip(_NAMES, (m1, m2, l1, r1, r2, I1, I2, Ir, gr, b1, b2, cf1, cf2, g)))
         for name, value in values.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number; got {value!r}.")
-        for name in ("m1", "m2", "l1", "I1", "I2"):
+        for name in _POSITIVE:
             if not values[name] > 0:
                 raise ValueError(f"{name} must be positive (a mass in kg, a length in m or an inertia in kg m^2); "
                                  f"got {values[name]!r}.")
         if Ir < 0:
             raise ValueError(f"Ir (rotor inertia in kg m^2) must be >= 0; got {Ir!r}.")
-        self.params = {k: float(v) for k, v in values.items()}
-        p = self.params
-        self._a = p["I1"] + p["I2"] + p["m2"] * p["l1"] ** 2 + (p["gr"] ** 2 + 1.0) * p["Ir"]
-        self._c = p["m2"] * p["l1"] * p["r2"]
-        self._d = p["I2"] - p["gr"] * p["Ir"]
-        self._e = p["I2"] + p["gr"] ** 2 * p["Ir"]
-        self._g1 = (p["m1"] * p["r1"] + p["m2"] * p["l1"]) * p["g"]
-        self._g2 = p["m2"] * p["r2"] * p["g"]
-        # det M = e (a + 2 c cos q2) - (d + c cos q2)^2 > 0 for every q2 (its minimum over cos q2 in [-1, 1])
-        det = [self._e * (self._a + 2 * self._c * k) - (self._d + self._c * k) ** 2 for k in (-1.0, 1.0)]
-        if min(det) <= 0 or self._e <= 0:
-            raise ValueError(f"the constants {p} give a mass matrix that is not positive definite for every q2 "
-                             f"(det M at cos q2 = -1, 1: {det}); check the inertias and the centre of mass r2.")
+        if trainable and "g" in trainable:
+            raise ValueError("g is not a trainable parameter of TorqueDoublePendulumModel (the masses and centres of "
+                             "mass carry its scale); train those instead.")
+        self.init_parameters(values, trainable)
+        lows = dict(zip(self.trainable_names, self.p_low.tolist())) if self.trainable else {}
+        for name, low in lows.items():
+            if (name in _POSITIVE and not low > 0) or (name == "Ir" and low < 0):
+                raise ValueError(f"the lower bound of {name} must be {'> 0' if name != 'Ir' else '>= 0'}; got {low!r}.")
+        self._check_mass_matrix(values)
+
+    def _check_mass_matrix(self, values: dict[str, float]) -> None:
+        """Refuse constants (the configured ones and every corner of the trainable box) whose
+        mass matrix is singular for some ``q2``."""
+        boxes = [(float(lo), float(hi)) for lo, hi in zip(self.p_low, self.p_high)] if self.trainable else []
+        for corner in itertools.chain([None], itertools.product(*boxes)):
+            point = dict(values) if corner is None else values | dict(zip(self.trainable_names, corner))
+            det = _min_det(_lumped(point.__getitem__))
+            if det <= 0:
+                where = "" if corner is None else f" at the corner {dict(zip(self.trainable_names, corner))} of the " \
+                                                   "trainable bounds"
+                raise ValueError(f"the constants {point} give a mass matrix that is not positive definite for every "
+                                 f"q2{where} (smallest det M {det:.3g}); check the inertias and the centre of mass r2.")
 
     @classmethod
     def from_lab_file(cls, path: str | Path) -> TorqueDoublePendulumModel:
@@ -124,61 +178,62 @@ class TorqueDoublePendulumModel(ControlledField):
         return cls(**values)
 
     def init_args(self) -> dict:
-        """The constructor arguments."""
-        return dict(self.params)
+        """The constructor arguments, with the current (trained) values."""
+        return self.constructor_args()
 
     def mass_matrix(self, q2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The entries ``(M11, M12, M22)`` of the symmetric mass matrix at ``q2`` (N,), each (N,), kg m^2."""
-        k = self._c * torch.cos(q2)
-        return self._a + 2.0 * k, self._d + k, self._e + 0.0 * k
+        k = _lumped(self.value)
+        cc = k["c"] * torch.cos(q2)
+        return k["a"] + 2.0 * cc, k["d"] + cc, k["e"] + 0.0 * cc
 
     def friction(self, qd: Tensor) -> Tensor:
         """The friction torques ``F(q')`` (N m), velocities (N, 2) in rad/s -> (N, 2)."""
-        b = (self.params["b1"], self.params["b2"])
-        cf = (self.params["cf1"], self.params["cf2"])
-        return torch.stack([b[i] * qd[:, i] + cf[i] * torch.atan(100.0 * qd[:, i]) for i in range(2)], dim=1)
+        return torch.stack([self.value(f"b{i + 1}") * qd[:, i] + self.value(f"cf{i + 1}") *
+                            torch.atan(_SHARPNESS * qd[:, i]) for i in range(2)], dim=1)
 
-    def _solve(self, x: Tensor, u: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """``q''`` (N, 2) and ``M^-1`` as (i11, i12, i22), (N,) each."""
+    def _solve(self, x: Tensor, u: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor], dict]:
+        """``q''`` (N, 2), ``M^-1`` as (i11, i12, i22), (N,) each, and the lumped coefficients."""
+        k = _lumped(self.value)
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
         m11, m12, m22 = self.mass_matrix(q2)
         det = m11 * m22 - m12 * m12
-        i11, i12, i22 = m22 / det, -m12 / det, m11 / det
+        inv = (m22 / det, -m12 / det, m11 / det)
         s2, s12 = torch.sin(q2), torch.sin(q1 + q2)
         fric = self.friction(x[:, 2:])
-        h1 = u[:, 0] - self._g1 * torch.sin(q1) - self._g2 * s12 + self._c * s2 * (2.0 * w1 * w2 + w2 * w2) - fric[:, 0]
-        h2 = u[:, 1] - self._g2 * s12 - self._c * s2 * w1 * w1 - fric[:, 1]
-        acc = torch.stack((i11 * h1 + i12 * h2, i12 * h1 + i22 * h2), dim=1)
-        return acc, i11, i12, i22, s2
+        h1 = u[:, 0] - k["g1"] * torch.sin(q1) - k["g2"] * s12 + k["c"] * s2 * (2.0 * w1 * w2 + w2 * w2) - fric[:, 0]
+        h2 = u[:, 1] - k["g2"] * s12 - k["c"] * s2 * w1 * w1 - fric[:, 1]
+        return _apply(inv, h1, h2), inv, k
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(q1', q2', q1'', q2'')``, shapes (N, 4), (N, 2) -> (N, 4)."""
         acc = self._solve(x, u)[0]
         return torch.cat((x[:, 2:], acc), dim=1)
 
-    def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
-        """``d f/dx``, rows ``[0 I]`` and ``M^-1 (dh/dx - dM/dx q'')``, (N, 4), (N, 2) -> (N, 4, 4)."""
-        acc, i11, i12, i22, s2 = self._solve(x, u)
+    def _state_rows(self, x: Tensor, acc: Tensor, k: dict) -> tuple[tuple, tuple]:
+        """``dh/dx - dM/dx q''``: the rows for h1 and h2, four columns (q1, q2, q1', q2') of (N,) each."""
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
-        c2, c12, c = torch.cos(q2), torch.cos(q1 + q2), self._c
+        s2, c2, c12, c = torch.sin(q2), torch.cos(q2), torch.cos(q1 + q2), k["c"]
         zero = torch.zeros_like(q1)
-        dfric = [self.params[b] + 100.0 * self.params[cf] / (1.0 + (100.0 * w) ** 2)
-                 for b, cf, w in (("b1", "cf1", w1), ("b2", "cf2", w2))]
-        # dh/dx, rows h1, h2; columns q1, q2, q1', q2'
-        dh1 = (-self._g1 * torch.cos(q1) - self._g2 * c12, -self._g2 * c12 + c * c2 * (2.0 * w1 * w2 + w2 * w2),
-               2.0 * c * s2 * w2 - dfric[0], 2.0 * c * s2 * (w1 + w2))
-        dh2 = (-self._g2 * c12, -self._g2 * c12 - c * c2 * w1 * w1, -2.0 * c * s2 * w1, zero - dfric[1])
-        # dM/dq2 q'' (the only state that enters M)
+        dfric = [self.value(f"b{i}") + _SHARPNESS * self.value(f"cf{i}") / (1.0 + (_SHARPNESS * w) ** 2)
+                 for i, w in ((1, w1), (2, w2))]
+        # dM/dq2 q'' (q2 is the only state that enters M)
         dm1 = -c * s2 * (2.0 * acc[:, 0] + acc[:, 1])
         dm2 = -c * s2 * acc[:, 0]
+        r1 = (-k["g1"] * torch.cos(q1) - k["g2"] * c12, -k["g2"] * c12 + c * c2 * (2.0 * w1 * w2 + w2 * w2) - dm1,
+              2.0 * c * s2 * w2 - dfric[0], 2.0 * c * s2 * (w1 + w2))
+        r2 = (-k["g2"] * c12, -k["g2"] * c12 - c * c2 * w1 * w1 - dm2, -2.0 * c * s2 * w1, zero - dfric[1])
+        return r1, r2
+
+    def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
+        """``d f/dx``, rows ``[0 I]`` and ``M^-1 (dh/dx - dM/dx q'')``, (N, 4), (N, 2) -> (N, 4, 4)."""
+        acc, inv, k = self._solve(x, u)
+        r1, r2 = self._state_rows(x, acc, k)
         jac = x.new_zeros(x.shape[0], 4, 4)
         jac[:, 0, 2] = 1.0
         jac[:, 1, 3] = 1.0
         for j in range(4):
-            r1 = dh1[j] - dm1 if j == 1 else dh1[j]
-            r2 = dh2[j] - dm2 if j == 1 else dh2[j]
-            jac[:, 2, j] = i11 * r1 + i12 * r2
-            jac[:, 3, j] = i12 * r1 + i22 * r2
+            jac[:, 2:, j] = _apply(inv, r1[j], r2[j])
         return jac
 
     def input_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
@@ -189,3 +244,87 @@ class TorqueDoublePendulumModel(ControlledField):
         jac[:, 2, 0], jac[:, 2, 1] = m22 / det, -m12 / det
         jac[:, 3, 0], jac[:, 3, 1] = -m12 / det, m11 / det
         return jac
+
+    def _coefficient_terms(self, x: Tensor) -> dict[str, tuple[tuple, tuple]]:
+        """Per lumped coefficient ``k``: ``(dM/dk as (M11, M12, M22), dh/dk as (h1, h2))``, each (N,) or 0."""
+        q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
+        s2, c2, s12 = torch.sin(q2), torch.cos(q2), torch.sin(q1 + q2)
+        zero = torch.zeros_like(q1)
+        none = (zero, zero, zero)
+        return {"a": ((zero + 1.0, zero, zero), (zero, zero)), "c": ((2.0 * c2, c2, zero),
+                                                                     (s2 * (2.0 * w1 * w2 + w2 * w2), -s2 * w1 * w1)),
+                "d": ((zero, zero + 1.0, zero), (zero, zero)), "e": ((zero, zero, zero + 1.0), (zero, zero)),
+                "g1": (none, (-torch.sin(q1), zero)), "g2": (none, (-s12, -s12)),
+                "b1": (none, (-w1, zero)), "b2": (none, (zero, -w2)),
+                "cf1": (none, (-torch.atan(_SHARPNESS * w1), zero)), "cf2": (none, (zero, -torch.atan(_SHARPNESS * w2)))}
+
+    def _coefficient_state_terms(self, x: Tensor, v: Tensor) -> dict[str, tuple]:
+        """Per lumped coefficient ``k``: ``d(dh/dx)/dk v`` as (h1, h2), and ``d(dM/dq2)/dk`` as a
+        factor of ``(2, 1, 0)`` (nonzero for ``c`` alone), each (N,) or 0."""
+        q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
+        s2, c2, c12 = torch.sin(q2), torch.cos(q2), torch.cos(q1 + q2)
+        zero = torch.zeros_like(q1)
+        dc1 = c2 * (2.0 * w1 * w2 + w2 * w2) * v[:, 1] + 2.0 * s2 * w2 * v[:, 2] + 2.0 * s2 * (w1 + w2) * v[:, 3]
+        dc2 = -c2 * w1 * w1 * v[:, 1] - 2.0 * s2 * w1 * v[:, 2]
+        g2 = -c12 * (v[:, 0] + v[:, 1])
+        slope = [_SHARPNESS / (1.0 + (_SHARPNESS * w) ** 2) for w in (w1, w2)]
+        return {"a": ((zero, zero), zero), "c": ((dc1, dc2), -s2), "d": ((zero, zero), zero),
+                "e": ((zero, zero), zero), "g1": ((-torch.cos(q1) * v[:, 0], zero), zero), "g2": ((g2, g2), zero),
+                "b1": ((-v[:, 2], zero), zero), "b2": ((zero, -v[:, 3]), zero),
+                "cf1": ((-slope[0] * v[:, 2], zero), zero), "cf2": ((zero, -slope[1] * v[:, 3]), zero)}
+
+    def _chain(self, x: Tensor, per_coefficient: dict[str, Tensor]) -> Tensor:
+        """Per-coefficient derivatives of the accelerations, (N, 2) each, chained to ``theta`` -> (N, 4, P)."""
+        partials = _partials(self.value)
+        terms = {}
+        for name in self.trainable_names:
+            total = torch.zeros_like(x[:, 2:])
+            for coefficient, by_name in partials.items():
+                if name in by_name:
+                    total = total + by_name[name] * per_coefficient[coefficient]
+            terms[name] = total
+        return self.acceleration_columns(x, **terms)
+
+    def _acceleration_partials(self, x: Tensor, acc: Tensor, inv: tuple) -> dict[str, Tensor]:
+        """``d q''/dk = M^-1 (dh/dk - dM/dk q'')`` per lumped coefficient, (N, 2) each."""
+        out = {}
+        for coefficient, (dm, dh) in self._coefficient_terms(x).items():
+            out[coefficient] = _apply(inv, dh[0] - dm[0] * acc[:, 0] - dm[1] * acc[:, 1],
+                                      dh[1] - dm[1] * acc[:, 0] - dm[2] * acc[:, 1])
+        return out
+
+    def parameter_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
+        """``df/dtheta`` (`torch_ude.systems.parameters`), (N, 4, P): of ``q''`` only,
+        ``M^-1 (dh/dk - dM/dk q'')`` per lumped coefficient ``k``, chained to the constants."""
+        acc, inv, _ = self._solve(x, u)
+        return self._chain(x, self._acceleration_partials(x, acc, inv))
+
+    def parameter_lie_jacobian(self, x: Tensor, u: Tensor, v: Tensor, udot: Tensor) -> Tensor:
+        """``d/dtheta (J_x f v + J_u f udot)`` with ``v`` (N, 4) and ``udot`` (N, 2) held fixed,
+        (N, 4, P). The acceleration rows are ``L = M^-1 r``, ``r = (dh/dx - dM/dx q'') v + udot``, so
+        ``dL/dk = M^-1 (dr/dk - dM/dk L)`` with ``dr/dk = d(dh/dx)/dk v - d(dM/dq2)/dk v_q2 q''
+        - dM/dq2 v_q2 dq''/dk``, chained to the constants; the position rows (``v``'s rates) do not move."""
+        acc, inv, k = self._solve(x, u)
+        r1, r2 = self._state_rows(x, acc, k)
+        rv1 = sum(r1[j] * v[:, j] for j in range(4)) + udot[:, 0]
+        rv2 = sum(r2[j] * v[:, j] for j in range(4)) + udot[:, 1]
+        lie = _apply(inv, rv1, rv2)
+        dacc = self._acceleration_partials(x, acc, inv)
+        s2 = torch.sin(x[:, 1])
+        state_terms = self._coefficient_state_terms(x, v)
+        out = {}
+        for coefficient, (dm, _) in self._coefficient_terms(x).items():
+            (dhv1, dhv2), dmq = state_terms[coefficient]
+            da = dacc[coefficient]
+            # d(dM/dq2 v_q2 q'')/dk: dM/dq2 = -c sin q2 (2, 1, 0) moves with c, and q'' with every k
+            e1 = v[:, 1] * (dmq * (2.0 * acc[:, 0] + acc[:, 1]) - k["c"] * s2 * (2.0 * da[:, 0] + da[:, 1]))
+            e2 = v[:, 1] * (dmq * acc[:, 0] - k["c"] * s2 * da[:, 0])
+            out[coefficient] = _apply(inv, dhv1 - e1 - dm[0] * lie[:, 0] - dm[1] * lie[:, 1],
+                                      dhv2 - e2 - dm[1] * lie[:, 0] - dm[2] * lie[:, 1])
+        return self._chain(x, out)
+
+
+def _apply(inv: tuple[Tensor, Tensor, Tensor], y1: Tensor, y2: Tensor) -> Tensor:
+    """``M^-1 y`` from the inverse's entries (i11, i12, i22): (N,) each -> (N, 2)."""
+    i11, i12, i22 = inv
+    return torch.stack((i11 * y1 + i12 * y2, i12 * y1 + i22 * y2), dim=1)

@@ -1,5 +1,6 @@
 """The DFKI double pendulum's model: the lab's equations, hand-written Jacobians against torch.func
 and complex step, the jet-loss gradient and the baseline's adjoint with it, and bad constants."""
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +156,57 @@ def test_bad_constants_and_files_are_rejected(tmp_path):
     (tmp_path / "text.yml").write_text("\n".join(lines[:-1] + ["g: heavy"]))
     with pytest.raises(ValueError, match="text.yml: g must be a number; got 'heavy'"):
         TorqueDoublePendulumModel.from_lab_file(tmp_path / "text.yml")
+
+
+def test_trainable_constants_bounds_are_checked_before_any_work():
+    with pytest.raises(ValueError, match="g is not a trainable parameter"):
+        TorqueDoublePendulumModel(trainable={"g": [9.0, 10.0]})
+    with pytest.raises(ValueError, match="the lower bound of Ir must be >= 0"):
+        TorqueDoublePendulumModel(trainable={"Ir": [-1e-4, 1e-4]})
+    with pytest.raises(ValueError, match="the lower bound of I2 must be > 0"):
+        TorqueDoublePendulumModel(trainable={"I2": [0.0, 0.1]})
+    with pytest.raises(ValueError, match="exclude its configured value"):
+        TorqueDoublePendulumModel(trainable={"cf1": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="at the corner .* of the trainable bounds"):
+        TorqueDoublePendulumModel(trainable={"r2": [0.1, 3.0]})
+    with pytest.raises(ValueError, match="has no physical parameter 'l2'"):
+        TorqueDoublePendulumModel(trainable={"l2": [0.1, 0.5]})
+
+
+def test_parameter_jacobians_match_complex_step():
+    """``df/dtheta`` and ``d/dtheta (J_x f v + J_u f udot)`` of every constant but g, float64, against
+    complex step in theta (the model's own complex128 closed forms), at a random point of the bounds."""
+    from tests.torch_ude.helpers import trainable_model
+    model = trainable_model("double_torque", torch.Generator().manual_seed(3))
+    x, u = _states(5)
+    gen = torch.Generator().manual_seed(6)
+    v, udot = torch.randn(x.shape, generator=gen, dtype=torch.float64), torch.randn(u.shape, generator=gen,
+                                                                                   dtype=torch.float64)
+    jac, lie = model.parameter_jacobian(x, u), model.parameter_lie_jacobian(x, u, v, udot)
+    assert jac.shape == lie.shape == (x.shape[0], 4, 13)
+    cmodel = copy.deepcopy(model).to(torch.complex128)
+    xc, uc, vc, udc = (t.to(torch.complex128) for t in (x, u, v, udot))
+    h, cs_f, cs_lie = 1e-30, [], []
+    with torch.no_grad():
+        for i in range(13):
+            cmodel.theta[i] += 1j * h
+            cs_f.append(cmodel(xc, uc).imag / h)
+            lie_c = (torch.einsum("bij,bj->bi", cmodel.jacobian(xc, uc), vc)
+                     + torch.einsum("bij,bj->bi", cmodel.input_jacobian(xc, uc), udc))
+            cs_lie.append(lie_c.imag / h)
+            cmodel.theta[i] -= 1j * h
+    assert torch.allclose(jac, torch.stack(cs_f, dim=2), rtol=1e-11, atol=1e-11)
+    assert torch.allclose(lie, torch.stack(cs_lie, dim=2), rtol=1e-11, atol=1e-11)
+    assert float(jac[:, 2:].abs().min(dim=0).values.max()) > 0  # no all-zero column: each constant moves q''
+
+
+def test_trained_constants_rebuild_the_model():
+    model = TorqueDoublePendulumModel(trainable={"Ir": [0.0, 1e-3], "cf1": [0.0, 0.3]})
+    with torch.no_grad():
+        model.theta += torch.tensor([0.2, 0.5], dtype=torch.float64)
+    args = model.init_args()
+    assert args["Ir"] == pytest.approx(1e-4) and args["cf1"] == pytest.approx(0.075)
+    assert args["trainable"] == {"Ir": [0.0, 1e-3], "cf1": [0.0, 0.3]}
+    rebuilt = TorqueDoublePendulumModel(**{k: v for k, v in args.items() if k != "trainable"})
+    x, u = _states(7)
+    assert torch.allclose(rebuilt(x, u), model(x, u).detach(), rtol=1e-13, atol=1e-13)
