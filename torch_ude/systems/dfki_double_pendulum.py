@@ -183,39 +183,38 @@ class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
 
     def mass_matrix(self, q2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The entries ``(M11, M12, M22)`` of the symmetric mass matrix at ``q2`` (N,), each (N,), kg m^2."""
-        k = _lumped(self.value)
-        cc = k["c"] * torch.cos(q2)
-        return k["a"] + 2.0 * cc, k["d"] + cc, k["e"] + 0.0 * cc
+        return _mass(_lumped(self.constants().__getitem__), q2)
 
     def friction(self, qd: Tensor) -> Tensor:
         """The friction torques ``F(q')`` (N m), velocities (N, 2) in rad/s -> (N, 2)."""
-        return torch.stack([self.value(f"b{i + 1}") * qd[:, i] + self.value(f"cf{i + 1}") *
-                            torch.atan(_SHARPNESS * qd[:, i]) for i in range(2)], dim=1)
+        return _friction(self.constants(), qd)
 
-    def _solve(self, x: Tensor, u: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor], dict]:
-        """``q''`` (N, 2), ``M^-1`` as (i11, i12, i22), (N,) each, and the lumped coefficients."""
-        k = _lumped(self.value)
+    def _solve(self, x: Tensor, u: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor], dict, dict]:
+        """``q''`` (N, 2), ``M^-1`` as (i11, i12, i22), (N,) each, the constants and the lumped coefficients."""
+        const = self.constants()
+        k = _lumped(const.__getitem__)
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
-        m11, m12, m22 = self.mass_matrix(q2)
+        m11, m12, m22 = _mass(k, q2)
         det = m11 * m22 - m12 * m12
         inv = (m22 / det, -m12 / det, m11 / det)
         s2, s12 = torch.sin(q2), torch.sin(q1 + q2)
-        fric = self.friction(x[:, 2:])
+        fric = _friction(const, x[:, 2:])
         h1 = u[:, 0] - k["g1"] * torch.sin(q1) - k["g2"] * s12 + k["c"] * s2 * (2.0 * w1 * w2 + w2 * w2) - fric[:, 0]
         h2 = u[:, 1] - k["g2"] * s12 - k["c"] * s2 * w1 * w1 - fric[:, 1]
-        return _apply(inv, h1, h2), inv, k
+        return _apply(inv, h1, h2), inv, const, k
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(q1', q2', q1'', q2'')``, shapes (N, 4), (N, 2) -> (N, 4)."""
         acc = self._solve(x, u)[0]
         return torch.cat((x[:, 2:], acc), dim=1)
 
-    def _state_rows(self, x: Tensor, acc: Tensor, k: dict) -> tuple[tuple, tuple]:
+    @staticmethod
+    def _state_rows(x: Tensor, acc: Tensor, const: dict, k: dict) -> tuple[tuple, tuple]:
         """``dh/dx - dM/dx q''``: the rows for h1 and h2, four columns (q1, q2, q1', q2') of (N,) each."""
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
         s2, c2, c12, c = torch.sin(q2), torch.cos(q2), torch.cos(q1 + q2), k["c"]
         zero = torch.zeros_like(q1)
-        dfric = [self.value(f"b{i}") + _SHARPNESS * self.value(f"cf{i}") / (1.0 + (_SHARPNESS * w) ** 2)
+        dfric = [const[f"b{i}"] + _SHARPNESS * const[f"cf{i}"] / (1.0 + (_SHARPNESS * w) ** 2)
                  for i, w in ((1, w1), (2, w2))]
         # dM/dq2 q'' (q2 is the only state that enters M)
         dm1 = -c * s2 * (2.0 * acc[:, 0] + acc[:, 1])
@@ -227,13 +226,12 @@ class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
 
     def jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``d f/dx``, rows ``[0 I]`` and ``M^-1 (dh/dx - dM/dx q'')``, (N, 4), (N, 2) -> (N, 4, 4)."""
-        acc, inv, k = self._solve(x, u)
-        r1, r2 = self._state_rows(x, acc, k)
+        acc, inv, const, k = self._solve(x, u)
+        r1, r2 = self._state_rows(x, acc, const, k)
         jac = x.new_zeros(x.shape[0], 4, 4)
         jac[:, 0, 2] = 1.0
         jac[:, 1, 3] = 1.0
-        for j in range(4):
-            jac[:, 2:, j] = _apply(inv, r1[j], r2[j])
+        jac[:, 2:, :] = _apply(inv, torch.stack(r1, dim=1), torch.stack(r2, dim=1))
         return jac
 
     def input_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
@@ -245,86 +243,124 @@ class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
         jac[:, 3, 0], jac[:, 3, 1] = -m12 / det, m11 / det
         return jac
 
-    def _coefficient_terms(self, x: Tensor) -> dict[str, tuple[tuple, tuple]]:
-        """Per lumped coefficient ``k``: ``(dM/dk as (M11, M12, M22), dh/dk as (h1, h2))``, each (N,) or 0."""
+    def _coefficients(self, const: dict) -> tuple[list[str], Tensor | None]:
+        """The lumped coefficients the trained constants move and ``D[c, p] = d k_c / d p``, (C, P)."""
+        partials = _partials(const.__getitem__)
+        used = [c for c, by_name in partials.items() if any(name in by_name for name in self.trainable_names)]
+        dtype = self.theta.dtype
+        rows = [torch.stack([torch.as_tensor(partials[c].get(name, 0.0), dtype=dtype) for name in self.trainable_names])
+                for c in used]
+        return used, torch.stack(rows)
+
+    @staticmethod
+    def _coefficient_terms(x: Tensor, used: list[str]) -> tuple[Tensor, Tensor]:
+        """``dM/dk`` as (M11, M12, M22) and ``dh/dk`` as (h1, h2) per coefficient ``k`` of ``used``:
+        (N, 3, C) and (N, 2, C)."""
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
-        s2, c2, s12 = torch.sin(q2), torch.cos(q2), torch.sin(q1 + q2)
-        zero = torch.zeros_like(q1)
-        none = (zero, zero, zero)
-        return {"a": ((zero + 1.0, zero, zero), (zero, zero)), "c": ((2.0 * c2, c2, zero),
-                                                                     (s2 * (2.0 * w1 * w2 + w2 * w2), -s2 * w1 * w1)),
-                "d": ((zero, zero + 1.0, zero), (zero, zero)), "e": ((zero, zero, zero + 1.0), (zero, zero)),
-                "g1": (none, (-torch.sin(q1), zero)), "g2": (none, (-s12, -s12)),
-                "b1": (none, (-w1, zero)), "b2": (none, (zero, -w2)),
-                "cf1": (none, (-torch.atan(_SHARPNESS * w1), zero)), "cf2": (none, (zero, -torch.atan(_SHARPNESS * w2)))}
+        zero, one = torch.zeros_like(q1), torch.ones_like(q1)
+        s2, c2 = torch.sin(q2), torch.cos(q2)
+        terms = {"a": ((one, zero, zero), (zero, zero)), "d": ((zero, one, zero), (zero, zero)),
+                 "e": ((zero, zero, one), (zero, zero))}
+        if "c" in used:
+            terms["c"] = ((2.0 * c2, c2, zero), (s2 * (2.0 * w1 * w2 + w2 * w2), -s2 * w1 * w1))
+        if "g1" in used:
+            terms["g1"] = ((zero, zero, zero), (-torch.sin(q1), zero))
+        if "g2" in used:
+            s12 = torch.sin(q1 + q2)
+            terms["g2"] = ((zero, zero, zero), (-s12, -s12))
+        for i, w in ((1, w1), (2, w2)):
+            pick = (lambda t: (-t, zero)) if i == 1 else (lambda t: (zero, -t))
+            terms[f"b{i}"] = ((zero, zero, zero), pick(w))
+            if f"cf{i}" in used:
+                terms[f"cf{i}"] = ((zero, zero, zero), pick(torch.atan(_SHARPNESS * w)))
+        dm = torch.stack([torch.stack(terms[c][0], dim=1) for c in used], dim=2)
+        dh = torch.stack([torch.stack(terms[c][1], dim=1) for c in used], dim=2)
+        return dm, dh
 
-    def _coefficient_state_terms(self, x: Tensor, v: Tensor) -> dict[str, tuple]:
-        """Per lumped coefficient ``k``: ``d(dh/dx)/dk v`` as (h1, h2), and ``d(dM/dq2)/dk`` as a
-        factor of ``(2, 1, 0)`` (nonzero for ``c`` alone), each (N,) or 0."""
+    @staticmethod
+    def _coefficient_state_terms(x: Tensor, v: Tensor, used: list[str]) -> tuple[Tensor, Tensor]:
+        """``d(dh/dx)/dk v`` as (h1, h2), (N, 2, C), and ``d(dM/dq2)/dk`` as a factor of ``(2, 1, 0)``
+        (nonzero for ``c`` alone), (N, C), per coefficient ``k`` of ``used``."""
         q1, q2, w1, w2 = x[:, 0], x[:, 1], x[:, 2], x[:, 3]
-        s2, c2, c12 = torch.sin(q2), torch.cos(q2), torch.cos(q1 + q2)
         zero = torch.zeros_like(q1)
-        dc1 = c2 * (2.0 * w1 * w2 + w2 * w2) * v[:, 1] + 2.0 * s2 * w2 * v[:, 2] + 2.0 * s2 * (w1 + w2) * v[:, 3]
-        dc2 = -c2 * w1 * w1 * v[:, 1] - 2.0 * s2 * w1 * v[:, 2]
-        g2 = -c12 * (v[:, 0] + v[:, 1])
-        slope = [_SHARPNESS / (1.0 + (_SHARPNESS * w) ** 2) for w in (w1, w2)]
-        return {"a": ((zero, zero), zero), "c": ((dc1, dc2), -s2), "d": ((zero, zero), zero),
-                "e": ((zero, zero), zero), "g1": ((-torch.cos(q1) * v[:, 0], zero), zero), "g2": ((g2, g2), zero),
-                "b1": ((-v[:, 2], zero), zero), "b2": ((zero, -v[:, 3]), zero),
-                "cf1": ((-slope[0] * v[:, 2], zero), zero), "cf2": ((zero, -slope[1] * v[:, 3]), zero)}
+        s2 = torch.sin(q2)
+        terms = {c: ((zero, zero), zero) for c in ("a", "d", "e")}
+        if "c" in used:
+            c2 = torch.cos(q2)
+            dc1 = c2 * (2.0 * w1 * w2 + w2 * w2) * v[:, 1] + 2.0 * s2 * w2 * v[:, 2] + 2.0 * s2 * (w1 + w2) * v[:, 3]
+            dc2 = -c2 * w1 * w1 * v[:, 1] - 2.0 * s2 * w1 * v[:, 2]
+            terms["c"] = ((dc1, dc2), -s2)
+        if "g1" in used:
+            terms["g1"] = ((-torch.cos(q1) * v[:, 0], zero), zero)
+        if "g2" in used:
+            g2 = -torch.cos(q1 + q2) * (v[:, 0] + v[:, 1])
+            terms["g2"] = ((g2, g2), zero)
+        terms["b1"], terms["b2"] = ((-v[:, 2], zero), zero), ((zero, -v[:, 3]), zero)
+        for i, w in ((1, w1), (2, w2)):
+            if f"cf{i}" in used:
+                t = -_SHARPNESS / (1.0 + (_SHARPNESS * w) ** 2) * v[:, 1 + i]
+                terms[f"cf{i}"] = ((t, zero) if i == 1 else (zero, t), zero)
+        dhv = torch.stack([torch.stack(terms[c][0], dim=1) for c in used], dim=2)
+        dmq = torch.stack([terms[c][1] for c in used], dim=1)
+        return dhv, dmq
 
-    def _chain(self, x: Tensor, per_coefficient: dict[str, Tensor]) -> Tensor:
-        """Per-coefficient derivatives of the accelerations, (N, 2) each, chained to ``theta`` -> (N, 4, P)."""
-        partials = _partials(self.value)
-        terms = {}
-        for name in self.trainable_names:
-            total = torch.zeros_like(x[:, 2:])
-            for coefficient, by_name in partials.items():
-                if name in by_name:
-                    total = total + by_name[name] * per_coefficient[coefficient]
-            terms[name] = total
-        return self.acceleration_columns(x, **terms)
+    def _chain(self, x: Tensor, per_coefficient: Tensor, chain: Tensor) -> Tensor:
+        """Derivatives of the accelerations per coefficient (N, 2, C) chained to ``theta`` -> (N, 4, P)."""
+        out = x.new_zeros(x.shape[0], 4, len(self.trainable_names))
+        n, c = per_coefficient.shape[0], per_coefficient.shape[2]
+        out[:, 2:, :] = (per_coefficient.reshape(2 * n, c) @ chain.to(per_coefficient.dtype)).reshape(n, 2, -1)
+        return self.scale_jacobian(out)
 
-    def _acceleration_partials(self, x: Tensor, acc: Tensor, inv: tuple) -> dict[str, Tensor]:
-        """``d q''/dk = M^-1 (dh/dk - dM/dk q'')`` per lumped coefficient, (N, 2) each."""
-        out = {}
-        for coefficient, (dm, dh) in self._coefficient_terms(x).items():
-            out[coefficient] = _apply(inv, dh[0] - dm[0] * acc[:, 0] - dm[1] * acc[:, 1],
-                                      dh[1] - dm[1] * acc[:, 0] - dm[2] * acc[:, 1])
-        return out
+    @staticmethod
+    def _acceleration_partials(dm: Tensor, dh: Tensor, acc: Tensor, inv: tuple) -> Tensor:
+        """``d q''/dk = M^-1 (dh/dk - dM/dk q'')`` per coefficient, (N, 2, C)."""
+        a0, a1 = acc[:, :1], acc[:, 1:]
+        return _apply(inv, dh[:, 0] - dm[:, 0] * a0 - dm[:, 1] * a1, dh[:, 1] - dm[:, 1] * a0 - dm[:, 2] * a1)
 
     def parameter_jacobian(self, x: Tensor, u: Tensor) -> Tensor:
         """``df/dtheta`` (`torch_ude.systems.parameters`), (N, 4, P): of ``q''`` only,
         ``M^-1 (dh/dk - dM/dk q'')`` per lumped coefficient ``k``, chained to the constants."""
-        acc, inv, _ = self._solve(x, u)
-        return self._chain(x, self._acceleration_partials(x, acc, inv))
+        acc, inv, const, _ = self._solve(x, u)
+        used, chain = self._coefficients(const)
+        dm, dh = self._coefficient_terms(x, used)
+        return self._chain(x, self._acceleration_partials(dm, dh, acc, inv), chain)
 
     def parameter_lie_jacobian(self, x: Tensor, u: Tensor, v: Tensor, udot: Tensor) -> Tensor:
         """``d/dtheta (J_x f v + J_u f udot)`` with ``v`` (N, 4) and ``udot`` (N, 2) held fixed,
         (N, 4, P). The acceleration rows are ``L = M^-1 r``, ``r = (dh/dx - dM/dx q'') v + udot``, so
         ``dL/dk = M^-1 (dr/dk - dM/dk L)`` with ``dr/dk = d(dh/dx)/dk v - d(dM/dq2)/dk v_q2 q''
         - dM/dq2 v_q2 dq''/dk``, chained to the constants; the position rows (``v``'s rates) do not move."""
-        acc, inv, k = self._solve(x, u)
-        r1, r2 = self._state_rows(x, acc, k)
-        rv1 = sum(r1[j] * v[:, j] for j in range(4)) + udot[:, 0]
-        rv2 = sum(r2[j] * v[:, j] for j in range(4)) + udot[:, 1]
-        lie = _apply(inv, rv1, rv2)
-        dacc = self._acceleration_partials(x, acc, inv)
-        s2 = torch.sin(x[:, 1])
-        state_terms = self._coefficient_state_terms(x, v)
-        out = {}
-        for coefficient, (dm, _) in self._coefficient_terms(x).items():
-            (dhv1, dhv2), dmq = state_terms[coefficient]
-            da = dacc[coefficient]
-            # d(dM/dq2 v_q2 q'')/dk: dM/dq2 = -c sin q2 (2, 1, 0) moves with c, and q'' with every k
-            e1 = v[:, 1] * (dmq * (2.0 * acc[:, 0] + acc[:, 1]) - k["c"] * s2 * (2.0 * da[:, 0] + da[:, 1]))
-            e2 = v[:, 1] * (dmq * acc[:, 0] - k["c"] * s2 * da[:, 0])
-            out[coefficient] = _apply(inv, dhv1 - e1 - dm[0] * lie[:, 0] - dm[1] * lie[:, 1],
-                                      dhv2 - e2 - dm[1] * lie[:, 0] - dm[2] * lie[:, 1])
-        return self._chain(x, out)
+        acc, inv, const, k = self._solve(x, u)
+        used, chain = self._coefficients(const)
+        r1, r2 = self._state_rows(x, acc, const, k)
+        lie = _apply(inv, sum(r1[j] * v[:, j] for j in range(4)) + udot[:, 0],
+                     sum(r2[j] * v[:, j] for j in range(4)) + udot[:, 1])
+        dm, dh = self._coefficient_terms(x, used)
+        da = self._acceleration_partials(dm, dh, acc, inv)
+        dhv, dmq = self._coefficient_state_terms(x, v, used)
+        # d(dM/dq2 v_q2 q'')/dk: dM/dq2 = -c sin q2 (2, 1, 0) moves with c, and q'' with every k
+        vq2, cs2 = v[:, 1:2], k["c"] * torch.sin(x[:, 1:2])
+        e1 = vq2 * (dmq * (2.0 * acc[:, :1] + acc[:, 1:]) - cs2 * (2.0 * da[:, 0] + da[:, 1]))
+        e2 = vq2 * (dmq * acc[:, :1] - cs2 * da[:, 0])
+        l0, l1 = lie[:, :1], lie[:, 1:]
+        out = _apply(inv, dhv[:, 0] - e1 - dm[:, 0] * l0 - dm[:, 1] * l1, dhv[:, 1] - e2 - dm[:, 1] * l0 - dm[:, 2] * l1)
+        return self._chain(x, out, chain)
+
+
+def _mass(k: dict, q2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(M11, M12, M22)`` from the lumped coefficients at ``q2`` (N,), each (N,)."""
+    cc = k["c"] * torch.cos(q2)
+    return k["a"] + 2.0 * cc, k["d"] + cc, k["e"] + 0.0 * cc
+
+
+def _friction(const: dict, qd: Tensor) -> Tensor:
+    """``F(q')`` (N, 2) from the constants and the velocities (N, 2)."""
+    return torch.stack([const[f"b{i + 1}"] * qd[:, i] + const[f"cf{i + 1}"] * torch.atan(_SHARPNESS * qd[:, i])
+                        for i in range(2)], dim=1)
 
 
 def _apply(inv: tuple[Tensor, Tensor, Tensor], y1: Tensor, y2: Tensor) -> Tensor:
-    """``M^-1 y`` from the inverse's entries (i11, i12, i22): (N,) each -> (N, 2)."""
-    i11, i12, i22 = inv
+    """``M^-1 y`` from the inverse's entries (i11, i12, i22), (N,) each: ``y1``, ``y2`` (N,) -> (N, 2),
+    or (N, K) columns -> (N, 2, K)."""
+    i11, i12, i22 = (t if y1.ndim == 1 else t.unsqueeze(1) for t in inv)
     return torch.stack((i11 * y1 + i12 * y2, i12 * y1 + i22 * y2), dim=1)

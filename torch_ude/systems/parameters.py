@@ -101,6 +101,14 @@ class PhysicalParameters(nn.Module):
             return self._values[name]
         return self.p0[i] + 0.5 * (self.p_high[i] - self.p_low[i]) * self.theta[i]
 
+    def constants(self) -> dict[str, float | Tensor]:
+        """Every constant as `value` gives it, computed at once (one vector operation for the
+        trained ones): a model that reads many constants per call reads them from here."""
+        if not self.trainable:
+            return self._values
+        p = self.p0 + self.spans() * self.theta
+        return self._values | {name: p[i] for name, i in self._index.items()}
+
     def values(self) -> dict[str, float]:
         """Every constant's current value, as floats (trained ones included)."""
         out = {}
