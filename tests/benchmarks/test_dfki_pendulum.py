@@ -34,8 +34,9 @@ def _module(config: dict) -> RecordedDataModule:
 def test_the_config_is_model_3_1_on_trajectories_00_to_04():
     config = yaml.safe_load(CONFIG.read_text())
     data = config["data"]["init_args"]
-    assert TorqueDoublePendulumModel(**data["known"]["init_args"]).init_args() == \
-        TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.1_parameters.yml").init_args()
+    configured = TorqueDoublePendulumModel(**data["known"]["init_args"]).init_args()
+    assert sorted(configured.pop("trainable")) == ["Ir", "b1", "b2", "cf1", "cf2"]  # what model 3.0 adds
+    assert configured == TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.1_parameters.yml").init_args()
     assert [Path(f).name for f in data["files"]] == [f"trajectory_0{i}.csv" for i in range(3)]
     assert [Path(f).name for f in data["val_files"]] == ["trajectory_03.csv", "trajectory_04.csv"]
     dm = _module(config)
