@@ -243,7 +243,7 @@ class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
         jac[:, 3, 0], jac[:, 3, 1] = -m12 / det, m11 / det
         return jac
 
-    def _coefficients(self, const: dict) -> tuple[list[str], Tensor | None]:
+    def _coefficients(self, const: dict) -> tuple[list[str], Tensor]:
         """The lumped coefficients the trained constants move and ``D[c, p] = d k_c / d p``, (C, P)."""
         partials = _partials(const.__getitem__)
         used = [c for c, by_name in partials.items() if any(name in by_name for name in self.trainable_names)]
