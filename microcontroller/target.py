@@ -1,8 +1,8 @@
 """The C trainer on MCU-class cores: firmware for QEMU's Cortex-M4F and rv32imafc.
 
 A `Target` describes one core: compiler, flags, link settings and the QEMU command. Three are
-defined: `CORTEX_M4` (mps2-an386, Debian's ``arm-none-eabi-gcc``, hard float, newlib with
-rdimon semihosting; a Cortex-M4 stands in for the ESP32's Xtensa LX6), `RV32` (rv32imafc/ilp32f
+defined: `CORTEX_M4` (mps2-an386, Debian's ``arm-none-eabi-gcc``, hard float, IEEE ``__fp16`` so
+that ``tu_half.h`` uses the FPU's half conversions, newlib with rdimon semihosting; a Cortex-M4 stands in for the ESP32's Xtensa LX6), `RV32` (rv32imafc/ilp32f
 on QEMU's ``virt`` machine, ``riscv64-unknown-elf-gcc`` with picolibc's semihosting: the ESP32-P4
 class, a RISC-V core with a single-precision FPU) and `RV32IMAC` (the same without the FPU,
 rv32imac/ilp32 with software floats: the ESP32-C3/C6 class). `build_firmware` compiles the
@@ -75,8 +75,8 @@ class Target:
 
 CORTEX_M4 = Target(
     name="cortex_m4", folder="cortex_m4", compiler="arm-none-eabi-gcc",
-    flags=("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-ffunction-sections",
-           "-fdata-sections"),
+    flags=("-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-mfp16-format=ieee",
+           "-ffunction-sections", "-fdata-sections"),
     link_flags=("--specs=rdimon.specs", "-T", str(TARGETS_DIR / "cortex_m4" / "mps2_an386.ld"), "-Wl,--gc-sections",
                 "-lm"),
     qemu=("qemu-system-arm", "-M", "mps2-an386", "-cpu", "cortex-m4"), program_name_arg=True,

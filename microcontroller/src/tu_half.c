@@ -1,5 +1,5 @@
-/* float32 -> binary16 with round to nearest even, and binary16 -> float32 of the patterns that are not
- * normal numbers (see tu_half.h). */
+/* float32 -> binary16 with round to nearest even (the FPU's conversion or integer arithmetic), and
+ * binary16 -> float32 of the patterns that are not normal numbers (see tu_half.h). */
 #define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
@@ -8,6 +8,20 @@
 #include "tu_half.h"
 
 uint16_t tu_half_from_float(float value)
+{
+#if TU_HALF_HARDWARE
+    if (value == value) {  /* not NaN: VCVTB.F16.F32 (a NaN takes the portable path: with the FPSCR's default
+                              NaN mode set the FPU would drop its sign) */
+        const __fp16 half = (__fp16)value;
+        uint16_t bits;
+        memcpy(&bits, &half, sizeof bits);
+        return bits;
+    }
+#endif
+    return tu_half_from_float_soft(value);
+}
+
+uint16_t tu_half_from_float_soft(float value)
 {
     uint32_t bits, mag, sign, exponent, mantissa, shift, rest, halfway, out;
     memcpy(&bits, &value, sizeof bits);

@@ -6,7 +6,6 @@
 
 #include "tu_prng.h"
 
-#define TU_PCG_MULT 6364136223846793005ULL
 #define TU_TWO_PI 6.28318530717958647692f
 
 void tu_prng_seed(tu_prng *self, uint64_t seed, uint64_t stream)
@@ -20,22 +19,12 @@ void tu_prng_seed(tu_prng *self, uint64_t seed, uint64_t stream)
 
 uint32_t tu_prng_next(tu_prng *self)
 {
-    const uint64_t old = self->state;
-    const uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
-    const uint32_t rot = (uint32_t)(old >> 59u);
-    self->state = old * TU_PCG_MULT + self->inc;
-    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+    return tu_prng_next_inline(self);
 }
 
 uint32_t tu_prng_below(tu_prng *self, uint32_t bound)
 {
-    const uint32_t threshold = (uint32_t)(0u - bound) % bound;
-    for (;;) {
-        const uint32_t r = tu_prng_next(self);
-        if (r >= threshold) {
-            return r % bound;
-        }
-    }
+    return tu_prng_below_inline(self, bound, tu_prng_threshold(bound));
 }
 
 float tu_prng_uniform(tu_prng *self)

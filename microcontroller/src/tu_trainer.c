@@ -334,24 +334,44 @@ static const tu_jet_value *tu_reservoir_form(const tu_trainer *self, const float
 #endif
 }
 
-/* Slot k's jet as floats (float16 storage: each half's value times its channel's x_rms), rows TU_CH_MAX
- * apart; the pointer is into the reservoir (float32 storage) or into `buffer`. */
-static const float *tu_reservoir_load(const tu_trainer *self, uint32_t k, float buffer[TU_JET_ROWS_MAX][TU_CH_MAX])
+/* Slot k's jet as floats (float16 storage: each half's value times its channel's x_rms, `scale`, which
+ * the update copies once; a stored half is never NaN or Inf, tu_reservoir_form), rows TU_CH_MAX apart; the
+ * pointer is into the reservoir (float32 storage) or into `buffer`. With TU_CH_MAX even, every row starts
+ * 4-byte aligned (the reservoir shares a union with floats), and two columns decode at once. */
+static const float *tu_reservoir_load(const tu_trainer *self, uint32_t k, const float scale[TU_CH_MAX],
+                                      float buffer[TU_JET_ROWS_MAX][TU_CH_MAX])
 {
 #if TU_RESERVOIR_HALF
     const uint16_t(*slot)[TU_CH_MAX] = self->mem.reservoir[k];
     int c;
-    for (c = 0; c < TU_CH_MAX; ++c) {  /* (padding columns hold zeros: 0 times any scale is 0) */
-        const float scale = self->cal.x_rms[c];
-        buffer[0][c] = tu_half_to_float(slot[0][c]) * scale;  /* (the rows unrolled: TU_JET_ROWS_MAX is 2 or 3) */
-        buffer[1][c] = tu_half_to_float(slot[1][c]) * scale;
+#if TU_CH_MAX % 2 == 0
+    for (c = 0; c < TU_CH_MAX; c += 2) {  /* two columns a word (padding columns hold zeros: 0 times any scale is 0) */
+        const float scale0 = scale[c], scale1 = scale[c + 1];
+        float first, second;
+        tu_half_pair_to_float_number(&slot[0][c], &first, &second);  /* (rows unrolled: TU_JET_ROWS_MAX is 2 or 3) */
+        buffer[0][c] = first * scale0;
+        buffer[0][c + 1] = second * scale1;
+        tu_half_pair_to_float_number(&slot[1][c], &first, &second);
+        buffer[1][c] = first * scale0;
+        buffer[1][c + 1] = second * scale1;
 #if TU_JET_ROWS_MAX == 3
-        buffer[2][c] = tu_half_to_float(slot[2][c]) * scale;
+        tu_half_pair_to_float_number(&slot[2][c], &first, &second);
+        buffer[2][c] = first * scale0;
+        buffer[2][c + 1] = second * scale1;
 #endif
     }
+#else
+    for (c = 0; c < TU_CH_MAX; ++c) {  /* (padding columns hold zeros: 0 times any scale is 0) */
+        buffer[0][c] = tu_half_to_float_number(slot[0][c]) * scale[c];  /* (rows unrolled: TU_JET_ROWS_MAX 2 or 3) */
+        buffer[1][c] = tu_half_to_float_number(slot[1][c]) * scale[c];
+#if TU_JET_ROWS_MAX == 3
+        buffer[2][c] = tu_half_to_float_number(slot[2][c]) * scale[c];
+#endif
+    }
+#endif
     return &buffer[0][0];
 #else
-    (void)buffer;
+    (void)scale, (void)buffer;
     return &self->mem.reservoir[k][0][0];
 #endif
 }
@@ -623,8 +643,9 @@ tu_status tu_trainer_step(tu_trainer *self)
     tu_status st = tu_check(self);
     const tu_config *cfg;
     int sizes[TU_MLP_TENSORS_MAX];
-    int fill, b, k, finite = 1, n, tensors;
-    float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm;
+    int fill, b, k, finite = 1, n, tensors, xddot_row, u_row, batch;
+    uint32_t threshold;
+    float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm, scale[TU_CH_MAX];
     tu_field field;
     tu_jet_loss loss_terms;
     tu_adam adam;
@@ -652,14 +673,20 @@ tu_status tu_trainer_step(tu_trainer *self)
     field.in_scale = self->in_scale;
     field.out_scale = self->out_scale;
     memset(self->grad, 0, sizeof self->grad);
-    for (b = 0; b < cfg->batch; ++b) {
+    /* rows TU_CH_MAX floats apart; without stored second derivatives lambda2 is 0 and xddot_hat is never
+     * read; the inputs' rows 0 and 1 are u and udot */
+    xddot_row = cfg->jet_rows == 3 ? 2 * TU_CH_MAX : TU_CH_MAX;
+    u_row = cfg->nu > 0 ? n : -1;
+    batch = cfg->batch;
+    memcpy(scale, self->cal.x_rms, sizeof scale);
+    threshold = tu_prng_threshold((uint32_t)fill);
+    for (b = 0; b < batch; ++b) {  /* the draws of tu_prng_below(&self->batch_rng, fill) */
         float buffer[TU_JET_ROWS_MAX][TU_CH_MAX];
-        const float *jet = tu_reservoir_load(self, tu_prng_below(&self->batch_rng, (uint32_t)fill), buffer);
-        /* rows TU_CH_MAX floats apart; without stored second derivatives lambda2 is 0 and xddot_hat is
-         * never read; the inputs' rows 0 and 1 are u and udot */
-        const float *xddot = cfg->jet_rows == 3 ? jet + 2 * TU_CH_MAX : jet + TU_CH_MAX;
-        tu_jet_accumulate(&field, &loss_terms, cfg->batch, jet, jet + TU_CH_MAX, xddot, cfg->nu > 0 ? jet + n : NULL,
-                          cfg->nu > 0 ? jet + TU_CH_MAX + n : NULL, 0, self->grad, &sq1, &sq2);
+        const uint32_t slot = tu_prng_below_inline(&self->batch_rng, (uint32_t)fill, threshold);
+        const float *jet = tu_reservoir_load(self, slot, scale, buffer);
+        tu_jet_accumulate(&field, &loss_terms, batch, jet, jet + TU_CH_MAX, jet + xddot_row,
+                          u_row >= 0 ? jet + u_row : NULL, u_row >= 0 ? jet + TU_CH_MAX + u_row : NULL, 0, self->grad,
+                          &sq1, &sq2);
     }
     sq1 /= (float)cfg->batch;
     sq2 /= (float)cfg->batch;
