@@ -15,20 +15,17 @@ has an output map (`mhe.models.output`).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-
-import torch
 
 from torch_ude.envelope import DEFAULT_MARGIN
 
 from .models.discretization import tableau
 from .models.hold import input_hold
-from .models.model import NeuralResidual, PhysicsField, StateSpaceModel
+from .models.model import NeuralResidual, PhysicsField, StateSpaceModel, float64_default
 from .models.output import OutputMap
 from .data.input_history import with_input_history
 from .data.recording import Recording, RecordingSource, held_inputs
@@ -147,16 +144,6 @@ class ResidualSettings:
         return net
 
 
-@contextlib.contextmanager
-def _float64() -> Iterator[None]:
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
-
-
 class IdentificationProblem:
     """Model, data windows, measured outputs, MHE settings and arrival cost of one PEM-MHE experiment.
 
@@ -231,7 +218,7 @@ class IdentificationProblem:
         """The source's recording (produced on first use, in float64), without an input history."""
         if isinstance(self.source, Recording):
             return self.source
-        with _float64():
+        with float64_default():
             return self.source.record()
 
     @cached_property
@@ -249,7 +236,7 @@ class IdentificationProblem:
         if rec.outputs.shape[-1] != len(self.measured):
             raise ValueError(f"The recording has {rec.outputs.shape[-1]} output columns but measured lists "
                              f"{len(self.measured)} states {list(self.measured)}; give one index per output.")
-        with _float64():
+        with float64_default():
             windows = make_windows(rec.inputs, rec.outputs, self.mhe.horizon, self.stride, rec.breaks)
         return windows if self.limit is None else windows[: self.limit]
 

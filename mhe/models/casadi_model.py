@@ -14,7 +14,14 @@ of a constraint. Inside a composed Runge-Kutta step it is not, so models with a 
 (`mhe.models.discretization`) become NLP variables with constraints
 ``k_j = f_c(x + h sum_{l<j} a_jl k_l, u(c_j), w)``, ``u(c_j)`` the input of the model's hold at the
 stage's node (`mhe.models.hold`). Physics-only models use the composed step in SX. L4CasADi evaluates in
-float32; `mhe.estimator.kkt.refine` polishes in float64.
+float32; `mhe.estimator.kkt.refine` polishes in float64. Its traces of the network (the value, the Jacobian,
+the adjoint and its Jacobian, made when the function is first called and again at every weight update) take
+example inputs in torch's default dtype, and a trace keeps the dtype of its example: the traces are made with
+float64 the default (`mhe.models.model.float64_default`), so the derivatives IPOPT sees do not depend on the
+process that builds the solver (float32 by default in the CLI and in a solver's worker processes, float64 where
+a benchmark sets it). Made with float32, the derivatives were rounded to float32, and on the same gray-box IAC
+weights one of the 151 validation windows ended in another local minimum in the CLI than in the benchmark
+(issue 35, item 1).
 
 A residual with a trust envelope (`mhe.models.envelope`) is faded on the CasADi side too. Through L4CasADi the
 traced rows are the faded residual (`NeuralResidual.rows`), so L4CasADi's Jacobians and Hessians
@@ -45,7 +52,7 @@ from torch import Tensor, nn
 
 from .discretization import ButcherTableau
 from .envelope import casadi_fade
-from .model import NeuralResidual, StateSpaceModel
+from .model import NeuralResidual, StateSpaceModel, float64_default
 
 __all__ = ["CASADI_OPS", "CasadiDynamics"]
 
@@ -131,12 +138,13 @@ class CasadiDynamics:
         sym = self.symbol
         x, u, w = sym.sym("x", model.n_x), sym.sym("u", model.n_u_step), sym.sym("w", model.n_w)
         p = sym.sym("p", self.n_p)
-        step = self.tableau.step_timed(lambda s, c: self.field(s, self.input_at(u, c), w, p), x, model.dt)
-        self.step = cs.Function("f_d", [x, u, w, p], [step])
-        ks: list = []
-        for j, c in enumerate(self.tableau.nodes):
-            ks.append(self.field(self.tableau.stage_state(x, ks, j, model.dt), self.input_at(u, c), w, p))
-        self.stages = cs.Function("k", [x, u, w, p], [cs.horzcat(*ks)])
+        with float64_default():  # L4CasADi traces the network at its first call (module doc)
+            step = self.tableau.step_timed(lambda s, c: self.field(s, self.input_at(u, c), w, p), x, model.dt)
+            self.step = cs.Function("f_d", [x, u, w, p], [step])
+            ks: list = []
+            for j, c in enumerate(self.tableau.nodes):
+                ks.append(self.field(self.tableau.stage_state(x, ks, j, model.dt), self.input_at(u, c), w, p))
+            self.stages = cs.Function("k", [x, u, w, p], [cs.horzcat(*ks)])
         self.output, self.n_q = _output_function(model)
 
     def input_at(self, u, c: float):
@@ -206,7 +214,8 @@ class CasadiDynamics:
             raise ValueError("the residual's trust envelope differs from the one this solver's NLP was built with "
                              "(recorded after it was built?); build a new WindowSolver for the model.")
         self._rows.residual.load_state_dict(state)
-        self._l4c.update()
+        with float64_default():  # the traces are made again (module doc)
+            self._l4c.update()
         self._version = version
 
 

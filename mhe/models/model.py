@@ -22,7 +22,8 @@ The output is ``C x`` (the ``measured`` states) by default, or an `mhe.models.ou
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import SimpleNamespace
 
 import torch
@@ -37,7 +38,24 @@ from .hold import input_hold
 from .ops import TORCH_OPS
 from .output import OutputMap
 
-__all__ = ["PhysicsField", "NeuralResidual", "StateSpaceModel"]
+__all__ = ["PhysicsField", "NeuralResidual", "StateSpaceModel", "float64_default"]
+
+
+@contextlib.contextmanager
+def float64_default() -> Iterator[None]:
+    """Make float64 torch's default dtype inside the block, and restore the caller's after it.
+
+    For code whose numbers would otherwise depend on the calling process's default dtype: a recording
+    read from its source, and L4CasADi's traces of the residual (`mhe.models.casadi_model`), which
+    take their example inputs in the default dtype (float32 in the CLI and in a solver's worker
+    processes, float64 where a benchmark sets it).
+    """
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
 
 
 
