@@ -343,7 +343,8 @@ class TorqueDoublePendulumModel(PhysicalParameters, ControlledField):
         e1 = vq2 * (dmq * (2.0 * acc[:, :1] + acc[:, 1:]) - cs2 * (2.0 * da[:, 0] + da[:, 1]))
         e2 = vq2 * (dmq * acc[:, :1] - cs2 * da[:, 0])
         l0, l1 = lie[:, :1], lie[:, 1:]
-        out = _apply(inv, dhv[:, 0] - e1 - dm[:, 0] * l0 - dm[:, 1] * l1, dhv[:, 1] - e2 - dm[:, 1] * l0 - dm[:, 2] * l1)
+        out = _apply(inv, dhv[:, 0] - e1 - dm[:, 0] * l0 - dm[:, 1] * l1,
+                     dhv[:, 1] - e2 - dm[:, 1] * l0 - dm[:, 2] * l1)
         return self._chain(x, out, chain)
 
 
