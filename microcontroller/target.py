@@ -6,8 +6,9 @@ that ``tu_half.h`` uses the FPU's half conversions, newlib with rdimon semihosti
 stands in for the ESP32's Xtensa LX6), `RV32` (rv32imafc/ilp32f on QEMU's ``virt`` machine,
 ``riscv64-unknown-elf-gcc`` with picolibc's semihosting: the ESP32-P4 class, a RISC-V core with a
 single-precision FPU) and `RV32IMAC` (the same without the FPU, rv32imac/ilp32 with software
-floats: the ESP32-C3/C6 class). `build_firmware` compiles the library, the support code (stream files, replay, on-device evaluation), the shared firmware
-``targets/main.c`` and the target's ``targets/<folder>/startup.c``; `run_firmware` runs it
+floats: the ESP32-C3/C6 class). `build_firmware` compiles the library, the support code (stream
+files, replay, on-device evaluation), the shared firmware ``targets/main.c`` and the target's
+``targets/<folder>/startup.c``; `run_firmware` runs it
 under QEMU with a time limit (a crashed firmware exits with status 3 through its fault
 handler; a hang is cut by the limit). QEMU models no pipeline, caches or wait states: its
 instruction counts (``-icount shift=0``) are exact, cycle and time figures derived from them
