@@ -33,8 +33,12 @@ trust envelope, which comes from the checkpoint or, where that lacks it, from ``
 measured output is that of the open-loop columns (`torch_ude.prediction.nrmse`: the RMSE over every sample
 after each window's start, over the output's RMS, angles on the circle; the mean over outputs in
 ``free_run_<h>s_nrmse``); the table adds one ``free <h> s`` column per horizon, ``score.json`` the keys per
-file and pooled. A file with no window of a horizon is ``too short`` for it. Jet-matching and RK4 runs, and a
-bare ``field.pt``, have no such columns; a PEM-MHE run whose estimator cannot be rebuilt (no checkpoint, its
+file and pooled. The state a window starts from is fitted to that window's own outputs there; the ``mhe <h> s``
+columns (``mhe_free_run_<h>s_nrmse``) start each window instead from the MHE's own estimate, from the ``N``
+samples before it (the windows start ``N`` samples into each segment), as a user runs the model online: nothing
+the window predicts is read, so these are the honest forecast errors (a window whose MHE fails is left out and
+counted, ``mhe_free_run_<h>s_failed``). A file with no window of a horizon is ``too short`` for it. Jet-matching
+and RK4 runs, and a bare ``field.pt``, have no such columns; a PEM-MHE run whose estimator cannot be rebuilt (no checkpoint, its
 config's training files relative to another directory, ...) is scored without them, the reason printed and in
 ``free_run_skipped``.
 
@@ -64,6 +68,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
+from torch import Tensor
 from matplotlib.figure import Figure
 
 from .export import LoadedField, load_field
@@ -369,11 +374,41 @@ def _pem_estimator(folder: Path, sidecar: dict | None = None):
     return estimator
 
 
+def _mhe_starts(estimator, rows: Tensor, n_states: int, measured: list[int], starts: Sequence[int],
+                cold_starts: int) -> tuple[Tensor, Tensor]:
+    """The MHE's own estimate of the state at each of ``starts`` (row indices of ``rows``): the last state of the
+    window of the ``N`` samples before it, solved as the module validates (`mhe.estimator.solver.lowest_cost_solve`,
+    ``cold_starts`` cold starts per window spread over the arrival box, one where an unmeasured state's box is
+    open: `mhe.estimator.solver.cold_guesses`); returns the states (S, n_x) and which windows solved (S,) bool."""
+    import tempfile
+    from mhe.data.windows import Windows
+    from mhe.estimator.solver import WindowSolver, lowest_cost_solve
+    n, bounds = estimator.settings.horizon, estimator.arrival_mean_bounds
+    hidden = [j for j in range(estimator.model.n_x) if j not in estimator.model.measured]
+    if any(bounds[j].lower is None or bounds[j].upper is None for j in hidden):
+        cold_starts = 1
+    first = torch.as_tensor(list(starts)) - n
+    k = first[:, None] + torch.arange(n)[None, :]
+    u, y = rows[:, n_states:], rows[:, measured]
+    windows = Windows(u[k], y[k + 1], first, u[first + n])
+    with tempfile.TemporaryDirectory() as build, WindowSolver(estimator, build) as solver:
+        best = lowest_cost_solve(solver, windows, cold_starts)
+    return best.point.x[:, -1].detach(), best.ok
+
+
 def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[float],
-                 periodic: Sequence[int] = ()) -> dict:
-    """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc): back-to-back windows of each horizon
-    (at least one step), each from its own initial state (`mhe.outer.free_run.estimate_initial_states`, the parameters
-    fixed); the NRMSE of the open-loop columns (`torch_ude.prediction.nrmse`: RMSE over the measured output's RMS,
+                 periodic: Sequence[int] = (), cold_starts: int = 3) -> dict:
+    """Free-run NRMSE of a PEM-MHE model per log and pooled (module doc), from two initial states per window:
+
+    * ``free_run_<h>s_nrmse``: back-to-back windows of each horizon (at least one step), each from the initial state
+      that fits it best (`mhe.outer.free_run.estimate_initial_states`, the parameters fixed; the window's own
+      outputs choose it: how a model is judged by output error);
+    * ``mhe_free_run_<h>s_nrmse``: windows of the same length, starting ``N`` (the MHE horizon) samples into each
+      segment, each from the MHE's own estimate of its first state from the ``N`` samples before it (`_mhe_starts`:
+      nothing the window predicts is read; how a user runs the model online). Windows whose MHE fails are left
+      out and counted (``mhe_free_run_<h>s_failed``).
+
+    The NRMSE is that of the open-loop columns (`torch_ude.prediction.nrmse`: RMSE over the measured output's RMS,
     angles on the circle) over every sample after each window's start.
 
     Args:
@@ -381,44 +416,69 @@ def pem_free_run(estimator, logs: Sequence[RecordedLog], horizons: Sequence[floa
         logs: logs on the model's grid (``1 / model.dt``), its states then inputs.
         horizons: window lengths in s.
         periodic: the measured outputs that are angles (indices into the outputs).
+        cold_starts: cold starts per MHE window (the module's ``validation_starts``), >= 1.
 
     Returns:
-        ``{"files": [per log: {"free_run_<h>s_nrmse": float or None, "free_run_<h>s_nrmse_per_output": list or
-        None}], "pooled": the same over all logs}``; None where no window of the horizon fits.
+        ``{"files": [per log: {"<kind>_<h>s_nrmse": float or None, "<kind>_<h>s_nrmse_per_output": list or None,
+        "mhe_free_run_<h>s_failed": int}], "pooled": the same over all logs}`` for both kinds; None where no window
+        of the horizon fits (or every MHE window failed).
     """
     from mhe.outer.free_run import estimate_initial_states, simulate_free_run
     from mhe.data.recording import Recording
     model = estimator.model
-    measured = list(model.measured)
+    measured, n = list(model.measured), estimator.settings.horizon
     per_file = [dict() for _ in logs]
     pooled: dict = {}
     for h in horizons:
-        key = f"free_run_{h:g}s_nrmse"
-        predicted_all, outputs_all = [], []
-        for log, entry in zip(logs, per_file):
-            length = max(2, int(round(h * log.fs)) + 1)  # a start and at least one step
-            cuts = [seg[a:a + length] for seg in log.segments for a in range(0, seg.shape[0] - length + 1, length)]
-            if not cuts:
-                entry[key] = entry[key + "_per_output"] = None
-                continue
-            rows = torch.as_tensor(np.concatenate(cuts), dtype=torch.float64)
-            y, u = rows[:, measured], rows[:, log.n_states:]
-            breaks = tuple(range(length, rows.shape[0], length))
-            recording = Recording(torch.zeros(rows.shape[0], 0, dtype=torch.float64), u, y, 1.0 / log.fs, breaks)
-            x0, _ = estimate_initial_states(estimator, recording)
-            with torch.no_grad():
-                predicted = simulate_free_run(model, x0, u, breaks).outputs
-            ahead = torch.ones(rows.shape[0], dtype=torch.bool)
-            ahead[::length] = False  # each window's start sample is the fitted initial state's, not a prediction
-            predicted_all.append(predicted[ahead])
-            outputs_all.append(y[ahead])
-            _, per_output = nrmse(predicted[ahead], y[ahead], periodic)
-            entry[key], entry[key + "_per_output"] = float(np.mean(per_output)), per_output
-        if predicted_all:
-            _, per_output = nrmse(torch.cat(predicted_all), torch.cat(outputs_all), periodic)
-            pooled[key], pooled[key + "_per_output"] = float(np.mean(per_output)), per_output
-        else:
-            pooled[key] = pooled[key + "_per_output"] = None
+        for kind, skip in (("free_run", 0), ("mhe_free_run", n)):
+            key = f"{kind}_{h:g}s_nrmse"
+            predicted_all, outputs_all, failed_all = [], [], 0
+            for log, entry in zip(logs, per_file):
+                length = max(2, int(round(h * log.fs)) + 1)  # a start and at least one step
+                cut = [(seg, a) for seg in log.segments for a in range(skip, seg.shape[0] - length + 1, length)]
+                if kind == "mhe_free_run":
+                    entry[f"{kind}_{h:g}s_failed"] = 0
+                if not cut:
+                    entry[key] = entry[key + "_per_output"] = None
+                    continue
+                rows = torch.as_tensor(np.concatenate([seg[a:a + length] for seg, a in cut]), dtype=torch.float64)
+                y, u = rows[:, measured], rows[:, log.n_states:]
+                breaks = tuple(range(length, rows.shape[0], length))
+                if kind == "free_run":
+                    recording = Recording(torch.zeros(rows.shape[0], 0, dtype=torch.float64), u, y, 1.0 / log.fs,
+                                          breaks)
+                    x0, _ = estimate_initial_states(estimator, recording)
+                    ok = torch.ones(len(cut), dtype=torch.bool)
+                else:
+                    x0, ok = [], []
+                    for seg in {id(seg): seg for seg, _ in cut}.values():  # the MHE reads the samples before a start
+                        at = [a for s, a in cut if s is seg]
+                        full = torch.as_tensor(seg, dtype=torch.float64)
+                        states, solved = _mhe_starts(estimator, full, log.n_states, measured, at, cold_starts)
+                        x0.append(states)
+                        ok.append(solved)
+                    x0, ok = torch.cat(x0), torch.cat(ok)
+                    entry[f"{kind}_{h:g}s_failed"] = int((~ok).sum())
+                    failed_all += int((~ok).sum())
+                if not bool(ok.any()):
+                    entry[key] = entry[key + "_per_output"] = None
+                    continue
+                with torch.no_grad():
+                    predicted = simulate_free_run(model, x0, u, breaks).outputs
+                ahead = torch.ones(rows.shape[0], dtype=torch.bool)
+                ahead[::length] = False  # each window's start sample is its initial state's, not a prediction
+                ahead &= ok.repeat_interleave(length)  # a window whose MHE failed has no start to predict from
+                predicted_all.append(predicted[ahead])
+                outputs_all.append(y[ahead])
+                _, per_output = nrmse(predicted[ahead], y[ahead], periodic)
+                entry[key], entry[key + "_per_output"] = float(np.mean(per_output)), per_output
+            if kind == "mhe_free_run":
+                pooled[f"{kind}_{h:g}s_failed"] = failed_all
+            if predicted_all:
+                _, per_output = nrmse(torch.cat(predicted_all), torch.cat(outputs_all), periodic)
+                pooled[key], pooled[key + "_per_output"] = float(np.mean(per_output)), per_output
+            else:
+                pooled[key] = pooled[key + "_per_output"] = None
     return {"files": per_file, "pooled": pooled}
 
 
@@ -435,8 +495,9 @@ def score_table(result: dict, horizons: Sequence[float], per_channel: bool = Fal
     horizon (``too short`` where no segment of the file spans it), share outside the envelope; with
     ``per_channel`` one line per channel under each row."""
     free = [h for h in horizons if f"free_run_{h:g}s_nrmse" in result["pooled"]]
+    online = [h for h in horizons if f"mhe_free_run_{h:g}s_nrmse" in result["pooled"]]
     head = (["file", "rate Hz", "s", "flagged", "one-step"] + [f"{h:g} s" for h in horizons]
-            + [f"free {h:g} s" for h in free] + ["outside"])
+            + [f"free {h:g} s" for h in free] + [f"mhe {h:g} s" for h in online] + ["outside"])
     rows = []
 
     def line(name: str, rate: str, seconds: str, flagged: int, errors: dict) -> None:
@@ -444,13 +505,14 @@ def score_table(result: dict, horizons: Sequence[float], per_channel: bool = Fal
         rows.append([name, rate, seconds, str(flagged), _cell(errors["one_step_nrmse"], False)]
                     + [_cell(errors[f"open_loop_{h:g}s_nrmse"], True) for h in horizons]
                     + [_cell(errors[f"free_run_{h:g}s_nrmse"], True) for h in free]
+                    + [_cell(errors[f"mhe_free_run_{h:g}s_nrmse"], True) for h in online]
                     + ["-" if out is None else f"{100 * out:.1f} %"])
         if per_channel:
             for i, c in enumerate(channels):
                 rows.append([f"  {c}", "", "", "", _cell(errors["one_step_nrmse_per_channel"][i], False)]
                             + [_cell(None if errors[f"open_loop_{h:g}s_nrmse_per_channel"] is None else
                                      errors[f"open_loop_{h:g}s_nrmse_per_channel"][i], True) for h in horizons]
-                            + [""] * len(free) + [""])
+                            + [""] * (len(free) + len(online)) + [""])
 
     for f in result["files"]:
         report = f["report"]

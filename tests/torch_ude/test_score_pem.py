@@ -112,20 +112,26 @@ def test_a_pem_mhe_run_is_also_scored_by_free_run_from_estimated_states(run, mon
     code, out, _ = _run(monkeypatch, capsys, "score", str(run), "--files", str(DFKI / "ddp.csv"), "--horizons", "1",
                         "5", "20", "--out", str(tmp_path))
     scored = json.loads((tmp_path / "score.json").read_text())
-    assert code == 0 and "free 1 s" in out and "free 5 s" in out
+    assert code == 0 and "free 1 s" in out and "free 5 s" in out and "mhe 1 s" in out and "mhe 5 s" in out
     for entry in (scored["files"][0], scored["pooled"]):
-        for h in ("1", "5"):
-            assert np.isfinite(entry[f"free_run_{h}s_nrmse"]) and entry[f"free_run_{h}s_nrmse"] > 0, entry
+        for key in ("free_run_1s", "free_run_5s", "mhe_free_run_1s"):
+            assert np.isfinite(entry[f"{key}_nrmse"]) and entry[f"{key}_nrmse"] > 0, entry
+        assert entry["mhe_free_run_1s_failed"] == 0
         assert entry["free_run_20s_nrmse"] is None  # ddp.csv holds 6 s: too short, reported, not dropped
+        # the MHE's start needs the N = 50 samples (1 s at 50 Hz) before it: 1 s + 5 s is more than the file's 6 s
+        assert entry["mhe_free_run_5s_nrmse"] is None and entry["mhe_free_run_20s_nrmse"] is None
     assert "too short" in out
     estimator = score_module._pem_estimator(run)
     log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(load_field(run)))
-    trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
-    assert trained == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
+    trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]
+    assert trained["free_run_1s_nrmse"] == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
+    assert trained["mhe_free_run_1s_nrmse"] == pytest.approx(scored["pooled"]["mhe_free_run_1s_nrmse"], rel=1e-6)
     params = estimator.model.physics.params
     params.assign({"m_cx": 0.5 * float(params()["m_cx"])})  # half the gravity torque: a wrong pendulum
-    wrong = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
-    assert wrong > 1.5 * trained, (wrong, trained)
+    wrong = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]
+    for kind in ("free_run", "mhe_free_run"):
+        assert wrong[f"{kind}_1s_nrmse"] > 1.5 * trained[f"{kind}_1s_nrmse"], (kind, wrong, trained)
+    trained = trained["free_run_1s_nrmse"]
     # a horizon shorter than one step of the model is one step, not a crash (review)
     short = score_module.pem_free_run(estimator, [log], [0.001])["pooled"]["free_run_0.001s_nrmse"]
     assert np.isfinite(short) and short < trained
@@ -187,3 +193,20 @@ def test_a_gray_box_pem_mhe_run_is_scored_with_its_trust_envelope(gray_run, monk
     log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(field))
     trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]["free_run_1s_nrmse"]
     assert trained == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
+
+
+def test_the_mhe_start_of_a_free_run_reads_only_the_samples_before_it(run):
+    """issue 35: the ``mhe`` columns start each window from the MHE's estimate of the N samples before it, so changing
+    every sample from the start on leaves the start unchanged, while the fitted start moves with them."""
+    estimator = score_module._pem_estimator(run)
+    log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(load_field(run)))
+    rows = torch.as_tensor(log.segments[0], dtype=torch.float64)
+    n, at = estimator.settings.horizon, [estimator.settings.horizon, 2 * estimator.settings.horizon + 7]
+    before, ok = score_module._mhe_starts(estimator, rows, log.n_states, list(estimator.model.measured), at, 1)
+    changed = rows.clone()
+    changed[at[0] + 1:, 0] += 0.3  # every angle after the first start (the second window's past included)
+    after, ok2 = score_module._mhe_starts(estimator, changed, log.n_states, list(estimator.model.measured), at, 1)
+    assert bool(ok.all()) and bool(ok2.all()) and before.shape == (2, 2)
+    assert torch.equal(before[0], after[0])  # the future of the first start is never read
+    assert not torch.allclose(before[1], after[1])  # the second start's past changed: its estimate moves
+    assert abs(float(before[0, 0]) - float(rows[n, 0])) < 0.05  # the estimate sits at the measured angle
