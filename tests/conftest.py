@@ -1,13 +1,20 @@
 """Shared test settings: float64 by default, fixed seeds, one intra-op thread.
 
 The tensors in these tests are tiny: one thread is faster than two and does not stall
-when the other core is busy.
+when the other core is busy. Under pytest-xdist (``-n 2`` in pyproject.toml) each worker
+has one core, so the processes a test starts (``torch-ude fit``, notebook kernels, solver
+workers) get one OpenMP thread as well.
 """
+import os
+
 import numpy as np
 import pytest
 import torch
 
 torch.set_num_threads(1)
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 
 @pytest.fixture(autouse=True)
