@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 __all__ = ["ROOT", "WARNINGS", "SANITIZERS", "library_sources", "build", "BuildError"]
@@ -86,19 +87,21 @@ def build(gen_dir: str | Path, kind: str, extra_sources: list[Path] | None = Non
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")  # moved into place when complete
-    if kind == "program":
-        _run([cc, *flags, *map(str, sources), "-o", str(partial), *link])
-    else:
-        objects = []
-        for src in library_sources():
-            obj = folder / (src.stem + ".o")
-            _run([cc, *flags, "-c", str(src), "-o", str(obj)])
-            objects.append(obj)
-        if kind == "static":
-            partial.unlink(missing_ok=True)
-            _run(["ar", "rcs", str(partial), *map(str, objects)])
+    # every build compiles in a scratch folder of its own and moves the finished file into place, so two
+    # processes building the same thing at once (pytest-xdist workers) never write or link each other's files
+    with tempfile.TemporaryDirectory(prefix=".partial-", dir=folder) as scratch:
+        partial = Path(scratch) / target.name
+        if kind == "program":
+            _run([cc, *flags, *map(str, sources), "-o", str(partial), *link])
         else:
-            _run([cc, "-shared", *flags, *map(str, objects), "-o", str(partial), "-lm"])
-    os.replace(partial, target)
+            objects = []
+            for src in library_sources():
+                obj = Path(scratch) / (src.stem + ".o")
+                _run([cc, *flags, "-c", str(src), "-o", str(obj)])
+                objects.append(obj)
+            if kind == "static":
+                _run(["ar", "rcs", str(partial), *map(str, objects)])
+            else:
+                _run([cc, "-shared", *flags, *map(str, objects), "-o", str(partial), "-lm"])
+        os.replace(partial, target)
     return target

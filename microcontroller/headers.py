@@ -15,6 +15,7 @@ test headers do). `write_headers` and `headers_for` put them in a folder
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -307,7 +308,11 @@ def write_headers(spec, out: str | Path, ram_budget: int | None = None) -> tuple
     paths = (folder / "tu_config.h", folder / "tu_model_data.h", folder / CODE_FILE)
     texts = (config_header(specs, ram_budget or 0), model_header(specs), plant_header(specs))
     for path, text in zip(paths, texts):
-        path.write_text(text)
+        # written beside and renamed into place: a process that reads the folder (a build of the same
+        # settings in another process) sees the old or the new file, never a half-written one
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(text)
+        os.replace(partial, path)
     return paths
 
 

@@ -152,7 +152,7 @@ def test_a_killed_real_log_run_left_a_checkpoint_and_resumes(tmp_path):
                                                                     seed=seed))
         logs.append(str(tmp_path / f"log{seed}.csv"))
     config = {"seed_everything": 0,
-              "trainer": {"max_steps": 2600, "accelerator": "cpu", "devices": 1, "logger": False,
+              "trainer": {"max_steps": 1300, "accelerator": "cpu", "devices": 1, "logger": False,
                           "enable_progress_bar": False, "num_sanity_val_steps": 0},
               "model": {"class_path": "torch_ude.training.JetMatchingModule",
                         "init_args": {"stream": {"calibration_s": 3.0, "capacity": 1024}}},
@@ -163,12 +163,12 @@ def test_a_killed_real_log_run_left_a_checkpoint_and_resumes(tmp_path):
     (tmp_path / "logs.yaml").write_text(yaml.safe_dump(config))
     run, whole = tmp_path / "run", tmp_path / "whole"
     _fit("--config", tmp_path / "logs.yaml", "--trainer.default_root_dir", whole)
-    kill = ["--trainer.callbacks+", "tests.torch_ude.training.killer.KillAt", "--trainer.callbacks.step", "2100"]
+    kill = ["--trainer.callbacks+", "tests.torch_ude.training.killer.KillAt", "--trainer.callbacks.step", "1100"]
     _fit("--config", tmp_path / "logs.yaml", "--trainer.default_root_dir", run, *kill, expect=-signal.SIGKILL)
     names = sorted(p.name for p in run.rglob("*.ckpt"))
     assert len(names) == 2 and names[0] == "last.ckpt" and names[1].startswith("step=")
     crossed = int(names[1].removeprefix("step=").removesuffix(".ckpt"))
-    assert 2000 <= crossed < 2100  # the checkpoint after the replay chunk that crossed 2000 updates, before the kill
+    assert 1000 <= crossed < 1100  # the checkpoint after the replay chunk that crossed 1000 updates, before the kill
     err = _fit("--config", tmp_path / "logs.yaml", "--trainer.default_root_dir", run, *kill)
     assert "resuming from" in _notes(err)[0] and f"at update {crossed};" in _notes(err)[0]
     assert _status(run) == "finished" and _same_weights(run, whole)
