@@ -1,7 +1,7 @@
 """Jet matching on the real DFKI pendulums, beside the RK4 multiple-shooting baseline and f_known alone.
 
     python -m benchmarks.dfki_pendulum [--config configs/dfki_pendulum.yaml] [--seeds 0 1 2]
-                                       [--iterations 1200] [--rate 50] [--steps 40] [--windows 128]
+                                       [--baseline CONFIG] [--iterations N] [--rate HZ] [--steps K] [--windows B]
     python -m benchmarks.dfki_pendulum --config configs/dfki_double_pendulum.yaml --seeds 0 1 2
 
 Known model ``J q'' = tau - m cx g sin q`` with the lab's J and m cx
@@ -12,12 +12,13 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
 
 * jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED`` (the streaming trainer
   on the files), its EMA field;
-* the RK4 multiple-shooting baseline on the same training logs (observed at ``--rate``,
-  windows of ``--steps`` RK4 steps inside one segment, the recorded torque interpolated
-  linearly over a step), from the same initial weights (`HybridField.from_seed`: the config's
-  ``model.hidden`` and ``model.linear``, the field form jet matching trained) and the
-  scales jet matching's calibration measured, full-batch Adam with the discrete adjoint
-  (`baselines.ShootingAdam`, the simulated pendulum's tuned settings);
+* the RK4 multiple-shooting baseline: ``torch-ude fit --config BASELINE --seed_everything SEED``
+  (`baseline_config`: ``configs/baseline_<data set>.yaml``, on CONFIG's training and validation
+  files and known model, in the field form jet matching trained; the training logs observed at its ``data.rate``, windows of ``data.steps`` RK4 steps
+  inside one segment, the recorded torque interpolated linearly over a step, full-batch Adam
+  with the discrete adjoint, its own calibration of the stream's head), the very run a user
+  scores with ``torch-ude score``; ``--iterations``, ``--rate``, ``--steps`` and ``--windows``
+  override its settings;
 * f_known alone (the residual switched off), once;
 * for reference, the lab's own least-squares model, once: what a residual should find, not
   ground truth. Single pendulum: J, m cx and its viscous and Coulomb friction and offset from
@@ -48,6 +49,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib
+import inspect
 import json
 import re
 import sys
@@ -59,7 +62,6 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from baselines import ShootingAdam, ShootingObjective, recorded_observations, shooting_windows
 from benchmarks.jet_runs import RESULTS, save
 from torch_ude.cli import main as cli_main
 from torch_ude.field import HybridField
@@ -83,14 +85,16 @@ def require_data(config: Path, benchmark: str) -> None:
                  f"{sorted({str(Path(f).parent) for f in missing})} (see ../shared/data/README.md).")
 
 
-def add_run_arguments(ap: argparse.ArgumentParser, config: str, rate: float) -> None:
+def add_run_arguments(ap: argparse.ArgumentParser, config: str) -> None:
     """The command-line options shared by the recorded-log benchmarks: config, seeds and the baseline's settings."""
     ap.add_argument("--config", type=Path, default=Path(config))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--iterations", type=int, default=1200, help="baseline Adam iterations")
-    ap.add_argument("--rate", type=float, default=rate, help="baseline observation rate in Hz")
-    ap.add_argument("--steps", type=int, default=40, help="baseline RK4 steps per window (K)")
-    ap.add_argument("--windows", type=int, default=128, help="baseline windows (B)")
+    ap.add_argument("--baseline", type=Path, help="the RK4 baseline's config (default: baseline_<data set>.yaml "
+                    "beside CONFIG, `baseline_config`)")
+    ap.add_argument("--iterations", type=int, help="baseline Adam iterations (default: the baseline config's)")
+    ap.add_argument("--rate", type=float, help="baseline observation rate in Hz (default: the baseline config's)")
+    ap.add_argument("--steps", type=int, help="baseline RK4 steps per window, K (default: the baseline config's)")
+    ap.add_argument("--windows", type=int, help="baseline windows, B (default: the baseline config's)")
 
 
 def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
@@ -104,28 +108,61 @@ def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, H
     return metrics, cli.datamodule, cli.model.exported
 
 
-def rk4_baseline(dm, seed: int, calibration: dict, args: argparse.Namespace,
+#: The suffixes of a data set's config variants (input-affine or linear residual, extrapolation
+#: split, the device trainer's settings); a variant's RK4 baseline is its data set's.
+VARIANTS = ("_affine", "_linear", "_extrapolate", "_c")
+
+
+def baseline_config(config: Path) -> Path:
+    """The RK4 baseline's config for the jet-matching config ``config``: ``baseline_<stem>.yaml`` beside it,
+    for a variant (`VARIANTS`) that of its data set.
+
+    Raises:
+        SystemExit: where neither exists (the message names both).
+    """
+    stem = config.stem
+    for suffix in VARIANTS:
+        stem = stem.removesuffix(suffix)
+    for name in dict.fromkeys((config.stem, stem)):
+        path = config.with_name(f"baseline_{name}.yaml")
+        if path.is_file():
+            return path
+    sys.exit(f"no RK4 baseline config for {config}: looked for {config.with_name(f'baseline_{config.stem}.yaml')} "
+             f"and {config.with_name(f'baseline_{stem}.yaml')}.")
+
+
+def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace,
                  form: HybridField) -> tuple[dict, HybridField]:
-    """The RK4 multiple-shooting baseline on the data module's training logs (module doc), on a
-    field of ``form``'s hidden widths, linear term and input-affine form (jet matching's field), seeded
-    by ``seed``."""
-    field = HybridField.from_seed(copy.deepcopy(dm.system.known), seed, hidden=form.mlp.sizes[1:-1], linear=form.linear,
-                                  input_affine=form.input_affine, periodic=form.input_map.periodic,
-                                  invariant=form.input_map.invariant)
-    n = field.n_states
-    x_rms, s1 = torch.tensor(calibration["x_rms"]), torch.tensor(calibration["s1"])
-    field.set_scales(x_rms[:n], s1[:n], x_rms[n:])
-    windows = shooting_windows(recorded_observations(dm.train_logs, args.rate), args.steps, args.windows)
-    objective = ShootingObjective(field, windows, state_scale=x_rms[:n])
-    adam = ShootingAdam(objective, lr=0.04, iterations=args.iterations, lr_final=1e-3, betas=(0.9, 0.99))
-    history = adam.run()
-    out = prediction_errors(field, dm.val_logs, dm.horizons, periodic=dm.system.periodic)
-    if field.physical:
-        out["physical_parameters"] = field.known.values()
-    out.update({"wall_s": history.wall_s, "iterations": history.iterations, "skipped": history.skipped,
-                "final_loss": history.loss[-1], "windows": windows.batch, "steps": windows.steps,
-                "rate": args.rate, "window_candidates": windows.candidates, "num_parameters": field.num_parameters()})
-    return out, field
+    """One RK4 baseline run through the CLI (module doc): ``torch-ude fit --config baseline_config(config)``
+    (``args.baseline`` where given), seeded by ``seed``, writing to ``folder``, on ``config``'s training and
+    validation files and known model (its trainable physical parameters included) with ``form``'s hidden
+    widths, linear term and input-affine form (jet matching's field); for a data set's own config these are
+    the baseline config's settings already (tested), so the run is the one ``torch-ude fit`` makes.
+    ``args.iterations``, ``args.rate``, ``args.steps`` and ``args.windows`` override the baseline config where
+    given. Returns its metrics.json with the field's number of weights (``num_parameters``) and the field it
+    exported."""
+    data = yaml.safe_load(config.read_text())["data"]["init_args"]
+    argv = ["fit", "--config", str(args.baseline or baseline_config(config)), "--seed_everything", str(seed),
+            "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
+            "--data.files", json.dumps(data["files"]), "--data.val_files", json.dumps(data["val_files"]),
+            "--data.known", json.dumps(_whole(data["known"])), "--model.hidden", json.dumps(list(form.mlp.sizes[1:-1])),
+            "--model.linear", json.dumps(form.linear), "--model.input_affine", json.dumps(form.input_affine)]
+    for option, value in (("--trainer.max_steps", args.iterations), ("--data.rate", args.rate),
+                          ("--data.steps", args.steps), ("--data.n_windows", args.windows)):
+        if value is not None:
+            argv += [option, str(value)]
+    field = cli_main(argv).model.field
+    return json.loads((folder / "metrics.json").read_text()) | {"num_parameters": field.num_parameters()}, field
+
+
+def _whole(known: dict) -> dict:
+    """``known`` (a config's ``class_path`` / ``init_args``) with every constructor argument it leaves out at
+    its default, so that on the command line it replaces a config's known model instead of being merged
+    into it (jsonargparse keeps the config's other arguments of the same class)."""
+    module, _, name = known["class_path"].rpartition(".")
+    signature = inspect.signature(getattr(importlib.import_module(module), name))
+    defaults = {k: p.default for k, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+    return {"class_path": known["class_path"], "init_args": defaults | known.get("init_args", {})}
 
 
 def configured_physics(model) -> HybridField:
@@ -240,7 +277,7 @@ def summarize_seeds(rows: list[dict], keys: tuple[str, ...] = KEYS) -> dict:
 def main(argv: list[str] | None = None) -> None:
     """Run the comparison and save the JSON."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(ap, "configs/dfki_pendulum.yaml", 50.0)
+    add_run_arguments(ap, "configs/dfki_pendulum.yaml")
     args = ap.parse_args(argv)
     require_data(args.config, "dfki_pendulum")
     torch.set_num_threads(1)
@@ -252,10 +289,11 @@ def main(argv: list[str] | None = None) -> None:
         out["jet_matching"].append({k: v for k, v in metrics.items() if k != "config"} | {"seed": seed})
         print(f"seed {seed}: jet matching " + ", ".join(f"{k} {metrics.get(k)}" for k in KEYS)
               + f" ({metrics['updates']} updates, {metrics['wall_s']:.1f} s)", flush=True)
-        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args, jet_field)
-        out["rk4_baseline"].append(base | {"seed": seed})
+        base, base_field = rk4_baseline(args.config, seed, RESULTS / name / f"baseline_{seed}", args, jet_field)
+        out["rk4_baseline"].append({k: v for k, v in base.items() if k != "config"} | {"seed": seed})
         print(f"seed {seed}: RK4 baseline " + ", ".join(f"{k} {base.get(k)}" for k in KEYS)
-              + f" ({base['iterations']} iterations, {base['skipped']} rejected, {base['wall_s']:.1f} s)", flush=True)
+              + f" ({base['updates']} iterations, {base['skipped_steps']} rejected, {base['wall_s']:.1f} s)",
+              flush=True)
         fields[seed] = {"jet matching": jet_field, "RK4 baseline": base_field}
     out["f_known_alone"] = known_alone(dm)
     print("f_known alone " + ", ".join(f"{k} {out['f_known_alone'].get(k)}" for k in KEYS), flush=True)

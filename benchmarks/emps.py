@@ -1,7 +1,7 @@
 """Jet matching on the real EMPS positioning axis from position only, beside the RK4 baseline, f_known and IDIM-LS.
 
     python -m benchmarks.emps [--config configs/emps.yaml] [--seeds 0 1 2]
-                              [--iterations 1200] [--rate 200] [--steps 40] [--windows 128]
+                              [--baseline CONFIG] [--iterations N] [--rate HZ] [--steps K] [--windows B]
 
 The electro-mechanical positioning system of the nonlinear system-identification benchmark
 (../shared/data/emps, Janot, Gautier, Brunot) logs the motor position ``qm`` and the
@@ -13,10 +13,10 @@ DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the 
 `benchmarks.dfki_pendulum` (the same protocol as on the DFKI pendulums):
 
 * jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED``, its EMA field;
-* the RK4 multiple-shooting baseline on the same derived states and voltages (observed at
-  ``--rate``, ``--steps`` RK4 steps per window, ``--windows`` windows), same field form
-  (the config's ``model.hidden`` and ``model.linear``), initial weights and scales, full-batch
-  Adam with the discrete adjoint;
+* the RK4 multiple-shooting baseline on the same derived states and voltages:
+  ``torch-ude fit --config configs/baseline_emps.yaml --seed_everything SEED`` (observed at its
+  ``data.rate``, ``data.steps`` RK4 steps per window, ``data.n_windows`` windows, full-batch Adam
+  with the discrete adjoint), the run ``torch-ude score`` scores;
 * once, f_known alone and the benchmark's inverse-model fit IDIM-LS (`idim_ls`: recomputed
   here from DATA_EMPS as Script_IDIM_LS.m does) as a whole model
   ``M q'' = gtau vir - Fv q' - Fc tanh(q' / 1 mm/s) - offset``: a reference, not the truth.
@@ -203,7 +203,7 @@ def _line(name: str, row: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Run the comparison, save the JSON and the plots."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_run_arguments(ap, "configs/emps.yaml", 200.0)
+    add_run_arguments(ap, "configs/emps.yaml")
     args = ap.parse_args(argv)
     require_data(args.config, "emps")
     data = yaml.safe_load(args.config.read_text())["data"]["init_args"]
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     dm, comparisons, simulations = None, {}, {}
     for seed in args.seeds:
         metrics, dm, jet_field = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
-        base, base_field = rk4_baseline(dm, seed, metrics["calibration"], args, jet_field)
+        base, base_field = rk4_baseline(args.config, seed, RESULTS / name / f"baseline_{seed}", args, jet_field)
         reference = reference_model(dm, fit)
         for method, field, row, key in (("jet matching", jet_field, metrics, "jet_matching"),
                                         ("RK4 baseline", base_field, base, "rk4_baseline")):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.dfki_pendulum import configured_physics, main, residual_torques
+from benchmarks.dfki_pendulum import KEYS, baseline_config, configured_physics, main, residual_torques
 from torch_ude.cli import main as cli_main
 from torch_ude.systems import TorqueDoublePendulumModel
 from torch_ude.training import RecordedDataModule
@@ -78,13 +78,24 @@ def _tiny_run(tmp_path: Path, monkeypatch, config_file: Path, data_dir: Path, na
         data[key] = [str(data_dir / Path(f).name) for f in data[key]]
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.chdir(tmp_path)
-    main(["--config", f"{name}.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
+    main(["--config", f"{name}.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5",
+          "--baseline", str(baseline_config(config_file))])
     return json.loads((tmp_path / "results" / name / f"{name}.json").read_text())
 
 
 @pytest.mark.skipif(not SINGLE.is_dir(), reason=f"the DFKI pendulum files are not at {SINGLE} (see ../shared/data/README.md)")
 def test_a_tiny_single_pendulum_run(tmp_path, monkeypatch):
     out = _tiny_run(tmp_path, monkeypatch, ROOT / "configs" / "dfki_pendulum.yaml", SINGLE, "tiny_single")
+    # the benchmark's baseline is the run `torch-ude fit --config configs/baseline_dfki_pendulum.yaml` makes (the same
+    # settings overridden), to the last digit
+    data = yaml.safe_load((ROOT / "configs" / "dfki_pendulum.yaml").read_text())["data"]["init_args"]
+    files = {key: json.dumps([str(SINGLE / Path(f).name) for f in data[key]]) for key in ("files", "val_files")}
+    cli_main(["fit", "--config", str(ROOT / "configs" / "baseline_dfki_pendulum.yaml"), "--seed_everything", "0",
+              "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir",
+              str(tmp_path / "direct"), "--trainer.max_steps", "3", "--data.steps", "5", "--data.n_windows", "4",
+              "--data.files", files["files"], "--data.val_files", files["val_files"]])
+    direct = json.loads((tmp_path / "direct" / "metrics.json").read_text())
+    assert all(out["rk4_baseline"][0][k] == direct[k] for k in KEYS) and direct["updates"] == 3
     assert out["lab_model"]["parameters"]["Fc"] > 0
     # the lab's friction and offset as a torque: one joint, nonzero, compared with both residuals
     for method in ("jet matching", "RK4 baseline"):
@@ -143,6 +154,29 @@ def test_a_tiny_input_affine_run_gives_the_baseline_the_same_field_form(tmp_path
 
 
 @pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
+def test_a_data_sets_baseline_config_trains_what_its_jet_config_does(name):
+    # the benchmark runs the baseline config with the jet config's known model and field form: for the data set's
+    # own config these are the baseline config's, so the benchmark's baseline row is a user's `torch-ude fit` run
+    jet, base = (yaml.safe_load((ROOT / "configs" / f"{n}.yaml").read_text()) for n in (name, f"baseline_{name}"))
+    assert jet["data"]["init_args"]["known"] == base["data"]["init_args"]["known"]
+    for key in ("files", "val_files"):
+        assert jet["data"]["init_args"][key] == base["data"]["init_args"][key]
+    defaults = {"hidden": [16, 16], "linear": False, "input_affine": False}  # both modules' defaults
+    for key, value in defaults.items():
+        assert jet["model"]["init_args"].get(key, value) == base["model"]["init_args"].get(key, value)
+
+
+def test_a_variants_baseline_is_its_data_sets_and_a_missing_one_stops_the_benchmark(tmp_path):
+    configs = ROOT / "configs"
+    for name, data_set in (("dfki_pendulum_extrapolate", "dfki_pendulum"), ("emps_affine", "emps"),
+                           ("dfki_double_pendulum_linear", "dfki_double_pendulum"), ("emps", "emps")):
+        assert baseline_config(configs / f"{name}.yaml") == configs / f"baseline_{data_set}.yaml"
+    with pytest.raises(SystemExit, match=r"no RK4 baseline config for .*mine_affine.yaml: looked for "
+                                         r".*baseline_mine_affine.yaml and .*baseline_mine.yaml"):
+        baseline_config(tmp_path / "mine_affine.yaml")
+
+
+@pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])
 def test_the_affine_configs_are_the_linear_configs_with_the_input_affine_form(name):
     linear, affine = (yaml.safe_load((ROOT / "configs" / f"{name}_{v}.yaml").read_text()) for v in ("linear", "affine"))
     assert affine["model"]["init_args"].pop("input_affine") is True
@@ -154,7 +188,7 @@ def test_the_affine_configs_are_the_linear_configs_with_the_input_affine_form(na
 @needs_data
 def test_a_tiny_run(tmp_path, monkeypatch):
     out = _tiny_run(tmp_path, monkeypatch, CONFIG, DATA, "tiny_double")
-    assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["iterations"] == 3
+    assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["updates"] == 3
     assert out["lab_model"]["parameters"]["cf1"] == 0.093
     # the lab's friction and rotor inertia predict the validation runs far better than model 3.1 alone
     assert out["lab_model"]["open_loop_1s_nrmse"] < 0.25 * out["f_known_alone"]["open_loop_1s_nrmse"]

@@ -75,10 +75,11 @@ def test_a_tiny_run(tmp_path, monkeypatch):
         data[key] = [str(DATA / Path(f).name) for f in data[key]]
     (tmp_path / "tiny_emps.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.chdir(tmp_path)
-    main(["--config", "tiny_emps.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5"])
+    main(["--config", "tiny_emps.yaml", "--seeds", "0", "--iterations", "3", "--windows", "4", "--steps", "5",
+          "--baseline", str(ROOT / "configs" / "baseline_emps.yaml")])
     folder = tmp_path / "results" / "tiny_emps"
     out = json.loads((folder / "tiny_emps.json").read_text())
-    assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["iterations"] == 3
+    assert out["jet_matching"][0]["updates"] == 40 and out["rk4_baseline"][0]["updates"] == 3
     # IDIM-LS as a whole model simulates the validation record closely; f_known alone drifts away
     assert out["idim_ls_model"]["simulation_r2_q"] > 0.95
     assert out["f_known_alone"]["simulation_rms_q_mm"] > 10 * out["idim_ls_model"]["simulation_rms_q_mm"]
