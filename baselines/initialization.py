@@ -12,7 +12,7 @@ import torch
 from torch_ude.calibration import Calibration, calibrate
 from torch_ude.field import HybridField
 from torch_ude.systems.base import System
-from torch_ude.systems.simulate import Recording
+from torch_ude.systems.simulate import SimulatedStream
 
 __all__ = ["CALIBRATION_SECONDS", "initial_field", "stream_calibration"]
 
@@ -20,7 +20,7 @@ __all__ = ["CALIBRATION_SECONDS", "initial_field", "stream_calibration"]
 CALIBRATION_SECONDS = 3.0
 
 
-def stream_calibration(rec: Recording) -> Calibration:
+def stream_calibration(rec: SimulatedStream) -> Calibration:
     """Jet matching's calibration of the stream's first `CALIBRATION_SECONDS` (x_rms, s1, sigma_hat, ...).
 
     Args:
@@ -33,7 +33,7 @@ def stream_calibration(rec: Recording) -> Calibration:
     return calibrate(torch.as_tensor(rec.y[:head]), rec.fs, torch.as_tensor(rec.segment[:head]))
 
 
-def initial_field(system: System, case: str, rec: Recording, seed: int, hidden: Sequence[int] = (16, 16),
+def initial_field(system: System, case: str, rec: SimulatedStream, seed: int, hidden: Sequence[int] = (16, 16),
                   dtype: torch.dtype = torch.float64, cal: Calibration | None = None,
                   linear: bool = False, periodic: Sequence[int] = ()) -> HybridField:
     """The field jet matching starts from for ``seed``: seeded weights, calibrated scales.

@@ -29,7 +29,7 @@ from torch_ude.field import HybridField
 from torch_ude.metrics import evaluate_field, evaluation_states
 from torch_ude.systems.base import System
 from torch_ude.systems.pendulum import SinglePendulum
-from torch_ude.systems.simulate import Recording, simulate
+from torch_ude.systems.simulate import SimulatedStream, simulate
 from torch_ude.training.data import run_seed
 from torch_ude.training.outputs import RunOutputs, residual_figure, tensor_bytes
 from torch_ude.training.recorded import RecordedDataModule
@@ -82,7 +82,7 @@ class ShootingDataModule(L.LightningDataModule):
             raise ValueError(f"noise must be >= 0 (relative to channel RMS); got {noise!r}.")
         self.duration, self.fs, self.noise, self.rate = float(duration), float(fs), float(noise), float(rate)
         self.steps, self.n_windows, self._seed = steps, n_windows, seed
-        self.recording: Recording | None = None
+        self.recording: SimulatedStream | None = None
         self.windows: ShootingWindows | None = None
         self._states: dict | None = None
 

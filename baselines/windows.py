@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from torch_ude.recorded import RecordedLog
-from torch_ude.systems.simulate import Recording
+from torch_ude.systems.simulate import SimulatedStream
 
 __all__ = ["Observations", "ShootingWindows", "observe", "recorded_observations", "shooting_windows"]
 
@@ -99,7 +99,7 @@ class ShootingWindows:
                                None if self.inputs is None else self.inputs.to(dtype))
 
 
-def observe(rec: Recording, rate: float) -> Observations:
+def observe(rec: SimulatedStream, rate: float) -> Observations:
     """Decimate a recording to the observation rate.
 
     Args:

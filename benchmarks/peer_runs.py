@@ -31,7 +31,7 @@ from benchmarks.peer_sindy import SindySettings, sindy_fit
 from benchmarks.peer_torchdiffeq import torchdiffeq_fit
 from torch_ude.metrics import evaluate_field
 from torch_ude.systems.base import System
-from torch_ude.systems.simulate import Recording, simulate
+from torch_ude.systems.simulate import SimulatedStream, simulate
 from torch_ude.training.data import StreamDataModule
 
 __all__ = ["ROOT", "PLANTS", "peer_stream", "trainer_job", "run_measured"]
@@ -43,7 +43,7 @@ PLANTS = {"case_a": ("configs/pendulum_case_a.yaml", "configs/baseline_pendulum_
 
 
 def peer_stream(plant: str, noise: float, seed: int, duration: float | None = None
-                ) -> tuple[StreamDataModule, Recording]:
+                ) -> tuple[StreamDataModule, SimulatedStream]:
     """The jet-matching run's data module and its whole stream as one recording.
 
     Args:
@@ -98,7 +98,7 @@ def _trainer_run(config: str, root: str, seed: int, overrides: list[str]) -> dic
     return {k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")}
 
 
-def _peer_fit(kind: str, dm: StreamDataModule, rec: Recording, options: dict) -> tuple[Callable, dict]:
+def _peer_fit(kind: str, dm: StreamDataModule, rec: SimulatedStream, options: dict) -> tuple[Callable, dict]:
     """A PySINDy, torchdiffeq or PEM–MHE fit on a stream: the fitted field and the fit's information."""
     if kind == "sindy":
         field, info = sindy_fit(dm.system, dm.case, rec, SindySettings(**options))

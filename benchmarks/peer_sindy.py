@@ -32,7 +32,7 @@ from torch import Tensor
 
 from torch_ude.metrics import evaluate_field
 from torch_ude.systems.base import System, VectorField
-from torch_ude.systems.simulate import Recording
+from torch_ude.systems.simulate import SimulatedStream
 
 __all__ = ["DIFFERENTIATIONS", "MODES", "SindySettings", "SindyField", "sindy_fit", "choose"]
 
@@ -91,13 +91,13 @@ class SindyField:
                 for name, eq in zip(self.model.feature_names, self.model.equations(precision=4))]
 
 
-def _segments(rec: Recording, shortest: int) -> list[np.ndarray]:
+def _segments(rec: SimulatedStream, shortest: int) -> list[np.ndarray]:
     """Sample indices of each re-excitation segment that holds at least ``shortest`` samples."""
     cuts = np.flatnonzero(rec.segment[1:] != rec.segment[:-1]) + 1
     return [idx for idx in np.split(np.arange(len(rec)), cuts) if idx.size >= shortest]
 
 
-def _derivatives(rec: Recording, settings: SindySettings) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _derivatives(rec: SimulatedStream, settings: SindySettings) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """States (smoothed where the method smooths) and derivatives of every segment."""
     method = settings.method()
     xs, xdots = [], []
@@ -122,7 +122,7 @@ def _regress(xs: list[np.ndarray], xdots: list[np.ndarray], dt: float, known: Ve
     return SindyField(model, known if settings.mode == "residual" else None)
 
 
-def sindy_fit(system: System, case: str, rec: Recording, settings: SindySettings) -> tuple[SindyField, dict]:
+def sindy_fit(system: System, case: str, rec: SimulatedStream, settings: SindySettings) -> tuple[SindyField, dict]:
     """Differentiate the stream and regress; the timed fit of one run.
 
     Args:
@@ -140,7 +140,7 @@ def sindy_fit(system: System, case: str, rec: Recording, settings: SindySettings
     return field, {"wall_s": time.perf_counter() - start}
 
 
-def choose(system: System, case: str, rec: Recording, states: dict[str, Tensor], mode: str, differentiation: str,
+def choose(system: System, case: str, rec: SimulatedStream, states: dict[str, Tensor], mode: str, differentiation: str,
            windows: Sequence[int] = WINDOWS, thresholds: Sequence[float] = THRESHOLDS,
            degrees: Sequence[int] = DEGREES) -> tuple[SindySettings, list[dict]]:
     """The settings with the lowest ``e_field_visited`` on one stream (seed 0's).

@@ -27,7 +27,7 @@ from baselines.shooting import ShootingGradient
 from baselines.windows import ShootingWindows, observe, shooting_windows
 from torch_ude.field import HybridField
 from torch_ude.systems.base import System
-from torch_ude.systems.simulate import Recording
+from torch_ude.systems.simulate import SimulatedStream
 
 __all__ = ["MODES", "TorchdiffeqObjective", "torchdiffeq_fit"]
 
@@ -106,7 +106,7 @@ class TorchdiffeqObjective:
                                 state_grad=state_grad if finite else None, finite=finite)
 
 
-def torchdiffeq_fit(system: System, case: str, rec: Recording, seed: int, mode: str, iterations: int = 1200,
+def torchdiffeq_fit(system: System, case: str, rec: SimulatedStream, seed: int, mode: str, iterations: int = 1200,
                     steps: int = 40, n_windows: int = 128, rate: float = 50.0) -> tuple[HybridField, dict]:
     """Train the UDE on a stream with torchdiffeq.
 

@@ -12,7 +12,7 @@ _HOMES = {
     "models.bounds": ("Bound", "BoundedParameters"), "estimator.estimator": ("MHESettings", "MovingHorizonEstimator"),
     "outer.free_run": ("simulate_free_run",), "outer.gauss_newton": ("GaussNewtonStopping", "residual_jacobian"),
     "identification": ("ArrivalCost", "IdentificationProblem", "ResidualSettings"),
-    "data.recording": ("Recording", "RecordingSource"), "data.simulate": ("simulate",),
+    "data.recording": ("Recording", "RecordingSource"), "data.simulate": ("simulate_closed_loop",),
     "peers.joint": ("JointMHE", "JointSettings"), "estimator.kkt": ("hypergradient_adjoint", "hypergradient_explicit"),
     "models.model": ("NeuralResidual", "PhysicsField", "StateSpaceModel"), "outer.noise_fit": ("NoiseFitSettings",),
     "outer.outer": ("OuterSettings", "PEMLoop"), "outer.report": ("PEMResult", "PEMStep"), "pem": ("PEMIdentifier",),

@@ -22,12 +22,12 @@ from ..models.checks import require
 from ..models.model import PhysicsField, StateSpaceModel
 from .recording import Recording
 
-__all__ = ["simulate", "simulate_plant", "smooth_signal", "vehicle_policy"]
+__all__ = ["simulate_closed_loop", "simulate_plant", "smooth_signal", "vehicle_policy"]
 
 Policy = Callable[[int, Tensor], Tensor]
 
 
-def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps: int,
+def simulate_closed_loop(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps: int,
              process_std: Sequence[float], measurement_std: Sequence[float], seed: int = 0) -> Recording:
     """Simulate ``steps`` samples of ``model`` in closed loop with ``policy``.
 
@@ -48,8 +48,8 @@ def simulate(model: StateSpaceModel, x0: Sequence[float], policy: Policy, steps:
             know it yet), or if the state becomes non-finite.
     """
     if model.hold.paired:
-        raise ValueError(f"simulate drives the model in closed loop, where u_(k+1) is not known at step k; give the "
-                         f"data-generating model hold='zoh' (got {model.hold.name!r}), or use simulate_plant.")
+        raise ValueError(f"simulate_closed_loop drives the model in closed loop, where u_(k+1) is not known at step k; "
+                         f"give the data-generating model hold='zoh' (got {model.hold.name!r}), or use simulate_plant.")
     q = torch.as_tensor(process_std, dtype=torch.float64)
     r = torch.as_tensor(measurement_std, dtype=torch.float64)
     x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, -1)

@@ -78,7 +78,7 @@ class PendulumStream(RecordingSource):
         return {"c": float(System.from_spec(self.plant).damping)}
 
     def _stream(self):
-        """The simulated stream at ``fs`` (`torch_ude.systems.simulate.Recording`), simulated once."""
+        """The simulated stream at ``fs`` (`torch_ude.systems.simulate.SimulatedStream`), simulated once."""
         if self._cache is None:
             self._cache = simulate_stream(System.from_spec(self.plant), self.duration, fs=self.fs, noise=self.noise,
                                           seed=self.seed, substeps=self.substeps)

@@ -17,7 +17,7 @@ from ..models.model import StateSpaceModel
 from ..models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED, SingleTrackVehicle
 from ..data.recording import RecordingSource
 from ..data.recording import Recording
-from ..data.simulate import simulate, vehicle_policy
+from ..data.simulate import simulate_closed_loop, vehicle_policy
 
 __all__ = ["MEASURED", "DT", "RacingSimulation", "perturbed_values", "start_values"]
 
@@ -57,7 +57,8 @@ class RacingSimulation(RecordingSource):
         truth = StateSpaceModel(SingleTrackVehicle(), dt=DT, measured=MEASURED)
         policy = vehicle_policy(self.steps, DT, self.seed, steer_amplitude=self.steer_amplitude,
                                 speed_range=self.speed_range)
-        return simulate(truth, [1.5, 0.0, 0.0], policy, self.steps, self.process_std, self.measurement_std, self.seed)
+        return simulate_closed_loop(truth, [1.5, 0.0, 0.0], policy, self.steps, self.process_std,
+                                    self.measurement_std, self.seed)
 
 
 def perturbed_values(factor: float = 0.5, seed: int = 0, identify: Sequence[str] = IDENTIFIED,

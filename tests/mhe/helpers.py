@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual,
-                 SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows, simulate)
+                 SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows, simulate_closed_loop)
 from mhe.data.simulate import vehicle_policy
 from mhe.data.windows import Windows
 from mhe.estimator.kkt import refine
@@ -22,7 +22,7 @@ def vehicle_windows(horizon: int, count: int, stride: int = 7, seed: int = 1) ->
     """``count`` windows of the true racing model with process and measurement noise."""
     truth = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=(0, 2))
     steps = stride * count + horizon + 1
-    rec = simulate(truth, [1.5, 0.0, 0.0], vehicle_policy(steps, 0.02, seed), steps, PROCESS_STD,
+    rec = simulate_closed_loop(truth, [1.5, 0.0, 0.0], vehicle_policy(steps, 0.02, seed), steps, PROCESS_STD,
                    MEASUREMENT_STD, seed=seed)
     return make_windows(rec.inputs, rec.outputs, horizon, stride)[:count]
 

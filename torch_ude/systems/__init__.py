@@ -8,11 +8,11 @@ from .friction import FrictionField as FrictionField, FrictionPendulum as Fricti
 from .linear_axis import LinearAxisModel as LinearAxisModel
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
 from .faults import SensorFaults as SensorFaults
-from .simulate import Recording as Recording, Simulator as Simulator, simulate as simulate
+from .simulate import SimulatedStream as SimulatedStream, Simulator as Simulator, simulate as simulate
 
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
     "TorqueDoublePendulumModel", "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
     "FrictionPendulum", "FrictionField", "LinearAxisModel", "DuffingOscillator", "DuffingField",
-    "Recording", "Simulator", "simulate", "SensorFaults",
+    "SimulatedStream", "Simulator", "simulate", "SensorFaults",
 ]

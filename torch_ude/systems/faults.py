@@ -1,6 +1,6 @@
 """A sensor fault model: NaN readings, dropped samples, long dropouts and outlier spikes.
 
-Applied to a `Recording` chunk, it returns what a faulty sensor would deliver, so
+Applied to a `SimulatedStream` chunk, it returns what a faulty sensor would deliver, so
 robustness can be exercised end to end from a config (``data.faults``).
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .simulate import Recording
+from .simulate import SimulatedStream
 
 __all__ = ["SensorFaults"]
 
@@ -56,7 +56,7 @@ class SensorFaults:
         """True if any fault has a non-zero rate."""
         return any((self.nan_rate, self.inf_rate, self.drop_rate, self.spike_rate, self.dropout_rate))
 
-    def apply(self, rec: Recording, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def apply(self, rec: SimulatedStream, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Corrupt a chunk.
 
         Args:

@@ -20,11 +20,11 @@ import torch
 from ..rk4 import RK4Step
 from .base import System
 
-__all__ = ["Recording", "Simulator", "simulate", "check_simulator_settings"]
+__all__ = ["SimulatedStream", "Simulator", "simulate", "check_simulator_settings"]
 
 
 @dataclass
-class Recording:
+class SimulatedStream:
     """A stretch of the sensor stream.
 
     Attributes:
@@ -208,14 +208,14 @@ class Simulator:
         self._buffer_seg = _numpy(state["buffer_seg"], np.int64)
         self.sigma = _numpy(state["sigma"], np.float64)
 
-    def read(self, n_ticks: int) -> Recording:
+    def read(self, n_ticks: int) -> SimulatedStream:
         """Return the next ``n_ticks`` samples of the stream.
 
         Args:
             n_ticks: number of samples (>= 0).
 
         Returns:
-            A `Recording` whose times continue where the previous read stopped.
+            A `SimulatedStream` whose times continue where the previous read stopped.
         """
         if int(n_ticks) != n_ticks or n_ticks < 0:
             raise ValueError(f"n_ticks must be a non-negative integer; got {n_ticks!r}.")
@@ -234,11 +234,11 @@ class Simulator:
         y = x + self.sigma * self._noise_rng.standard_normal(x.shape)
         t = (self._tick + np.arange(n_ticks)) / self.fs
         self._tick += n_ticks
-        return Recording(t=t, x=x, y=y, segment=seg, sigma=self.sigma.copy(), fs=self.fs)
+        return SimulatedStream(t=t, x=x, y=y, segment=seg, sigma=self.sigma.copy(), fs=self.fs)
 
 
 def simulate(system: System, duration: float, fs: float = 1000.0, noise: float = 0.01, seed: int = 0,
-             substeps: int = 1) -> Recording:
+             substeps: int = 1) -> SimulatedStream:
     """Simulate ``duration`` seconds of the plant's noisy sensor stream.
 
     The channel RMS that scales the noise is taken over ``min(duration, 60)`` s.
@@ -252,7 +252,7 @@ def simulate(system: System, duration: float, fs: float = 1000.0, noise: float =
         substeps: RK4 steps per sample.
 
     Returns:
-        The `Recording` of ``round(duration * fs)`` samples.
+        The `SimulatedStream` of ``round(duration * fs)`` samples.
     """
     if not duration > 0:
         raise ValueError(f"duration must be positive (seconds); got {duration!r}.")
