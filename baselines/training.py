@@ -258,6 +258,7 @@ class ShootingModule(L.LightningModule):
         self._fit_t0: float | None = None
         self.wall_s: float | None = None
         self.outputs: RunOutputs | None = None
+        self._evaluated: tuple[tuple[int, int], dict] | None = None  # (iteration, metrics) of `evaluate`
 
     def setup(self, stage: str) -> None:
         """Build the field, the objective and the optimizer for the data module's stream."""
@@ -303,8 +304,16 @@ class ShootingModule(L.LightningModule):
 
     def evaluate(self, states: dict[str, torch.Tensor] | None = None) -> dict:
         """The data module's metrics of the field: field error and recovered damping on a simulated plant
-        (`torch_ude.metrics.evaluate_field`), prediction errors on recorded logs (`torch_ude.prediction`)."""
-        return self.trainer.datamodule.evaluate(self.field, states)
+        (`torch_ude.metrics.evaluate_field`), prediction errors on recorded logs (`torch_ude.prediction`).
+        On the data module's own states (``states`` empty or None) computed once per iteration: the last
+        validation and ``metrics.json`` share it (seconds of rollouts on a long validation log)."""
+        key = None if states else (self.trainer.global_step, self.adam.skipped if self.adam is not None else 0)
+        if key is not None and self._evaluated is not None and self._evaluated[0] == key:
+            return dict(self._evaluated[1])
+        out = self.trainer.datamodule.evaluate(self.field, states)
+        if key is not None:
+            self._evaluated = (key, dict(out))
+        return out
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         """Log ``val/e_field``, ``val/e_field_visited`` and ``val/c_hat``."""
@@ -399,6 +408,7 @@ class ShootingModule(L.LightningModule):
                 or when fitting from a checkpoint that lacks this state (written before it
                 was saved; such a checkpoint can still be validated and tested).
         """
+        self._evaluated = None  # new weights
         fitting = self._trainer is not None and self._trainer.state.fn == TrainerFn.FITTING
         saved = checkpoint.get("shooting")
         if saved is None:

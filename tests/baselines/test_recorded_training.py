@@ -78,6 +78,20 @@ def test_fit_trains_the_baseline_on_logs_exports_a_field_and_score_reads_it(tmp_
     assert (tmp_path / "score" / "val.png").is_file() and "val.csv" in capsys.readouterr().out
 
 
+def test_a_run_rolls_its_validation_logs_out_once_at_the_end(tmp_path, logs, monkeypatch):
+    # the last validation and metrics.json share one evaluation of the final weights
+    calls = []
+    evaluate = RecordedShootingDataModule.evaluate
+    monkeypatch.setattr(RecordedShootingDataModule, "evaluate",
+                        lambda self, field, states=None: calls.append(states) or evaluate(self, field, states))
+    main(["fit", "--config", str(_config(tmp_path, logs, max_steps=3))])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert len(calls) == 1 and metrics["updates"] == 3
+    assert metrics["one_step_nrmse"] == prediction_errors(load_field(tmp_path / "run"),
+                                                          [read_log(logs[2], fs=100.0, **COLS)],
+                                                          (0.5, 2.0))["one_step_nrmse"]
+
+
 def test_the_trained_baseline_predicts_better_than_its_known_model(tmp_path, logs):
     main(["fit", "--config", str(_config(tmp_path, logs, max_steps=150))])
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -35,8 +35,10 @@ def run_notebook(name: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> d
     assert not any(cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), \
         f"{name} is stored with outputs; clear them before committing."
     nb.cells.insert(0, nbformat.v4.new_code_cell(_KERNEL_PROBE))
-    # "python3" is ipykernel's own spec; jupyter_client starts it with sys.executable
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+    # "python3" is ipykernel's own spec; jupyter_client starts it with sys.executable. The timeout per cell
+    # catches a hang: real_logs' tiny runs of three benchmarks and PEM-MHE take one cell about 5 min on a
+    # loaded 2-core machine
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=900,
                                      resources={"metadata": {"path": str(workdir)}})
     client.execute()
     text = _stream_text(nb)
