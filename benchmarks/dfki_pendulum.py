@@ -14,11 +14,11 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
   on the files), its EMA field;
 * the RK4 multiple-shooting baseline: ``torch-ude fit --config BASELINE --seed_everything SEED``
   (`baseline_config`: ``configs/baseline_<data set>.yaml``, on CONFIG's training and validation
-  files and known model, in the field form jet matching trained; the training logs observed at its ``data.rate``, windows of ``data.steps`` RK4 steps
-  inside one segment, the recorded torque interpolated linearly over a step, full-batch Adam
-  with the discrete adjoint, its own calibration of the stream's head), the very run a user
-  scores with ``torch-ude score``; ``--iterations``, ``--rate``, ``--steps`` and ``--windows``
-  override its settings;
+  files and known model, in the field form jet matching trained; the training logs observed at
+  its ``data.rate``, windows of ``data.steps`` RK4 steps inside one segment, the recorded torque
+  interpolated linearly over a step, full-batch Adam with the discrete adjoint, its own calibration
+  of the stream's head), the very run a user scores with ``torch-ude score``; ``--iterations``,
+  ``--rate``, ``--steps`` and ``--windows`` override its settings;
 * f_known alone (the residual switched off), once;
 * for reference, the lab's own least-squares model, once: what a residual should find, not
   ground truth. Single pendulum: J, m cx and its viscous and Coulomb friction and offset from
@@ -143,10 +143,12 @@ def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace
     exported."""
     data = yaml.safe_load(config.read_text())["data"]["init_args"]
     argv = ["fit", "--config", str(args.baseline or baseline_config(config)), "--seed_everything", str(seed),
-            "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder),
+            "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(folder),
             "--data.files", json.dumps(data["files"]), "--data.val_files", json.dumps(data["val_files"]),
-            "--data.known", json.dumps(_whole(data["known"])), "--model.hidden", json.dumps(list(form.mlp.sizes[1:-1])),
-            "--model.linear", json.dumps(form.linear), "--model.input_affine", json.dumps(form.input_affine)]
+            "--data.known", json.dumps(_whole(data["known"])),
+            "--model.hidden", json.dumps(list(form.mlp.sizes[1:-1])), "--model.linear", json.dumps(form.linear),
+            "--model.input_affine", json.dumps(form.input_affine)]
     for option, value in (("--trainer.max_steps", args.iterations), ("--data.rate", args.rate),
                           ("--data.steps", args.steps), ("--data.n_windows", args.windows)):
         if value is not None:
