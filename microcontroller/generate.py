@@ -44,12 +44,13 @@ from torch_ude.stream import StreamSettings
 from torch_ude.systems import System
 
 from .build import ROOT, library_sources
-from .headers import GENERATOR, headers_for, write_headers
+from .headers import GENERATOR, headers_for, input_map, write_headers
 from .memory import default_ram_budget
 from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
-__all__ = ["DeviceSpec", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers", "headers_for",
+__all__ = ["DeviceSpec", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers",
+           "headers_for",
            "library_files", "copy_library", "main", "GENERATOR"]
 
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
@@ -157,6 +158,7 @@ class DeviceSpec:
                       "init_args": self.system.init_args()},
             "case": self.case, "layer_sizes": list(self.field.mlp.sizes), "pretrained": self.pretrained,
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
+            **({"input_map": input_map(self.field)} if input_map(self.field) else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
@@ -193,17 +195,12 @@ def _device_stream(stream: StreamSettings) -> dict:
     return settings
 
 
-def _unsupported_trust_features(system: System, field: HybridField, model: dict) -> list[str]:
-    """The trust features of `torch_ude.training.JetMatchingModule` (issue 31) that ``model`` turns on for
-    ``system`` and the C trainer cannot run, each with the setting that turns it off. A setting absent
-    from ``model`` (a run made before the feature existed) is off."""
+def _unsupported_trust_features(field: HybridField, model: dict) -> list[str]:
+    """The trust features of `torch_ude.training.JetMatchingModule` (issue 31) that ``model`` turns on and the
+    C trainer cannot run, each with the setting that turns it off. A setting absent from ``model`` (a run made
+    before the feature existed) is off. (Periodic and invariant states, the network's input map, run on the
+    device: `microcontroller.headers.input_map`.)"""
     out = []
-    if model.get("periodic") and tuple(getattr(system, "periodic", ())):
-        out.append(f"periodic angles read as (sin, cos) (the plant's states {list(system.periodic)}; "
-                   f"model.periodic: false)")
-    if model.get("invariant") and tuple(getattr(system, "invariant", ())):
-        out.append(f"invariant states left out of the network (states {list(system.invariant)}; "
-                   f"model.invariant: false)")
     if model.get("envelope"):
         out.append("the trust envelope (model.envelope: false)")
     if field.physical:
@@ -228,7 +225,7 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
     Raises:
         ValueError: for settings the C port cannot run (`DeviceSpec.validate`).
     """
-    unsupported = _unsupported_trust_features(system, field, model)
+    unsupported = _unsupported_trust_features(field, model)
     if unsupported:
         raise ValueError(
             f"the C port does not implement {'; '.join(unsupported)} yet (issue 32); turn "
@@ -285,7 +282,10 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     dm, model = cli.datamodule, cli.model
     hp = dict(model.hparams)
     field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
-                                  linear=bool(hp.get("linear", False)), input_affine=bool(hp.get("input_affine", False)))
+                                  linear=bool(hp.get("linear", False)),
+                                  input_affine=bool(hp.get("input_affine", False)),
+                                  periodic=model.periodic_states(dm.system),
+                                  invariant=model.invariant_states(dm.system))
     # a recorded log's data module has no simulator noise (the firmware simulates only simulated plants)
     data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,
@@ -312,11 +312,14 @@ def spec_from_run(run: str | Path, config: str | Path | None = None,
     sidecar = json.loads((folder / SIDECAR_FILE).read_text())
     if config is not None:
         base = spec_from_config(config, overrides)
-        if type(base.system) is not type(system) or base.case != case or tuple(base.field.mlp.sizes) != sizes:
+        if type(base.system) is not type(system) or base.case != case or tuple(base.field.mlp.sizes) != sizes \
+                or input_map(base.field) != input_map(field):
             raise ValueError(
-                f"the run in {folder} trained {type(system).__name__} case {case} with layers {list(sizes)}, but "
-                f"{config} describes {type(base.system).__name__} case {base.case} with layers "
-                f"{list(base.field.mlp.sizes)}; use a config of the same plant, case and network.")
+                f"the run in {folder} trained {type(system).__name__} case {case} with layers {list(sizes)} and input "
+                f"map {input_map(field) or 'none'}, but {config} describes {type(base.system).__name__} case "
+                f"{base.case} with layers {list(base.field.mlp.sizes)} and input map "
+                f"{input_map(base.field) or 'none'}; "
+                f"use a config of the same plant, case and network (model.periodic, model.invariant).")
         base.field, base.pretrained, base.source = field, True, f"run {folder}; {base.source}"
         base.validate()
         return base

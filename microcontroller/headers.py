@@ -23,6 +23,7 @@ import torch
 
 from torch_ude import __version__ as torch_ude_version
 from torch_ude.calibration import CALIBRATION_M0
+from torch_ude.field import HybridField
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
 
@@ -32,10 +33,19 @@ from .plant_code import CODE_FILE, float_literal, plant_source
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["GENERATOR", "config_header", "model_header", "plant_header", "build_maxima", "write_headers",
+__all__ = ["GENERATOR", "input_map", "config_header", "model_header", "plant_header", "build_maxima", "write_headers",
            "headers_for"]
 
 GENERATOR = "microcontroller.generate 1.0"
+
+
+def input_map(field: HybridField) -> dict[str, list[int]]:
+    """The network's input map of ``field`` as the generator writes it (`torch_ude.input_map`): the indices of
+    its periodic states (read as (sin, cos)) and of its invariant states (not read), each ascending; empty for a
+    field that reads every state scaled, whose settings, hash and headers are then those of a build before the
+    map existed."""
+    im = field.input_map
+    return {"periodic": list(im.periodic), "invariant": list(im.invariant)} if im.periodic or im.invariant else {}
 
 
 def _array(values) -> str:
@@ -167,6 +177,8 @@ def config_header(specs, ram_budget: int = 0) -> str:
     build += [("TU_RESERVOIR_HALF", int(reservoir_half(specs)),
                "1: the reservoir stores binary16 in units of x_rms (model.stream.reservoir_precision float16)"),
               ("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)")]
+    if any(input_map(spec.field) for spec in specs):  # absent otherwise: the library then has no map code
+        build += [("TU_INPUT_MAP", 1, "1: a configuration reads angles as (sin, cos) or leaves states out")]
     shapes = {_mlp_shape(spec) for spec in specs}
     if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
         n, ch, sizes, params, linear, reads = shapes.pop()
@@ -183,6 +195,18 @@ def config_header(specs, ram_budget: int = 0) -> str:
     return (_stamps(specs) + "#ifndef TU_CONFIG_H\n#define TU_CONFIG_H\n\n#include <stdint.h>\n\n" + _lines(build, width)
             + "\n\n#ifndef TU_LIBRARY /* configuration 0, for the code around the library */\n"
             + _lines(single, width) + "\n#endif /* TU_LIBRARY */\n\n#endif /* TU_CONFIG_H */\n")
+
+
+def _map_fields(spec: DeviceSpec) -> str:
+    """The input map's members of a configuration's `tu_config` (`input_map`; none for a configuration
+    without periodic or invariant states, whose members stay zero: z = [x / s_in, u / s_u])."""
+    im = spec.field.input_map
+    if not input_map(spec.field):
+        return ""
+    lists = ", ".join(f".{name} = {{{', '.join(str(i) for i in idx)}}}" for name, idx in
+                      (("plain", im.plain), ("periodic", im.periodic)) if idx)
+    return (f"    .input_map = 1, .n_plain = {len(im.plain)}, .n_periodic = {len(im.periodic)}, {lists},  "
+            f"/* invariant: {list(im.invariant)} */\n")
 
 
 def _config_body(spec: DeviceSpec, k: int) -> str:
@@ -260,6 +284,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f"    .weight_decay = {float_literal(spec.weight_decay)}, "
         f".weight_decay_full_at = {float_literal(spec.weight_decay_full_at or 0.0)}, "
         f".grad_clip = {float_literal(spec.grad_clip)},\n"
+        f"{_map_fields(spec)}"
         "};\n")
 
 

@@ -3,9 +3,9 @@
 `read_run` checks what the C port needs before anything is built: a readable ``field.json``
 of the jet-matching trainers (not a PEM-MHE model), a simulated plant (any importable
 `System`: its known field is generated as C, `microcontroller.plant_code`; not a recorded
-log), a network that reads the scaled states only (with the residual's linear term ``L z`` or
-without it), and a ``field.pt`` whose weights match the sidecar. Every refusal is one
-sentence naming the file and the fix.
+log), a network that reads the states (scaled; periodic ones as (sin, cos), invariant ones
+not at all; with the residual's linear term ``L z`` or without it), and a ``field.pt`` whose
+weights match the sidecar. Every refusal is one sentence naming the file and the fix.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ __all__ = ["read_run"]
 _RECORDED = "torch_ude.training.recorded.RecordedPlant"  # a recorded log's plant (no simulation, inputs)
 _FIX = "point --run at the folder of a `torch-ude fit` run of the jet-matching trainer"
 _UNSUPPORTED = (  # sidecar entries of networks the C port does not implement: (key, what, setting)
-    ("periodic", "periodic states read as (sin, cos)", "model.periodic false"),
     ("input_affine", "inputs entering the residual affinely", "no known inputs"),
     ("input_names", "known inputs", "no known inputs"),
 )
@@ -95,7 +94,8 @@ def read_run(folder: str | Path) -> tuple[System, str, HybridField]:
                          f"written by torch_ude.export; export the run again, or {_FIX}.") from None
     sizes = [int(s) for s in sidecar["layer_sizes"]]
     try:
-        field = HybridField(system.known_field(case), hidden=tuple(sizes[1:-1]), linear=bool(sidecar.get("linear")))
+        field = HybridField(system.known_field(case), hidden=tuple(sizes[1:-1]), linear=bool(sidecar.get("linear")),
+                            periodic=sidecar.get("periodic", ()), invariant=sidecar.get("invariant", ()))
     except ValueError as err:
         raise ValueError(f"{json_path}: {err} Export the run again, or {_FIX}.") from None
     state = {k.rpartition("mlp.")[2]: v for k, v in module.state_dict().items() if "mlp." in k}

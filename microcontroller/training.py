@@ -53,7 +53,9 @@ class CJetMatchingModule(JetMatchingModule):
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
         self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
-                                           linear=self.linear, input_affine=self.input_affine)
+                                           linear=self.linear, input_affine=self.input_affine,
+                                           periodic=self.periodic_states(dm.system),
+                                           invariant=self.invariant_states(dm.system))
         # a recorded log has no simulator noise (the generator takes its default)
         data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
         spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,

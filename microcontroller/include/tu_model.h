@@ -19,6 +19,20 @@
 #define TU_CONFIG_MAGIC 0x54554346u  /* "TUCF" */
 #define TU_DIVISOR_MAX 65536         /* the largest train_every, window stride and m_max (ticks) */
 
+/* The network's input map z = phi(x, u) (torch_ude/input_map.py): tu_config.h defines TU_INPUT_MAP 1 only
+ * when a configuration of the build reads a state as an angle, (sin x_i, cos x_i), or leaves a state out
+ * (an invariant state); otherwise z = [x / s_in, u / s_u] (TU_CH_MAX columns at most) and the library has no
+ * map code at all. With the map z has n - q + p + nu columns (p periodic, q invariant states), at most the
+ * widest layer, TU_WIDTH_MAX (the MLP's input width is one of its layer widths). */
+#ifndef TU_INPUT_MAP
+#define TU_INPUT_MAP 0
+#endif
+#if TU_INPUT_MAP
+#define TU_NET_IN_MAX TU_WIDTH_MAX
+#else
+#define TU_NET_IN_MAX TU_CH_MAX
+#endif
+
 /* A kernel the library specializes: its body is compiled once with the build's maxima as constant
  * sizes (the only sizes of a single-configuration build, so the loops are those of constant bounds) and
  * once with the configuration's sizes. */
@@ -82,6 +96,14 @@ typedef struct {
     float gate_factor, gate_floor;  /**< misfit gate: multiple of the running median, of the window RMS */
     float lr, lr_min, ema_weight;   /**< learning rate, its final value, 1 - EMA decay */
     float weight_decay, weight_decay_full_at, grad_clip; /**< AdamW decay, relative noise of full decay, clip */
+    /* The input map (all zero, as a configuration generated without one leaves it: z = [x / s_in, u / s_u]).
+     * With input_map 1, z's columns are x_j / s_in_j for the n_plain states plain[] (ascending), sin x_i for
+     * the n_periodic states periodic[] (angles in rad, ascending), cos x_i for the same, then u / s_u; the
+     * other states are invariant (not read). layer_sizes[0] = n_plain + 2 n_periodic + nu. */
+    int input_map;                  /**< 1: the map below (needs a build with TU_INPUT_MAP) */
+    int n_plain, n_periodic;        /**< states read scaled; states read as (sin, cos) */
+    int plain[TU_N_MAX];            /**< their indices, ascending */
+    int periodic[TU_N_MAX];         /**< their indices, ascending */
 } tu_config;
 
 /** TU_OK if `config` can run in this build: TU_ERR_NULL for NULL, TU_ERR_CONFIG when it is not a

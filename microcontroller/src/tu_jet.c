@@ -2,15 +2,78 @@
 #define TU_LIBRARY 1 /* the library reads its configuration from a tu_config, no single-configuration macro */
 #include "tu_fp.h" /* first: no fused multiply-add in the library */
 
+#include <math.h>
 #include <stddef.h>
 
 #include "tu_jet.h"
 #include "tu_mlp.h"
 
-/* The network's input z = [x / in_scale, u / input scale] (TU_CH columns). */
+/* The input map of a configuration with one (cfg->input_map, tu_model.h; torch_ude/input_map.py): z's columns
+ * are x_j / s_in_j for the plain states j, sin x_i for the periodic states i (rad), cos x_i for the same i, then
+ * u_k / s_u_k; invariant states are not read. The map is elementwise per state, so its Jacobian comes from z
+ * itself: d sin x / dx = cos x, d cos x / dx = -sin x. A build without the map (TU_INPUT_MAP 0) calls none of
+ * these: its conditions fold to the plain z = [x / s_in, u / s_u], the code it had before. */
+static void tu_map_input(const tu_config *cfg, const float *in_scale, const float *x, const float *u, float *z)
+{
+    const int a = cfg->n_plain, p = cfg->n_periodic;
+    int k;
+    for (k = 0; k < a; ++k) {
+        z[k] = x[cfg->plain[k]] / in_scale[cfg->plain[k]];
+    }
+    for (k = 0; k < p; ++k) {
+        z[a + k] = sinf(x[cfg->periodic[k]]);
+        z[a + p + k] = cosf(x[cfg->periodic[k]]);
+    }
+    for (k = 0; k < cfg->nu; ++k) {
+        z[a + 2 * p + k] = u[k] / in_scale[cfg->n + k];
+    }
+}
+
+/* zdot = (dz/dx) v + (dz/du) udot at z: the state tangent v (n) and the input rates udot (nu). */
+static void tu_map_tangent(const tu_config *cfg, const float *in_scale, const float *z, const float *v,
+                           const float *udot, float *zdot)
+{
+    const int a = cfg->n_plain, p = cfg->n_periodic;
+    int k;
+    for (k = 0; k < a; ++k) {
+        zdot[k] = v[cfg->plain[k]] / in_scale[cfg->plain[k]];
+    }
+    for (k = 0; k < p; ++k) {
+        const float w = v[cfg->periodic[k]];
+        zdot[a + k] = z[a + p + k] * w;
+        zdot[a + p + k] = -z[a + k] * w;
+    }
+    for (k = 0; k < cfg->nu; ++k) {
+        zdot[a + 2 * p + k] = udot[k] / in_scale[cfg->n + k];
+    }
+}
+
+/* The state cotangent xbar = (dz/dx)^T zbar at z (n values; 0 for an invariant state; the inputs' columns
+ * get none: inputs are data). */
+static void tu_map_pullback(const tu_config *cfg, const float *in_scale, const float *z, const float *zbar,
+                            float *xbar)
+{
+    const int a = cfg->n_plain, p = cfg->n_periodic;
+    int k;
+    for (k = 0; k < cfg->n; ++k) {
+        xbar[k] = 0.0f;
+    }
+    for (k = 0; k < a; ++k) {
+        xbar[cfg->plain[k]] = zbar[k] / in_scale[cfg->plain[k]];
+    }
+    for (k = 0; k < p; ++k) {
+        xbar[cfg->periodic[k]] = zbar[a + k] * z[a + p + k] - zbar[a + p + k] * z[a + k];
+    }
+}
+
+/* The network's input z = [x / in_scale, u / input scale] (TU_CH columns), or phi(x, u) with the input map. */
 TU_KERNEL void tu_net_input(int n, int nu, const tu_field *field, const float *x, const float *u, float *z)
 {
     int i;
+    if (TU_INPUT_MAP && field->config->input_map) {
+        tu_map_input(field->config, field->in_scale, x, u, z);
+        return;
+    }
     for (i = 0; i < n; ++i) {
         z[i] = x[i] / field->in_scale[i];
     }
@@ -23,7 +86,7 @@ void tu_field_eval(const tu_field *field, const float *x, const float *u, float 
 {
     const tu_config *cfg = field->config;
     tu_mlp_acts acts;
-    float z[TU_CH_MAX];
+    float z[TU_NET_IN_MAX];
     int i;
     tu_net_input(cfg->n, cfg->nu, field, x, u, z);
     tu_mlp_forward(cfg, field->params, z, &acts);
@@ -43,7 +106,7 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
     const float fb = (float)batch;
     tu_mlp_acts acts;
     tu_mlp_tangents tan;
-    float z[TU_CH_MAX], value[TU_N_MAX], lie[TU_N_MAX], r1[TU_N_MAX], r2[TU_N_MAX], ubar[TU_N_MAX], obar[TU_N_MAX];
+    float z[TU_NET_IN_MAX], value[TU_N_MAX], lie[TU_N_MAX], r1[TU_N_MAX], r2[TU_N_MAX], ubar[TU_N_MAX], obar[TU_N_MAX];
     /* J_x (row stride TU_N_MAX) and J_u (row-major n x nu) of f_known (one spare: C99 has no empty array) */
     float jac[TU_N_MAX][TU_N_MAX], ju[TU_N_MAX * TU_NU_MAX + 1];
     int i, j;
@@ -62,9 +125,13 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
     }
     if (second || report_r2) {
         /* G = J_x F F + J_u F udot (Eq. 11): the known Jacobians and the MLP's tangent along
-         * v = [F / in_scale, udot / input scale] */
-        float v[TU_CH_MAX];
-        tu_net_input(n, nu, field, value, udot, v);
+         * v = [F / in_scale, udot / input scale] (with the input map: (dz/dx) F + (dz/du) udot) */
+        float v[TU_NET_IN_MAX];
+        if (TU_INPUT_MAP && cfg->input_map) {
+            tu_map_tangent(cfg, field->in_scale, z, value, udot, v);
+        } else {
+            tu_net_input(n, nu, field, value, udot, v);
+        }
         tu_mlp_jvp(cfg, field->params, &acts, v, &tan);
         for (i = 0; i < n; ++i) {
             float g = 0.0f;
@@ -84,18 +151,21 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
         }
     }
     if (second) {
-        float w[TU_N_MAX], ow[TU_N_MAX], back[TU_CH_MAX], tbar[TU_N_MAX];
+        float w[TU_N_MAX], ow[TU_N_MAX], back[TU_NET_IN_MAX], xbar[TU_N_MAX], tbar[TU_N_MAX];
         for (i = 0; i < n; ++i) {
             w[i] = (-2.0f / fb) * (r2[i] / loss->s2[i]);
             ow[i] = field->out_scale[i] * w[i];
         }
         tu_mlp_vjp_input(cfg, field->params, &acts, ow, back);
+        if (TU_INPUT_MAP && cfg->input_map) {  /* J_x,N^T w = (dz/dx)^T J_z,N^T w */
+            tu_map_pullback(cfg, field->in_scale, z, back, xbar);
+        }
         for (j = 0; j < n; ++j) {
             float jtw = 0.0f;  /* (J_x,known^T w)_j + (J_x,N^T w)_j: the inputs are data, no cotangent */
             for (i = 0; i < n; ++i) {
                 jtw += jac[i][j] * w[i];
             }
-            jtw += back[j] / field->in_scale[j];
+            jtw += TU_INPUT_MAP && cfg->input_map ? xbar[j] : back[j] / field->in_scale[j];
             ubar[j] += loss->lambda2 * jtw;
         }
         for (i = 0; i < n; ++i) {

@@ -39,10 +39,11 @@ static void tu_offsets(const tu_config *cfg, int offsets[TU_NUM_LAYERS_MAX])
     }
 }
 
-/* L of the linear term, (n, ch) row-major, is the last tensor of the flat array. */
+/* L of the linear term, (n, ch) row-major, is the last tensor of the flat array. Here and below ch is the
+ * network's input width layer_sizes[0]: the stream's channels n + nu, or the input map's columns (tu_model.h). */
 static const float *tu_linear_weights(const tu_config *cfg, const float *params)
 {
-    return params + (cfg->num_params - cfg->n * cfg->ch);
+    return params + (cfg->num_params - cfg->n * cfg->layer_sizes[0]);
 }
 
 int tu_mlp_tensor_count(const tu_config *cfg)
@@ -57,7 +58,7 @@ int tu_mlp_tensor_size(const tu_config *cfg, int k)
         return 0;
     }
     if (k == 2 * cfg->num_layers) {
-        return cfg->n * cfg->ch;
+        return cfg->n * cfg->layer_sizes[0];
     }
     return k % 2 == 0 ? cfg->layer_sizes[l + 1] * tu_din(cfg, l) : cfg->layer_sizes[l + 1];
 }
@@ -67,7 +68,7 @@ int tu_mlp_tensor_size(const tu_config *cfg, int k)
 static void tu_linear_add(const tu_config *cfg, const float *params, const float *v, float *out)
 {
     const float *lw = tu_linear_weights(cfg, params);
-    const int n = cfg->n, ch = cfg->ch;
+    const int n = cfg->n, ch = cfg->layer_sizes[0];
     int i, j;
     for (j = 0; j < n; ++j) {
         float s = 0.0f;
@@ -113,7 +114,7 @@ TU_KERNEL void tu_forward(const tu_config *cfg, const float *params, const float
     const int layers = cfg->num_layers;
     const float *prev = acts->z, *w = params;
     int l, j;
-    tu_copy(acts->z, z, cfg->ch);
+    tu_copy(acts->z, z, cfg->layer_sizes[0]);
     for (l = 0; l < layers; ++l) {
         const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
         float *out = l < layers - 1 ? acts->hidden[l] : acts->out;
@@ -137,7 +138,7 @@ TU_KERNEL void tu_jvp(const tu_config *cfg, const float *params, const tu_mlp_ac
     const int layers = cfg->num_layers;
     const float *hdot = tan->zdot, *w = params;
     int l, i, j;
-    tu_copy(tan->zdot, zdot, cfg->ch);
+    tu_copy(tan->zdot, zdot, cfg->layer_sizes[0]);
     for (l = 0; l < layers; ++l) {
         const int din = tu_din(cfg, l), dout = cfg->layer_sizes[l + 1];
         for (j = 0; j < dout; ++j) {
@@ -167,7 +168,7 @@ TU_KERNEL void tu_jvp(const tu_config *cfg, const float *params, const tu_mlp_ac
 TU_KERNEL void tu_vjp_input(const tu_config *cfg, const float *params, const tu_mlp_acts *acts, const float *obar,
                             float *zbar)
 {
-    const int n = cfg->n, ch = cfg->ch;
+    const int n = cfg->n, ch = cfg->layer_sizes[0];
     float g[TU_WIDTH_MAX], next[TU_WIDTH_MAX];
     int offsets[TU_NUM_LAYERS_MAX], l, i, j;
     tu_offsets(cfg, offsets);
@@ -253,7 +254,7 @@ TU_KERNEL void tu_backward(const tu_config *cfg, const float *params, const tu_m
                            const tu_mlp_tangents *tan, const float *tbar, float *grad)
 {
     const int with_tangent = tan != NULL && tbar != NULL;
-    const int n = cfg->n, ch = cfg->ch;
+    const int n = cfg->n, ch = cfg->layer_sizes[0];
     float abar[TU_WIDTH_MAX], tabar[TU_WIDTH_MAX], hbar[TU_WIDTH_MAX], thbar[TU_WIDTH_MAX];
     int offsets[TU_NUM_LAYERS_MAX], l, i, j;
     tu_offsets(cfg, offsets);

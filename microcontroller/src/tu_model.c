@@ -29,14 +29,43 @@ uint32_t tu_config_digest(const char *hash)
     return h;
 }
 
+/* The network's input width: n + nu without the input map; with it, the plain and periodic state lists
+ * ascending, disjoint and in range (the states in neither are the invariant ones) give n_plain + 2 n_periodic
+ * + nu columns. 0 for a map this build cannot run (TU_INPUT_MAP 0) or that is inconsistent. */
+static int tu_config_net_inputs(const tu_config *c)
+{
+    int k, j;
+    if (!c->input_map) {
+        return c->n_plain == 0 && c->n_periodic == 0 ? c->ch : 0;
+    }
+    if (!TU_INPUT_MAP || c->n_plain < 0 || c->n_periodic < 0 || c->n_plain + c->n_periodic < 1
+        || c->n_plain + c->n_periodic > c->n) {
+        return 0;
+    }
+    for (k = 0; k < c->n_plain + c->n_periodic; ++k) {
+        const int *list = k < c->n_plain ? c->plain : c->periodic;
+        const int i = k < c->n_plain ? k : k - c->n_plain;
+        if (list[i] < 0 || list[i] >= c->n || (i > 0 && list[i] <= list[i - 1])) {
+            return 0;
+        }
+        for (j = 0; k >= c->n_plain && j < c->n_plain; ++j) {
+            if (c->plain[j] == list[i]) {  /* a state both plain and periodic */
+                return 0;
+            }
+        }
+    }
+    return c->n_plain + 2 * c->n_periodic + c->nu;
+}
+
 /* The sizes fit the build's maxima and agree with each other. */
 static int tu_config_sizes_valid(const tu_config *c)
 {
     int l, params = 0, width = 0;
+    const int inputs = c->n >= 1 && c->n <= TU_N_MAX ? tu_config_net_inputs(c) : 0;
     if (c->n < 1 || c->n > TU_N_MAX || c->nu < 0 || c->nu > TU_NU_MAX || c->ch != c->n + c->nu || c->ch > TU_CH_MAX
-        || c->num_layers < 2 || c->num_layers > TU_NUM_LAYERS_MAX
-        || c->layer_sizes[c->num_layers] != c->n || c->mlp_reads < 1 || c->mlp_reads > c->ch
-        || (c->mlp_reads < c->ch && !c->linear)) {
+        || c->num_layers < 2 || c->num_layers > TU_NUM_LAYERS_MAX || inputs < 1 || inputs > TU_NET_IN_MAX
+        || c->layer_sizes[0] != inputs || c->layer_sizes[c->num_layers] != c->n || c->mlp_reads < 1
+        || c->mlp_reads > inputs || (c->mlp_reads < inputs && !c->linear)) {
         return 0;
     }
     for (l = 0; l < c->num_layers; ++l) {
@@ -47,7 +76,7 @@ static int tu_config_sizes_valid(const tu_config *c)
         params += c->layer_sizes[l + 1] * (din + 1);
         width = c->layer_sizes[l + 1] > width ? c->layer_sizes[l + 1] : width;
     }
-    params += c->linear ? c->n * c->ch : 0;
+    params += c->linear ? c->n * inputs : 0;
 #if TU_MLP_COMMON
     {  /* the build's one network (src/tu_mlp.c computes with its shape) */
         static const int common[] = TU_MLP_COMMON_SIZES;

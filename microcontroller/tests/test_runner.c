@@ -148,18 +148,19 @@ static int test_mlp(void)
 {
     const float *params = tu_golden("mlp_params").f;
     const tu_golden_array z = tu_golden("mlp_z");
-    const int b = (int)(z.count / TU_CH);
+    const int w = TU_DEFAULT_CONFIG->layer_sizes[0];  /* the network's inputs: TU_CH, or the input map's columns */
+    const int b = (int)(z.count / (uint32_t)w);
     static float grad[TU_NUM_PARAMS], grad_t[TU_NUM_PARAMS];
-    float out[8][TU_N], jvp[8][TU_N], vjp[8][TU_CH];
+    float out[8][TU_N], jvp[8][TU_N], vjp[8 * TU_NET_IN_MAX];
     int k;
     memset(grad, 0, sizeof grad);
     memset(grad_t, 0, sizeof grad_t);
     for (k = 0; k < b; ++k) {
         tu_mlp_acts acts;
         tu_mlp_tangents tan;
-        tu_mlp_forward(TU_DEFAULT_CONFIG, params, z.f + k * TU_CH, &acts);
-        tu_mlp_jvp(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_zdot").f + k * TU_CH, &tan);
-        tu_mlp_vjp_input(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, vjp[k]);
+        tu_mlp_forward(TU_DEFAULT_CONFIG, params, z.f + k * w, &acts);
+        tu_mlp_jvp(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_zdot").f + k * w, &tan);
+        tu_mlp_vjp_input(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, vjp + k * w);
         memcpy(out[k], acts.out, sizeof out[k]);
         memcpy(jvp[k], tan.out, sizeof jvp[k]);
         tu_mlp_backward(TU_DEFAULT_CONFIG, params, &acts, tu_golden("mlp_obar").f + k * TU_N, NULL, NULL, grad);
@@ -168,7 +169,7 @@ static int test_mlp(void)
     }
     return near("forward", &out[0][0], tu_golden("mlp_out").f, b * TU_N, 1e-5f, 1e-6f)
            && near("jvp", &jvp[0][0], tu_golden("mlp_jvp").f, b * TU_N, 1e-5f, 1e-6f)
-           && near("vjp", &vjp[0][0], tu_golden("mlp_vjp").f, b * TU_CH, 1e-5f, 1e-6f)
+           && near("vjp", vjp, tu_golden("mlp_vjp").f, b * w, 1e-5f, 1e-6f)
            && near("grad", grad, tu_golden("mlp_grad").f, TU_NUM_PARAMS, 1e-5f, 1e-6f)
            && near("grad with tangent", grad_t, tu_golden("mlp_grad_tangent").f, TU_NUM_PARAMS, 1e-5f, 1e-6f);
 }
@@ -622,6 +623,34 @@ static int test_configurations_are_checked(void)
     cfg = *TU_DEFAULT_CONFIG;
     cfg.model = NULL;
     EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "no tables");
+    /* the input map (tu_model.h): one that disagrees with the network's input width, names a state out of
+     * range, twice or both plain and periodic, or (a build without TU_INPUT_MAP) any map at all */
+    cfg = *TU_DEFAULT_CONFIG;
+    cfg.n_periodic += 1;
+    EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a periodic count that disagrees with the input width");
+    cfg = *TU_DEFAULT_CONFIG;
+    if (!cfg.input_map) {  /* the same width read through the map: accepted only by a build with map code */
+        int k;
+        cfg.input_map = 1;
+        cfg.n_plain = TU_N;
+        for (k = 0; k < TU_N; ++k) {
+            cfg.plain[k] = k;
+        }
+        EXPECT((tu_trainer_init(&t, &cfg, 1u) == TU_OK) == TU_INPUT_MAP, "an identity map (TU_INPUT_MAP %d)",
+               TU_INPUT_MAP);
+    } else {
+        int *edit = cfg.n_periodic > 0 ? cfg.periodic : cfg.plain;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_OK, "the generated map");
+        edit[0] = TU_N;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a mapped state out of range");
+        edit[0] = -1;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a negative mapped state");
+        cfg = *TU_DEFAULT_CONFIG;
+        if (cfg.n_plain > 0 && cfg.n_periodic > 0) {
+            cfg.periodic[0] = cfg.plain[0];
+            EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a state both plain and periodic");
+        }
+    }
 #if TU_CONFIG_COUNT > 1
     cfg = *TU_DEFAULT_CONFIG;
     cfg.model = tu_config_get(1)->model; /* configuration 1's tables under configuration 0's settings */

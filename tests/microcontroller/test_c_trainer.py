@@ -49,6 +49,15 @@ CASES = {
     "torque_pendulum_linear": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true"], 12.0),
     "torque_pendulum_input_affine": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
                                                     "--model.input_affine", "true"], 12.0),
+    # the network's input map (issue 32, item 2): the angle read as (sin q, cos q) ...
+    "pendulum_periodic": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
+                                                           "--model.periodic", "true"], 8.0),
+    # ... beside a recorded torque and the linear term L z of the mapped input (q, qdot, tau) -> (qdot, sin, cos, tau)
+    "torque_pendulum_periodic": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.periodic", "true",
+                                                "--model.linear", "true"], 12.0),
+    # ... and a state left out (invariant): the tanh layers read qdot alone, the torque enters through L
+    "torque_pendulum_invariant": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--data.invariant", "[position]",
+                                                 "--model.linear", "true", "--model.input_affine", "true"], 12.0),
 }
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]

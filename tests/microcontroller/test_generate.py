@@ -49,9 +49,9 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
     (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
                                                     r"calibration_replay: false for a device config"),
-    # issue 31's trust features are refused by name until the device learns them (issue 32)
-    (["--model.periodic", "true"], r"does not implement periodic angles .*model.periodic: false\) yet \(issue 32\)"),
-    (["--model.envelope", "true"], r"the trust envelope \(model.envelope: false\)"),
+    # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
+    # states, the input map, it learns: test_the_input_map_is_generated_and_hashed)
+    (["--model.envelope", "true"], r"does not implement the trust envelope \(model.envelope: false\) yet \(issue 32\)"),
     (["--data.system.trainable", "{damping: [0.0, 1.0]}"], "trainable physical parameters"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
@@ -222,10 +222,10 @@ def test_recorded_log_and_mhe_run_folders_are_refused_in_one_line(run_folder, ca
     sidecar.write_text(json.dumps({"format": "torch-ude-mhe-model", "physics": "KinematicBicycle", "dt": 0.04}))
     err = _one_line_error(capsys, run_folder)
     assert f"{sidecar} describes a PEM-MHE model, not a jet-matching field" in err
-    # a network reading the angles as (sin, cos)
-    sidecar.write_text(json.dumps({**good, "periodic": [0]}))
+    # an input map that names a state the plant lacks
+    sidecar.write_text(json.dumps({**good, "periodic": [2]}))
     err = _one_line_error(capsys, run_folder)
-    assert "periodic states read as (sin, cos)" in err and "model.periodic false" in err
+    assert f"{sidecar}: periodic index 2 is out of range: the plant has 2 states" in err and "Export the run" in err
 
 
 def test_the_linear_term_is_generated_and_a_run_with_it_is_fine_tuned_with_its_l(tmp_path):
@@ -241,3 +241,31 @@ def test_the_linear_term_is_generated_and_a_run_with_it_is_fine_tuned_with_its_l
     export_field(field, tmp_path / "run", spec.system, "A", extra=extra)
     tuned = spec_from_run(tmp_path / "run")
     assert tuned.field.linear and torch.equal(tuned.field.mlp.linear_weight, field.mlp.linear_weight)
+
+
+def test_the_input_map_is_generated_and_hashed(tmp_path):
+    """Periodic and invariant states (issue 32, item 2): the configuration carries the map, the hash covers it,
+    and a field without one keeps the settings (and hash) of a build before the map existed."""
+    plain = spec_from_config(CONFIG, POINT)
+    assert "input_map" not in plain.settings()
+    spec = spec_from_config(CONFIG, [*POINT, "--model.periodic", "true"])
+    assert spec.settings()["input_map"] == {"periodic": [0], "invariant": []}
+    assert spec.config_hash() != plain.config_hash() and spec.state_hash() != plain.state_hash()
+    assert list(spec.field.mlp.sizes) == [3, 16, 16, 2]  # qdot / s, sin q, cos q
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path / "periodic"))
+    assert re.search(r"#define TU_INPUT_MAP\s+1\b", cfg)
+    assert ".input_map = 1, .n_plain = 1, .n_periodic = 1, .plain = {1}, .periodic = {0},  /* invariant: [] */" in data
+    cfg, data, _ = (p.read_text() for p in write_headers(plain, tmp_path / "plain"))
+    assert "TU_INPUT_MAP" not in cfg and ".input_map" not in data
+    # one image, two maps: the build has the map code, each configuration its own map
+    other = spec_from_config(CONFIG, [*POINT, "--model.periodic", "true", "--model.stream.capacity", "1024"])
+    cfg, data, _ = (p.read_text() for p in write_headers([plain, other], tmp_path / "both"))
+    assert re.search(r"#define TU_INPUT_MAP\s+1\b", cfg) and data.count(".input_map = 1") == 1
+    # a run that read its angle as (sin, cos) is fine-tuned with its map; a config of another map is refused
+    extra = {"seed": 0, "config": {"model": {"stream": {"tap_average": False}, "periodic": True},
+                                   "data": {"fs": 1000.0, "train_rate": 25.0}, "max_steps": 700}}
+    export_field(spec.field, tmp_path / "run", spec.system, "A", extra=extra)
+    tuned = spec_from_run(tmp_path / "run")
+    assert tuned.field.input_map.periodic == (0,) and tuned.settings()["input_map"] == spec.settings()["input_map"]
+    with pytest.raises(ValueError, match=r"input map \{'periodic': \[0\], 'invariant': \[\]\}, but .* input map none"):
+        spec_from_run(tmp_path / "run", CONFIG, POINT)
