@@ -77,6 +77,29 @@ def test_two_plants_in_one_image_train_interleaved_as_each_alone(plants):
         CTrainer(specs[0], image=specs[1:])
 
 
+def test_configurations_of_different_input_maps_train_in_one_image_as_each_alone(plants):
+    """Periodic and invariant states per configuration (issue 32, item 2): the torque pendulum with its angle
+    invariant, the single pendulum with its angle periodic, and the same pendulum without a map, in one image
+    (which has the map code), interleaved: each gives bit for bit the weights it gives built alone."""
+    folder, configured = plants
+    (_, torque_stream), (_, pendulum_stream) = configured
+    small = [*SMALL, "--trainer.max_steps", "200"]
+    specs = [spec_from_config(folder / "log.yaml", [*small, "--data.invariant", "[position]"]),
+             spec_from_config("configs/pendulum_case_a.yaml", [*small, "--model.periodic", "true"]),
+             spec_from_config("configs/pendulum_case_a.yaml", [*small, "--trainer.max_steps", "150"])]
+    assert [spec.field.input_map.invariant for spec in specs] == [(0,), (), ()]
+    assert [spec.field.input_map.periodic for spec in specs] == [(), (0,), ()]
+    streams = [torque_stream, pendulum_stream, pendulum_stream]
+    together = [CTrainer(spec, image=specs) for spec in specs]
+    _train(together, streams)
+    for trainer, spec, stream in zip(together, specs, streams):
+        alone = CTrainer(spec)
+        _train([alone], [stream])
+        assert trainer.report()["updates"] == spec.max_steps
+        assert np.array_equal(trainer.weights(True), alone.weights(True))
+        assert np.array_equal(trainer.weights(False), alone.weights(False))
+
+
 def test_the_golden_runner_passes_in_a_two_configuration_image(plants):
     """Configuration 0's golden vectors (every stage, a whole run, API misuse, checkpoints) with the
     instance and its buffers sized for both configurations, under the sanitizers; and the refusals."""
