@@ -8,12 +8,14 @@
 
 /** F(x) = f_known(x) + out_scale * MLP(x / in_scale) (Eq. 2), f_known the configuration's generated
  * field; with TU_NU recorded inputs u (the sizes are the configuration's), F(x, u) = f_known(x, u) + out_scale * MLP([x / in_scale, u / input scale])
- * (the plain residual of torch_ude.field.HybridField). Pointers are borrowed. */
+ * (the plain residual of torch_ude.field.HybridField); with the configuration's input map the network reads
+ * z = phi(x, u) instead: periodic states as (sin, cos), invariant ones not at all (tu_model.h). Pointers are
+ * borrowed. */
 typedef struct {
     const tu_config *config; /**< sizes, plant and network shape */
     const float *params;     /**< TU_NUM_PARAMS weights */
     const float *in_scale;   /**< TU_CH network input scales: the TU_N state RMS, then the TU_NU input RMS
-                                  (calibrated x_rms of every channel) */
+                                  (calibrated x_rms of every channel; the map reads those of its plain states) */
     const float *out_scale;  /**< TU_N output scales (calibrated first-derivative RMS s1) */
 } tu_field;
 
