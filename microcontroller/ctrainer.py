@@ -166,6 +166,7 @@ class CTrainer:
         lib.tu_trainer_steps.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
         lib.tu_trainer_weights.argtypes = [ctypes.c_void_p, ctypes.c_int, f32p, ctypes.c_int]
         lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.tu_trainer_span.argtypes = [ctypes.c_void_p, f32p, f32p, ctypes.c_int]
         lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
         self._lib = lib
         self._report_type = report_type(maxima["N"], 0, maxima["CH"])
@@ -243,6 +244,18 @@ class CTrainer:
         out = np.empty(self.num_params, dtype=np.float32)
         self._check(self._lib.tu_trainer_weights(self._memory, int(ema), out, self.num_params), "weights")
         return out
+
+    def span(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The trust envelope's span (``tu_trainer_span``): the smallest and largest value of each channel,
+        states then inputs, over the value row of every jet offered to the reservoir, float32 (n + n_u,) each
+        in the channels' units (+inf and -inf before the first jet, as `torch_ude.reservoir.SampleBuffer.span`);
+        None for a build without an envelope (``spec.envelope`` False in every configuration)."""
+        low, high = np.empty(self.channels, dtype=np.float32), np.empty(self.channels, dtype=np.float32)
+        status = self._lib.tu_trainer_span(self._memory, low, high, self.channels)
+        if status == -10:
+            return None
+        self._check(status, "span")
+        return low, high
 
     def state_bytes(self) -> bytes:
         """The whole instance as bytes (a checkpoint; `load_state_bytes` restores it exactly)."""

@@ -49,7 +49,7 @@ from .memory import default_ram_budget
 from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
-__all__ = ["DeviceSpec", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers",
+__all__ = ["DeviceSpec", "envelope_wanted", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers",
            "headers_for",
            "library_files", "copy_library", "main", "GENERATOR"]
 
@@ -79,6 +79,8 @@ class DeviceSpec:
         duration: the stream's length in s (likewise).
         max_steps: length of the cosine schedule in updates.
         seed: the run seed (the default seed of the firmware).
+        envelope: True when the run exports a field with a trust envelope (`torch_ude.envelope`): the trainer then
+            records the span of the jets it offers to the reservoir (``TU_ENVELOPE``, ``tu_trainer_span``).
         source: where the settings came from (recorded in the stamp).
     """
 
@@ -102,6 +104,7 @@ class DeviceSpec:
     duration: float
     max_steps: int
     seed: int
+    envelope: bool = False
     source: str = dataclass_field(default="")
 
     def validate(self) -> None:
@@ -159,6 +162,7 @@ class DeviceSpec:
             "case": self.case, "layer_sizes": list(self.field.mlp.sizes), "pretrained": self.pretrained,
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
             **({"input_map": input_map(self.field)} if input_map(self.field) else {}),
+            **({"envelope": True} if self.envelope else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
@@ -198,14 +202,20 @@ def _device_stream(stream: StreamSettings) -> dict:
 def _unsupported_trust_features(field: HybridField, model: dict) -> list[str]:
     """The trust features of `torch_ude.training.JetMatchingModule` (issue 31) that ``model`` turns on and the
     C trainer cannot run, each with the setting that turns it off. A setting absent from ``model`` (a run made
-    before the feature existed) is off. (Periodic and invariant states, the network's input map, run on the
-    device: `microcontroller.headers.input_map`.)"""
+    before the feature existed) is off. (Periodic and invariant states, the network's input map, and the trust
+    envelope run on the device: `microcontroller.headers.input_map`, `envelope_wanted`.)"""
     out = []
-    if model.get("envelope"):
-        out.append("the trust envelope (model.envelope: false)")
     if field.physical:
         out.append("trainable physical parameters (drop the known model's trainable setting)")
     return out
+
+
+def envelope_wanted(model: dict, data: dict) -> bool:
+    """Whether a run of ``model``'s settings exports a trust envelope, as
+    `torch_ude.training.JetMatchingModule.envelope_wanted` decides: ``model["envelope"]``, or where that is
+    None or absent, whether the stream is recorded logs (``data["recorded"]``; absent: a simulated plant)."""
+    envelope = model.get("envelope")
+    return bool(data.get("recorded", False)) if envelope is None else bool(envelope)
 
 
 def spec_from_settings(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
@@ -217,7 +227,8 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         field: the initial field; ``pretrained`` keeps its scales on the device.
         model: the jet-matching module's settings (``JetMatchingModule`` arguments: ``stream``,
             ``batch_size``, ``lr``, ...), as a dict.
-        data: the stream's ``fs``, ``train_rate``, ``noise`` and ``duration``.
+        data: the stream's ``fs``, ``train_rate``, ``noise`` and ``duration``, and ``recorded`` (recorded
+            logs: the envelope's default, `envelope_wanted`).
         max_steps: the cosine schedule's length in updates.
         seed: the run seed.
         source: where the settings came from (recorded in the stamp).
@@ -241,7 +252,7 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         weight_decay_full_at=model.get("weight_decay_full_at"), grad_clip=float(model.get("grad_clip", 5.0)),
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
-        seed=int(seed), source=source)
+        seed=int(seed), envelope=envelope_wanted(model, data), source=source)
     spec.validate()
     return spec
 
@@ -287,7 +298,7 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
                                   periodic=model.periodic_states(dm.system),
                                   invariant=model.invariant_states(dm.system))
     # a recorded log's data module has no simulator noise (the firmware simulates only simulated plants)
-    data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
+    data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded") if hasattr(dm, key)}
     return spec_from_settings(dm.system, dm.case, field, False, hp, data,
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
 

@@ -280,4 +280,5 @@ def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.
             "run_x_rms": cal.x_rms, "run_s1": cal.s1, "run_s2": cal.s2, "run_lambda2": np.array([cal.lambda2]),
             "run_weight_decay": np.array([noise_adaptive_weight_decay(cal.sigma_rel, spec.weight_decay,
                                                                       spec.weight_decay_full_at)]),
-            "run_ema": ref.ema_weights, "run_raw": ref.raw_weights}
+            "run_ema": ref.ema_weights, "run_raw": ref.raw_weights,
+            "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1]}

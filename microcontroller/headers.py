@@ -179,6 +179,8 @@ def config_header(specs, ram_budget: int = 0) -> str:
               ("TU_RAM_BUDGET", int(ram_budget), "bytes the trainer instance may take (0: unchecked)")]
     if any(input_map(spec.field) for spec in specs):  # absent otherwise: the library then has no map code
         build += [("TU_INPUT_MAP", 1, "1: a configuration reads angles as (sin, cos) or leaves states out")]
+    if any(spec.envelope for spec in specs):  # absent otherwise: the instance records no span
+        build += [("TU_ENVELOPE", 1, "1: the trainer records the span of its jets (the trust envelope)")]
     shapes = {_mlp_shape(spec) for spec in specs}
     if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
         n, ch, sizes, params, linear, reads = shapes.pop()

@@ -87,7 +87,8 @@ def static_bytes(spec, capacity: int | None = None) -> int:
 
     The layout of ``tu_trainer``: the 8-byte members first (magic and state, the configuration pointer
     in 8 bytes, two PCG32 generators, tick, seen, update count, 13 counters), then 4-byte ones only, so
-    nothing is padded inside; the struct is rounded up to 8 bytes. The reservoir shares its memory with the
+    nothing is padded inside; the struct is rounded up to 8 bytes. With a trust envelope (``TU_ENVELOPE``) the
+    span of the jets, 2 ch floats, precedes the digest. The reservoir shares its memory with the
     calibration record (a union); a jet value takes 4 bytes (float32 storage) or 2 (float16 storage,
     ``model.stream.reservoir_precision``), so with float16 the record may be the larger member.
     """
@@ -102,7 +103,8 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
     union = max(capacity * rows * ch * _value_bytes(spec), record)
     network = (5 * params + ch + n + 4) * _F32 + 4                # weights .. EMA, scales, last losses, digest
-    return _round_up(head + stream + ring + gate + union + network, 8)
+    span = 2 * ch * _F32 if any(s.envelope for s in _as_list(spec)) else 0  # the envelope's span (TU_ENVELOPE)
+    return _round_up(head + stream + ring + gate + union + network + span, 8)
 
 
 def firmware_ram() -> int:

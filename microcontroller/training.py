@@ -57,7 +57,8 @@ class CJetMatchingModule(JetMatchingModule):
                                            periodic=self.periodic_states(dm.system),
                                            invariant=self.invariant_states(dm.system))
         # a recorded log has no simulator noise (the generator takes its default)
-        data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration") if hasattr(dm, key)}
+        data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded")
+                if hasattr(dm, key)}
         spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
                                   self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")
         self.engine = CTrainer(spec, seed=dm.seed)
@@ -105,6 +106,15 @@ class CJetMatchingModule(JetMatchingModule):
         """The field with the C trainer's EMA weights and scales (float64 for evaluation and export)."""
         report = self.engine.report()
         return load_weights(self.field, self.engine.weights(ema=True), report["in_scale"], report["out_scale"])
+
+    def training_span(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The C trainer's span of the jets it offered to its reservoir (`CTrainer.span`, float64 of its
+        float32 values), states then inputs, (n + n_u,) each, or None before calibration or for a build
+        without an envelope (`torch_ude.training.JetMatchingModule.install_envelope` then refuses)."""
+        span = self.engine.span()
+        if span is None or self.engine.report()["calibration"] is None:
+            return None
+        return torch.from_numpy(span[0]).double(), torch.from_numpy(span[1]).double()
 
     def state_bytes(self) -> int:
         """``sizeof(tu_trainer)``: all the C trainer's state."""

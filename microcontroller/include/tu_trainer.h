@@ -83,6 +83,14 @@ typedef struct {
     uint64_t skipped_updates;      /**< updates skipped for a non-finite loss or gradient */
 } tu_counters;
 
+/* The trust envelope's span (torch_ude.envelope, torch_ude.reservoir.SampleBuffer.span): tu_config.h defines
+ * TU_ENVELOPE 1 only when a configuration of the build exports a field with an envelope; the instance then
+ * keeps the smallest and largest value of each channel over the value row of every jet offered to the
+ * reservoir (2 TU_CH_MAX floats), and without it the trainer has neither the members nor the code. */
+#ifndef TU_ENVELOPE
+#define TU_ENVELOPE 0
+#endif
+
 /** A snapshot for logs and the Python binding. */
 typedef struct {
     tu_counters counters;
@@ -140,6 +148,10 @@ typedef struct {
     float in_scale[TU_CH_MAX];   /**< network input scales: the states' RMS, then the inputs' */
     float out_scale[TU_N_MAX];
     float last_loss, last_loss_r1, last_loss_r2, last_grad_norm;
+#if TU_ENVELOPE
+    float span_low[TU_CH_MAX];   /**< per channel, the smallest x_hat offered to the reservoir (+Inf before any) */
+    float span_high[TU_CH_MAX];  /**< the largest (-Inf before any); columns ch .. TU_CH_MAX - 1 stay +-Inf */
+#endif
     uint32_t config_digest;  /**< tu_config_digest of the configuration's state_hash (checked by restore) */
 } tu_trainer;
 
@@ -212,5 +224,12 @@ tu_status tu_trainer_weights(const tu_trainer *self, int which, float *out, int 
 
 /** Fill a report. */
 tu_status tu_trainer_report(const tu_trainer *self, tu_report *out);
+
+/** The trust envelope's span: copy the smallest and largest value of each of the n == ch channels (states,
+ * then inputs, in their units) over the value row x_hat of every jet offered to the reservoir, as the
+ * reservoir holds it (float16 storage: the stored half times x_rms), into low and high: +Inf and -Inf
+ * before the first jet (torch_ude.reservoir.SampleBuffer.span). TU_ERR_ARGUMENT for another n;
+ * TU_ERR_CONFIG in a build without TU_ENVELOPE (it records no span). */
+tu_status tu_trainer_span(const tu_trainer *self, float *low, float *high, int n);
 
 #endif /* TU_TRAINER_H */

@@ -73,6 +73,17 @@ static int tu_values_valid(const tu_trainer *self)
                                 && tu_all_finite(cal->x_rms, ch, FLT_MIN)
                                 && tu_all_finite(&cal->dt_eff, 1, FLT_MIN) && tu_all_finite(&cal->lambda2, 1, 0.0f)
                                 && tu_all_finite(&cal->weight_decay, 1, 0.0f));
+#if TU_ENVELOPE
+    int c;
+    for (c = 0; c < TU_CH_MAX; ++c) {  /* +-Inf before the first jet and in the padding columns, else low <= high */
+        const int empty = self->seen == 0u || c >= ch;
+        if (empty ? self->span_low[c] != INFINITY || self->span_high[c] != -INFINITY
+                  : !tu_finite(self->span_low[c]) || !tu_finite(self->span_high[c])
+                        || !(self->span_low[c] <= self->span_high[c])) {
+            return 0;
+        }
+    }
+#endif
     return calibration && tu_all_finite(self->params, p, -INFINITY) && tu_all_finite(self->ema, p, -INFINITY)
            && tu_all_finite(self->exp_avg, p, -INFINITY) && tu_all_finite(self->exp_avg_sq, p, 0.0f)
            && tu_all_finite(self->in_scale, ch, FLT_MIN) && tu_all_finite(self->out_scale, cfg->n, FLT_MIN);
@@ -175,6 +186,12 @@ tu_status tu_trainer_init(tu_trainer *self, const tu_config *config, uint64_t se
         self->out_scale[c] = config->pretrained ? config->model->out_scale[c] : 1.0f;
     }
     self->last_loss = self->last_loss_r1 = self->last_loss_r2 = self->last_grad_norm = NAN;
+#if TU_ENVELOPE
+    for (c = 0; c < TU_CH_MAX; ++c) {
+        self->span_low[c] = INFINITY;
+        self->span_high[c] = -INFINITY;
+    }
+#endif
     tu_gate_reset(&self->gate);
     self->magic = TU_MAGIC;
     return TU_OK;
@@ -376,6 +393,25 @@ static const float *tu_reservoir_load(const tu_trainer *self, uint32_t k, const 
 #endif
 }
 
+#if TU_ENVELOPE
+/* Widen the span by the value row of a jet offered to the reservoir, in its stored form (float16: each half
+ * times its channel's x_rms, the values tu_reservoir_load gives), as torch_ude.reservoir.SampleBuffer.add. */
+static void tu_span_widen(tu_trainer *self, const tu_jet_value *jet)
+{
+    const int ch = TU_CFG(self)->ch;
+    int c;
+    for (c = 0; c < ch; ++c) {
+#if TU_RESERVOIR_HALF
+        const float value = tu_half_to_float_number(jet[c]) * self->cal.x_rms[c];
+#else
+        const float value = jet[c];
+#endif
+        self->span_low[c] = value < self->span_low[c] ? value : self->span_low[c];
+        self->span_high[c] = value > self->span_high[c] ? value : self->span_high[c];
+    }
+}
+#endif
+
 static void tu_reservoir_offer(tu_trainer *self, const tu_jet_value *jet)
 {
     const tu_config *cfg = TU_CFG(self);
@@ -468,6 +504,9 @@ static void tu_window(tu_trainer *self)
         return;
     }
     ++self->counters.accepted;
+#if TU_ENVELOPE
+    tu_span_widen(self, offered);
+#endif
     tu_reservoir_offer(self, offered);
 }
 
@@ -785,4 +824,25 @@ tu_status tu_trainer_report(const tu_trainer *self, tu_report *out)
     memcpy(out->in_scale, self->in_scale, sizeof out->in_scale);
     memcpy(out->out_scale, self->out_scale, sizeof out->out_scale);
     return TU_OK;
+}
+
+tu_status tu_trainer_span(const tu_trainer *self, float *low, float *high, int n)
+{
+    tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (low == NULL || high == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (n != TU_CFG(self)->ch) {
+        return TU_ERR_ARGUMENT;
+    }
+#if TU_ENVELOPE
+    memcpy(low, self->span_low, (size_t)n * sizeof(float));
+    memcpy(high, self->span_high, (size_t)n * sizeof(float));
+    return TU_OK;
+#else
+    return TU_ERR_CONFIG;
+#endif
 }

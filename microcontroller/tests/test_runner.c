@@ -321,6 +321,7 @@ static int test_half_storage(void)
 static int test_whole_run(void)
 {
     static float ema[TU_NUM_PARAMS], raw[TU_NUM_PARAMS];
+    float low[TU_CH], high[TU_CH];
     const tu_golden_array want = tu_golden("run_counters");
     tu_replay_result result;
     tu_report rep;
@@ -352,6 +353,15 @@ static int test_whole_run(void)
     memcpy(&trained, &trainer, sizeof trained);
     tu_trainer_weights(&trainer, 1, ema, TU_NUM_PARAMS);
     tu_trainer_weights(&trainer, 0, raw, TU_NUM_PARAMS);
+    EXPECT(tu_trainer_span(&trainer, low, high, TU_CH - 1) == TU_ERR_ARGUMENT, "span of a wrong channel count");
+#if TU_ENVELOPE
+    /* the envelope's span: the reference's, bit for bit (same jets, same stored values) */
+    EXPECT(tu_trainer_span(&trainer, low, high, TU_CH) == TU_OK, "span");
+    EXPECT(near("span low", low, tu_golden("run_span_low").f, TU_CH, 0.0f, 0.0f)
+           && near("span high", high, tu_golden("run_span_high").f, TU_CH, 0.0f, 0.0f), "span differs");
+#else
+    EXPECT(tu_trainer_span(&trainer, low, high, TU_CH) == TU_ERR_CONFIG, "span without TU_ENVELOPE");
+#endif
     return near("sigma", rep.calibration.sigma, tu_golden("run_sigma").f, TU_CH, 1e-4f, 0.0f)
            && near("x_rms", rep.calibration.x_rms, tu_golden("run_x_rms").f, TU_CH, 1e-4f, 0.0f)
            && near("s1", rep.calibration.s1, tu_golden("run_s1").f, TU_CH, 1e-4f, 0.0f)
@@ -587,6 +597,16 @@ static int test_damaged_checkpoints_are_refused(void)
     copy.calibrated = 7;
     memcpy(bytes, &copy, sizeof copy);
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a bad state");
+#if TU_ENVELOPE
+    memcpy(&copy, &trained, sizeof copy);
+    copy.span_low[0] = copy.span_high[0] + 1.0f;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of low > high");
+    memcpy(&copy, &trained, sizeof copy);
+    copy.span_high[TU_CH - 1] = NAN;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN span");
+#endif
     return 1;
 }
 

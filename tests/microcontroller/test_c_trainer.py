@@ -58,6 +58,12 @@ CASES = {
     # ... and a state left out (invariant): the tanh layers read qdot alone, the torque enters through L
     "torque_pendulum_invariant": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--data.invariant", "[position]",
                                                  "--model.linear", "true", "--model.input_affine", "true"], 12.0),
+    # the trust envelope (issue 32, item 2): the span of the offered jets, as the float16 reservoir holds them ...
+    "pendulum_half_envelope": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
+                                                                "--model.stream.reservoir_precision", "float16",
+                                                                "--model.envelope", "true"], 8.0),
+    # (the torque_pendulum cases stream a recorded log, so they take the recorded logs' default, an envelope: its span
+    # there covers the torque and the angle that torque_pendulum_periodic's network reads as (sin, cos))
 }
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]
