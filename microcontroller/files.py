@@ -8,7 +8,8 @@ All little-endian.
   ``microcontroller/support/tu_stream_file.c`` reads it.
 * Result file (``read_result``): ``TURSLT01``, ``uint32`` parameter count p, ``uint32``
   report size r, ``float32`` EMA weights[p], ``float32`` raw weights[p], then the r bytes
-  of the C ``tu_report`` (`microcontroller.ctrainer.report_type`).
+  of the C ``tu_report`` (`microcontroller.ctrainer.report_type`); from a build with a trust envelope
+  (``TU_ENVELOPE``) then ``uint32`` channel count c, ``float32`` span low[c], high[c] (``read_span``).
 * Golden file (``write_golden``): ``TUGOLD01``, then named arrays: ``uint32`` name length,
   the name, one type byte (``f`` float32 or ``q`` int64), ``uint32`` count, the values.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["STREAM_MAGIC", "RESULT_MAGIC", "GOLDEN_MAGIC", "write_stream", "read_stream", "read_result",
+__all__ = ["STREAM_MAGIC", "RESULT_MAGIC", "GOLDEN_MAGIC", "write_stream", "read_stream", "read_result", "read_span",
            "write_golden"]
 
 STREAM_MAGIC = b"TUSTRM01"
@@ -65,8 +66,9 @@ def read_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rec["y"].copy(), rec["tick"].copy(), rec["segment"].copy()
 
 
-def read_result(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes]:
-    """Read a result file: ``(ema weights (p,), raw weights (p,), report bytes)``.
+def _read_result_parts(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes, tuple[np.ndarray, np.ndarray] | None]:
+    """The parts of a result file: EMA weights (p,), raw weights (p,), report bytes, and the span (low, high),
+    (c,) each, or None for a build without an envelope.
 
     Raises:
         ValueError: for a file that is not a result file or is truncated.
@@ -75,11 +77,34 @@ def read_result(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes]:
     if data[:8] != RESULT_MAGIC or len(data) < 16:
         raise ValueError(f"{path} is not a torch-ude result file (magic {RESULT_MAGIC!r}).")
     p, r = struct.unpack_from("<II", data, 8)
-    if len(data) != 16 + 8 * p + r:
+    end = 16 + 8 * p + r
+    c = struct.unpack_from("<I", data, end)[0] if len(data) >= end + 4 else 0
+    if len(data) not in (end, end + 4 + 8 * c) or (len(data) > end and c == 0):
         raise ValueError(f"{path} has {len(data)} bytes; a result of {p} weights and a {r}-byte report has "
-                         f"{16 + 8 * p + r}.")
+                         f"{end}, or {end} + 4 + 8 c with the span of c channels.")
     weights = np.frombuffer(data, dtype="<f4", count=2 * p, offset=16)
-    return weights[:p].copy(), weights[p:].copy(), data[16 + 8 * p:]
+    span = None if len(data) == end else tuple(np.frombuffer(data, dtype="<f4", count=2 * c, offset=end + 4)
+                                                .reshape(2, c).copy())
+    return weights[:p].copy(), weights[p:].copy(), data[16 + 8 * p: end], span
+
+
+def read_result(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes]:
+    """Read a result file: ``(ema weights (p,), raw weights (p,), report bytes)``.
+
+    Raises:
+        ValueError: for a file that is not a result file or is truncated.
+    """
+    return _read_result_parts(path)[:3]
+
+
+def read_span(path: str | Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """The trust envelope's span in a result file: ``(low, high)``, float32 (n + n_u,) each, states then inputs
+    in their units (``tu_trainer_span``), or None for a firmware built without an envelope.
+
+    Raises:
+        ValueError: for a file that is not a result file or is truncated.
+    """
+    return _read_result_parts(path)[3]
 
 
 def write_golden(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from torch_ude.envelope import DEFAULT_MARGIN
 from torch_ude.export import FIELD_FILE, SIDECAR_FILE
 from torch_ude.field import HybridField
 from torch_ude.stream import StreamSettings
@@ -81,6 +82,8 @@ class DeviceSpec:
         seed: the run seed (the default seed of the firmware).
         envelope: True when the run exports a field with a trust envelope (`torch_ude.envelope`): the trainer then
             records the span of the jets it offers to the reservoir (``TU_ENVELOPE``, ``tu_trainer_span``).
+        envelope_margin: the envelope's fade band as a fraction of its width per input column (used at export
+            only, `torch_ude.envelope.install_span`: not a device setting, not in `settings`).
         source: where the settings came from (recorded in the stamp).
     """
 
@@ -105,6 +108,7 @@ class DeviceSpec:
     max_steps: int
     seed: int
     envelope: bool = False
+    envelope_margin: float = DEFAULT_MARGIN
     source: str = dataclass_field(default="")
 
     def validate(self) -> None:
@@ -252,7 +256,8 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         weight_decay_full_at=model.get("weight_decay_full_at"), grad_clip=float(model.get("grad_clip", 5.0)),
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
-        seed=int(seed), envelope=envelope_wanted(model, data), source=source)
+        seed=int(seed), envelope=envelope_wanted(model, data),
+        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source)
     spec.validate()
     return spec
 

@@ -192,22 +192,38 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
             instead of the field error of a simulated plant, and its settings go into ``field.json``,
             so ``torch-ude score FOLDER --files LOG`` reads logs with the run's columns.
 
+    With ``spec.envelope`` the firmware's span (`microcontroller.files.read_span`) becomes the field's trust
+    envelope as the Python trainer builds it (`torch_ude.envelope.install_span`, ``spec.envelope_margin``) before
+    scoring and export, and ``metrics["envelope"]`` describes it.
+
     Returns:
         The metrics (e_field, e_field_visited, c_hat, or a recorded log's prediction errors; the
         firmware's report) and the field (float64, EMA weights).
+
+    Raises:
+        ValueError: for ``spec.envelope`` and a result without a span, or a span of no jet.
     """
     import torch
 
+    from torch_ude.envelope import install_span
     from torch_ude.metrics import evaluate_field
     from torch_ude.training.outputs import RunOutputs
 
     from .ctrainer import load_weights, report_dict, report_type
-    from .files import read_result
+    from .files import read_result, read_span
 
     system = system or spec.system
     ema, _, report_bytes = read_result(result_file)
     report = report_dict(report_type(spec.field.n_states, spec.field.n_inputs).from_buffer_copy(report_bytes))
     field = load_weights(copy.deepcopy(spec.field), ema, report["in_scale"], report["out_scale"])
+    envelope = None
+    if spec.envelope:
+        span = read_span(result_file)
+        if span is None:
+            raise ValueError(f"{result_file} holds no envelope span, but its settings ask for an envelope; build the "
+                             f"firmware from headers generated with these settings.")
+        envelope = install_span([field], system, tuple(torch.from_numpy(v).double() for v in span),
+                                spec.envelope_margin)
     with torch.no_grad():
         if data is not None:
             metrics = data.evaluate(field)
@@ -219,7 +235,7 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
     cal = report["calibration"] or {}
     metrics.update({"sigma_hat": cal.get("sigma"), "m": cal.get("m"), "lambda2": cal.get("lambda2"),
                     "reject_rate": None, "updates": report["updates"], "wall_s": None, "counters": report["counters"],
-                    "report": report, **(extra or {})})
+                    "report": report, "envelope": envelope, **(extra or {})})
     if folder is not None:
         config = {"settings": spec.settings(), **({"data": data.config()} if data is not None else {})}
         outputs = RunOutputs(folder, f"jet_matching_c_{target.name}", system, spec.case, spec.seed, config)

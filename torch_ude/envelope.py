@@ -40,7 +40,8 @@ from torch import Tensor
 
 from .input_map import InputMap
 
-__all__ = ["fade", "outside", "envelope_from_span", "describe_envelope", "DEFAULT_MARGIN", "MIN_MARGIN"]
+__all__ = ["fade", "outside", "envelope_from_span", "describe_envelope", "install_span", "DEFAULT_MARGIN",
+           "MIN_MARGIN"]
 
 #: The fade band on each side of the box, as a fraction of the box's width per column. Half the
 #: width: a smooth residual's extrapolation just past the data is usually still right (friction
@@ -165,3 +166,28 @@ def describe_envelope(field, system, span: tuple[Tensor, Tensor]) -> dict:
     return {"columns": field.input_map.columns(system.state_names, inputs), "low": low.tolist(),
             "high": high.tolist(), "margin": margin.tolist(),
             "span": {"channels": channels, "low": span[0].tolist(), "high": span[1].tolist()}}
+
+
+def install_span(fields: list, system, span: tuple[Tensor, Tensor], fraction: float = DEFAULT_MARGIN) -> dict:
+    """Give ``fields`` the envelope of the channel ranges ``span`` training saw (`envelope_from_span` with the
+    first field's input map and scales, then `HybridField.set_envelope` on each) and describe it.
+
+    Args:
+        fields: `torch_ude.field.HybridField` s of one input map and scales (e.g. the raw and the averaged field).
+        system: their plant (channel names).
+        span: ``(low, high)``, (n + n_u,) each, states then inputs in the plant's units
+            (`torch_ude.reservoir.SampleBuffer.span`, or the C trainer's ``tu_trainer_span``).
+        fraction: the fade band as a fraction of the box's width per column.
+
+    Returns:
+        `describe_envelope` of the first field.
+
+    Raises:
+        ValueError: as `envelope_from_span` (no jet seen, bad ranges or fraction).
+    """
+    field = fields[0]
+    low, high, margin = envelope_from_span(*span, field.input_map, field.in_scale,
+                                           field.input_scale if field.n_inputs else None, fraction)
+    for f in {id(f): f for f in fields}.values():
+        f.set_envelope(low, high, margin)
+    return describe_envelope(field, system, span)

@@ -117,5 +117,13 @@ int tu_result_file_write(const char *path, const tu_trainer *trainer)
     ok = ok && tu_trainer_weights(trainer, 0, weights, n) == TU_OK
          && fwrite(weights, sizeof(float), (size_t)n, f) == (size_t)n;
     ok = ok && fwrite(&report, sizeof report, 1, f) == 1;
+#if TU_ENVELOPE
+    {  /* the envelope's span: its channel count, then low and high */
+        const uint32_t ch = (uint32_t)cfg->ch;
+        float low[TU_CH_MAX], high[TU_CH_MAX];
+        ok = ok && tu_trainer_span(trainer, low, high, cfg->ch) == TU_OK && fwrite(&ch, sizeof ch, 1, f) == 1
+             && fwrite(low, sizeof(float), ch, f) == ch && fwrite(high, sizeof(float), ch, f) == ch;
+    }
+#endif
     return fclose(f) == 0 && ok ? 0 : -1;
 }

@@ -1,6 +1,9 @@
 """The C trainer's Python binding (microcontroller.ctrainer.CTrainer) on what a long-running
 device meets: a calibration that fails (it stops, with the Python trainer's message), and a
 damaged checkpoint (refused; the instance is not used); and a plant with a recorded input."""
+import ctypes
+import json
+
 import lightning as L
 import numpy as np
 import pytest
@@ -8,10 +11,13 @@ import torch
 
 from microcontroller.ctrainer import CTrainer, load_weights
 from microcontroller.generate import spec_from_config
-from microcontroller.golden import chunks, golden_stream
+from microcontroller.files import read_span
+from microcontroller.golden import chunks, golden_stream, reference_run
+from microcontroller.target import export_result
 from microcontroller.training import CJetMatchingModule
 from tests.microcontroller.helpers import recorded_config
 from torch_ude.calibration import calibrate
+from torch_ude.envelope import install_span
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import SinglePendulum
@@ -157,3 +163,68 @@ def test_the_binding_carries_recorded_inputs(tmp_path):
     assert report["in_scale"] == report["calibration"]["x_rms"]
     field = load_weights(spec.field, trainer.weights(), report["in_scale"], report["out_scale"])
     assert field.input_scale.tolist() == pytest.approx(report["in_scale"][2:])
+
+
+def test_the_envelope_is_the_python_trainers_and_a_result_file_exports_it(tmp_path):
+    # issue 32, item 2: the span of the offered jets, with an input and an angle read as (sin, cos), equals the
+    # float32 reference's bit for bit, so the box in z does too; a recorded log has an envelope by default
+    t = np.arange(0.0, 12.0, 0.01)
+    log = {"time": t, "position": np.sin(2 * t), "velocity": 2 * np.cos(2 * t), "torque": 0.3 * np.sin(1.3 * t)}
+    config = recorded_config(tmp_path, log, ["torque"], 100.0, "configs/pendulum_case_a.yaml")
+    assert not spec_from_config(config, [*SMALL, "--model.envelope", "false"]).envelope
+    spec = spec_from_config(config, [*SMALL, "--model.stream.calibration_s", "3.0", "--model.periodic", "true"])
+    assert spec.envelope
+    y = np.column_stack([log["position"], log["velocity"], log["torque"]]).astype(np.float32)
+    ticks, segment = np.arange(len(t)), np.zeros(len(t), dtype=np.int32)
+    trainer = CTrainer(spec, build_root=tmp_path / "build")
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        trainer.steps(trainer.push_chunk(y[part], ticks[part], segment[part]))
+    low, high = trainer.span()
+    ref = reference_run(spec, y, ticks, segment)
+    want = ref.stream.buffer.span()
+    assert np.array_equal(low, want[0].numpy()) and np.array_equal(high, want[1].numpy())
+    assert np.all(low < high) and ref.stream.counters["accepted"] > 0
+    report = trainer.report()
+    assert report["in_scale"] == ref.field.in_scale.tolist() + ref.field.input_scale.tolist()
+    field = load_weights(spec.field, trainer.weights(), report["in_scale"], report["out_scale"])
+    install_span([field], spec.system, (torch.from_numpy(low).double(), torch.from_numpy(high).double()))
+    reference = ref.field.double()
+    install_span([reference], spec.system, want)
+    assert all(torch.equal(a, b) for a, b in zip(field.envelope, reference.envelope))
+    assert field.envelope[0].shape == (4,)  # qdot, sin q, cos q, tau
+
+
+def test_the_span_survives_a_checkpoint_and_a_result_file_exports_it(tmp_path):
+    # the span is part of the instance's bytes (restore checks it); a firmware's result file carries it after the
+    # report, and export_result gives the field the envelope the Python trainer builds from it (field.json)
+    spec = spec_from_config("configs/pendulum_case_a.yaml", [*SMALL, "--model.envelope", "true",
+                                                             "--model.stream.reservoir_precision", "float16"])
+    y, ticks, segment = golden_stream(spec, 4.0, 0.01)
+    parts = chunks(ticks, round(spec.fs / spec.train_rate))
+    straight, trainer = CTrainer(spec), CTrainer(spec)
+    for i, part in enumerate(parts):
+        straight.steps(straight.push_chunk(y[part], ticks[part], segment[part]))
+        trainer.steps(trainer.push_chunk(y[part], ticks[part], segment[part]))
+        if i == len(parts) // 2:
+            resumed = CTrainer(spec)
+            resumed.load_state_bytes(trainer.state_bytes())
+            trainer = resumed
+    low, high = trainer.span()
+    assert np.array_equal(low, straight.span()[0]) and np.array_equal(high, straight.span()[1])
+    assert np.all(np.isfinite(low)) and np.all(low < high)
+    rep, weights = trainer._report_raw(), trainer.weights()
+    body = (b"TURSLT01" + np.array([weights.size, ctypes.sizeof(rep)], dtype="<u4").tobytes() + weights.tobytes()
+            + weights.tobytes() + bytes(rep))
+    (tmp_path / "plain.bin").write_bytes(body)
+    assert read_span(tmp_path / "plain.bin") is None
+    with pytest.raises(ValueError, match="holds no envelope span"):
+        export_result(spec, tmp_path / "plain.bin")
+    (tmp_path / "result.bin").write_bytes(body + np.array([2], dtype="<u4").tobytes() + low.tobytes() + high.tobytes())
+    metrics, exported = export_result(spec, tmp_path / "result.bin", tmp_path / "run")
+    report = trainer.report()
+    want = load_weights(spec.field, weights, report["in_scale"], report["out_scale"])
+    install_span([want], spec.system, (torch.from_numpy(low).double(), torch.from_numpy(high).double()))
+    assert all(torch.equal(a, b) for a, b in zip(exported.envelope, want.envelope))
+    sidecar = json.loads((tmp_path / "run" / "field.json").read_text())
+    assert sidecar["envelope"]["low"] == want.envelope[0].tolist() == metrics["envelope"]["low"]
+    assert sidecar["envelope"]["margin"] == metrics["envelope"]["margin"]

@@ -50,8 +50,8 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
                                                     r"calibration_replay: false for a device config"),
     # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
-    # states, the input map, it learns: test_the_input_map_is_generated_and_hashed)
-    (["--model.envelope", "true"], r"does not implement the trust envelope \(model.envelope: false\) yet \(issue 32\)"),
+    # states, the input map, and the envelope it learns: test_the_input_map_is_generated_and_hashed,
+    # test_the_envelope_is_generated_and_hashed)
     (["--data.system.trainable", "{damping: [0.0, 1.0]}"], "trainable physical parameters"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
@@ -111,6 +111,7 @@ def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
     ("configs/pendulum_case_a_c.yaml", []),  # (its reservoir_precision: float16)
     ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
     ("configs/pendulum_case_a_c.yaml", ["--model.stream.reservoir_precision", "float32"]),
+    ("configs/pendulum_case_a_c.yaml", ["--model.envelope", "true"]),  # the envelope's span: 2 ch floats more
     ("configs/double_pendulum_case_a.yaml", [*POINT, "--model.stream.capacity", "1000", "--model.stream.m_max", "50",
                                              "--model.stream.lambda2", "0",
                                              "--model.stream.reservoir_precision", "float16"]),
@@ -269,3 +270,17 @@ def test_the_input_map_is_generated_and_hashed(tmp_path):
     assert tuned.field.input_map.periodic == (0,) and tuned.settings()["input_map"] == spec.settings()["input_map"]
     with pytest.raises(ValueError, match=r"input map \{'periodic': \[0\], 'invariant': \[\]\}, but .* input map none"):
         spec_from_run(tmp_path / "run", CONFIG, POINT)
+
+
+def test_the_envelope_is_generated_and_hashed(tmp_path):
+    """The trust envelope (issue 32, item 2): a configuration with one records the span of its jets (TU_ENVELOPE,
+    2 ch floats more), the hash covers it, and one without keeps the settings, hash and headers of before."""
+    plain = spec_from_config(CONFIG, POINT)
+    assert not plain.envelope and "envelope" not in plain.settings()
+    spec = spec_from_config(CONFIG, [*POINT, "--model.envelope", "true", "--model.envelope_margin", "0.25"])
+    assert spec.envelope and spec.envelope_margin == 0.25 and spec.settings()["envelope"] is True
+    assert spec.config_hash() != plain.config_hash() and spec.state_hash() != plain.state_hash()
+    assert static_bytes(spec) == static_bytes(plain) + 2 * 2 * 4
+    cfg = write_headers(spec, tmp_path / "envelope")[0].read_text()
+    assert re.search(r"#define TU_ENVELOPE\s+1\b", cfg)
+    assert "TU_ENVELOPE" not in write_headers(plain, tmp_path / "plain")[0].read_text()

@@ -15,7 +15,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.optim.swa_utils import AveragedModel
 
 from ..calibration import Calibration, calibration_notes
-from ..envelope import DEFAULT_MARGIN, describe_envelope, envelope_from_span
+from ..envelope import DEFAULT_MARGIN, install_span
 from ..field import HybridField
 from ..jet import JetLoss, JetResult
 from ..physical import physical_report, refit_physical_parameters
@@ -604,12 +604,7 @@ class JetMatchingModule(L.LightningModule):
         if span is None:
             raise ValueError("model.envelope is on but training saw no jet, so there is no envelope to record; "
                              "train longer or set model.envelope: false.")
-        field = fields[0]
-        low, high, margin = envelope_from_span(*span, field.input_map, field.in_scale,
-                                               field.input_scale if field.n_inputs else None, self.envelope_margin)
-        for f in {id(f): f for f in fields}.values():
-            f.set_envelope(low, high, margin)
-        return describe_envelope(field, self.trainer.datamodule.system, span)
+        return install_span(fields, self.trainer.datamodule.system, span, self.envelope_margin)
 
     def check_residual(self, field: HybridField) -> tuple[HybridField, dict | None]:
         """Score the hybrid field and its physics alone on held-out data (the data module's
