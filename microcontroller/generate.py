@@ -50,8 +50,8 @@ from .memory import default_ram_budget
 from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
-__all__ = ["DeviceSpec", "envelope_wanted", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings", "write_headers",
-           "headers_for",
+__all__ = ["DeviceSpec", "envelope_wanted", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings",
+           "write_headers", "headers_for",
            "library_files", "copy_library", "main", "GENERATOR"]
 
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
