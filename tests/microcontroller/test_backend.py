@@ -78,12 +78,32 @@ def test_fit_with_the_c_trainer_on_a_log_with_a_recorded_input(tmp_path):
     # the C backend of `torch-ude fit` on a RecordedDataModule: states, then the torque, a sample
     config, _ = forced_log(tmp_path, 12.0)
     device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
-              "1.0", "--model.stream.m_max", "50"]
+              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false"]
     main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule", *device,
-          "--model.envelope", "false", "--trainer.max_steps", "400", "--trainer.enable_progress_bar", "false",
+          "--trainer.max_steps", "400", "--trainer.enable_progress_bar", "false",
           "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
           str(tmp_path / "run")])
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["status"] == "finished" and metrics["trainer"] == "jet_matching_c" and metrics["updates"] == 400
     assert metrics["static_bytes"] == static_bytes(spec_from_config(config, device))  # 3 channels a sample
     assert np.isfinite(metrics["open_loop_1s_nrmse"]) and metrics["residual_check"]["physics"] is not None
+
+
+def test_a_c_run_on_a_log_exports_the_envelope_of_the_span_it_recorded(tmp_path):
+    # a recorded log turns the envelope on by default, on the device as in Python (issue 32, item 2)
+    config, _ = forced_log(tmp_path, 12.0)
+    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
+              "1.0", "--model.stream.m_max", "50"]
+    main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule", *device,
+          "--trainer.max_steps", "200", "--trainer.enable_progress_bar", "false",
+          "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
+          str(tmp_path / "run")])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    spec = spec_from_config(config, device)
+    assert spec.envelope and metrics["static_bytes"] == static_bytes(spec)
+    span = metrics["envelope"]["span"]
+    assert span["channels"] == ["position", "velocity", "torque"]  # states, then the input
+    assert all(lo < hi for lo, hi in zip(span["low"], span["high"]))
+    sidecar = json.loads((tmp_path / "run" / "field.json").read_text())
+    assert sidecar["envelope"]["low"] == metrics["envelope"]["low"]
+    assert sidecar["envelope"]["margin"] == metrics["envelope"]["margin"]
