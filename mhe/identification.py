@@ -174,7 +174,8 @@ class IdentificationProblem:
         physics: the known physics with its start values (None: neural only).
         residual: the neural residual (None: physics only).
         stride: samples between window starts.
-        windows: use only the first this many windows (None: all).
+        windows: use only the first this many windows (None: all); with the residual check (`checks_residual`)
+            the first this many of each part, the fitted and the held-out.
         n_x: state dimension, needed only without physics.
         discretization: the model's ``f_d``, one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
             (`mhe.models.discretization`); the one that generated the data where known (BayesRace's
@@ -263,8 +264,9 @@ class IdentificationProblem:
     @property
     def held_out_windows(self) -> Windows | None:
         """The windows of the tail held back for the residual check (`checks_residual`; None without it): the last
-        ``residual.check_share`` of the recording's samples, cut as `windows` are from the tail's first sample on,
-        ``Windows.start`` counted in the whole recording. No window of either part reads an output of the other."""
+        ``residual.check_share`` of the recording's samples, cut as `windows` are from the tail's first sample on (the
+        first ``windows`` of them where that limit is set), ``Windows.start`` counted in the whole recording. No window
+        of either part reads an output of the other."""
         return self._windows[1]
 
     @cached_property
@@ -289,7 +291,7 @@ class IdentificationProblem:
             tail = make_windows(rec.inputs[cut:], rec.outputs[cut:], n, self.stride,
                                 [b - cut for b in rec.breaks if b > cut])
         held = Windows(tail.u, tail.y, tail.start + cut, tail.u_end)
-        return (fit if self.limit is None else fit[: self.limit]), held
+        return (fit, held) if self.limit is None else (fit[: self.limit], held[: self.limit])
 
     @property
     def truth(self) -> Mapping[str, float] | None:

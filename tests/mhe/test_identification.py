@@ -124,6 +124,8 @@ def test_a_gray_box_problem_holds_the_tail_of_its_recording_back_for_the_residua
     tail = make_windows(rec.inputs[80:], rec.outputs[80:], 6, 3)
     assert torch.equal(fit.y, whole.y[:25]) and torch.equal(held.y, tail.y)
     assert torch.equal(held.u_end, rec.inputs[held.start + 6])
+    first = problem.replace(windows=2)  # a limit takes the first windows of each part
+    assert first.windows.start.tolist() == [0, 3] and first.held_out_windows.start.tolist() == [80, 83]
     off = problem.replace(residual=replace(problem.residual, check=False))
     assert not off.checks_residual and off.held_out_windows is None and torch.equal(off.windows.y, whole.y)
     physics = problem.replace(residual=None)
