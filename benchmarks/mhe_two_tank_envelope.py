@@ -15,7 +15,8 @@ physics-only model's", on the simulated two-tank process (`mhe.problems.two_tank
    ``residual.check_share`` (20 %), then the library's residual check (`mhe.pem.residual_check_of_run`, called by
    `mhe.pem.finish` at the end of `PEMIdentifier.fit`) scores it and its physics alone by the run's criterion,
    the one-step error, on that held-back tail of the training recording (never on the validation recording),
-   and keeps the physics alone where the residual does not predict better.
+   beside the physics the run started from (the physics-only result), and keeps the better physics where the
+   residual does not predict better.
 
 Each model is scored by free run (`mhe.outer.free_run.estimate_initial_states`, the parameters fixed, then
 `mhe.outer.free_run.simulate_free_run`) against the measured sensor, on the training recording and on a

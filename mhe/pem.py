@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from torch.nn.utils import parameters_to_vector
+
 from .models.envelope import DEFAULT_MARGIN, record_envelope
 from .data.input_history import history_names
 from .data.windows import Windows
@@ -111,7 +113,8 @@ def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResul
         result = replace(result, wall_s=time.perf_counter() - t0, envelope=envelope)
     if problem.checks_residual:
         check = residual_check_of_run(loop, problem, new_solver=recorded)
-        result = replace(result, wall_s=time.perf_counter() - t0, residual_check=check)
+        result = replace(result, wall_s=time.perf_counter() - t0, parameters=est.parameter_values(),
+                         rel_errors=problem.relative_errors(est), residual_check=check)
     if loop.settings.criterion != "simulation":
         return result
     criteria = simulation_criterion(problem, est, loop.solver, loop.settings.simulation)
@@ -120,9 +123,10 @@ def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResul
 
 
 def residual_check_of_run(loop: PEMLoop, problem: IdentificationProblem, new_solver: bool = False) -> dict:
-    """The residual check at the end of a gray-box run (`mhe.outer.residual_check.check_residual`): the trained model
-    and its physics alone on the problem's held-back tail (`IdentificationProblem.held_out_windows`), each window
-    from ``max(outer.verify_starts, 1)`` cold starts and `CHECK_PASSES` passes of propagated starts.
+    """The residual check at the end of a gray-box run (`mhe.outer.residual_check.check_residual`): the trained model,
+    its physics alone and the physics at the problem's start (``problem.estimator()``'s parameters, the residual
+    removed) on the problem's held-back tail (`IdentificationProblem.held_out_windows`), each window from
+    ``max(outer.verify_starts, 1)`` cold starts and `CHECK_PASSES` passes of propagated starts.
 
     Args:
         loop: the loop after its iterations (its estimator's residual is zeroed where the check rejects it and
@@ -137,8 +141,9 @@ def residual_check_of_run(loop: PEMLoop, problem: IdentificationProblem, new_sol
     held, settings, old = problem.held_out_windows, problem.residual, loop.solver
     assert held is not None, "a problem that checks its residual holds its held-out windows back"
     on = f"the last {100 * settings.check_share:.3g} % of the training recording ({len(held)} windows)"
+    start = parameters_to_vector(problem.estimator().parameters()).detach()
     args = dict(starts=max(loop.settings.verify_starts, 1), passes=CHECK_PASSES,
-                keep_rejected=settings.keep_rejected, on=on)
+                keep_rejected=settings.keep_rejected, on=on, start=start)
     if not new_solver:
         return check_residual(old, held, **args)
     with WindowSolver(loop.estimator, old.build_dir / "residual_check", old.workers, batch=old.batch) as solver:

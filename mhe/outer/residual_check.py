@@ -35,6 +35,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import Tensor
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from ..data.windows import Windows
 from ..estimator.solver import WindowSolver, lowest_cost_solve
@@ -134,13 +135,17 @@ def without_residual(model: StateSpaceModel) -> StateSpaceModel:
 
 
 def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, passes: int = CHECK_PASSES,
-                   keep_rejected: bool = False, on: str = "the held-out windows") -> dict:
-    """Score the solver's gray-box model and its physics alone on held-out windows; remove the residual where it
-    does not predict better (module docstring).
+                   keep_rejected: bool = False, on: str = "the held-out windows", start: Tensor | None = None) -> dict:
+    """Score the solver's gray-box model and the physics it could fall back to on held-out windows; keep the residual
+    only where it predicts better than each (module docstring).
 
-    Both are scored by the one-step error (`one_step_error`) on the windows where both solved. The residual is
-    rejected unless the hybrid's error is at most the physics'; a rejected residual is removed from the model in
-    place (`remove_residual`) unless ``keep_rejected``, with a warning either way.
+    The candidates, each scored by the one-step error (`one_step_error`) on the windows where all of them solved:
+    the trained model (``hybrid``), its trained physics alone (``physics``: the residual removed) and, given
+    ``start``, the physics the run started from (``start_physics``: every parameter at ``start``, the residual
+    removed; a gray-box started from a physics-only fit, as docs/mhe.md advises, falls back to that fit). The
+    residual is rejected unless the hybrid's error is at most every physics candidate's; a rejected residual is
+    removed in place (`remove_residual`) and the model's parameters become the better physics candidate's, unless
+    ``keep_rejected``, with a warning either way.
 
     Args:
         solver: the window solver of the trained estimator (built with the residual as it is now: its trust
@@ -150,29 +155,59 @@ def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, pass
         passes: the most passes of propagated starts, >= 0.
         keep_rejected: keep the residual even when it is rejected.
         on: what the windows are, for the report and the warning.
+        start: the estimator's parameters at the run's start, flat in ``estimator.parameters()`` order (None: no
+            start candidate).
 
     Returns:
-        The report of ``metrics.json``'s ``"residual_check"``: ``metric`` (``"one_step_mse"``), ``hybrid`` and
-        ``physics`` (mean ``r^2``, NaN when no window solved for both), ``on``, ``windows`` (scored, of
-        ``held_out``), ``rejected`` and ``kept`` (the model still has its residual).
+        The report of ``metrics.json``'s ``"residual_check"``: ``metric`` (``"one_step_mse"``), ``hybrid``,
+        ``physics`` and ``start_physics`` (mean ``r^2``, NaN when no window solved for all; ``start_physics`` None
+        without ``start``), ``on``, ``windows`` (scored, of ``held_out``), ``rejected``, ``kept`` (the model still
+        has its residual) and ``model`` (what the run's model is now: ``"hybrid"``, ``"physics"`` or
+        ``"start_physics"``).
 
     Raises:
-        ValueError: for a model without a neural residual.
+        ValueError: for a model without a neural residual, or a ``start`` of another length than the parameters.
     """
-    model = solver.estimator.model
-    r_hybrid, ok_hybrid = window_errors(solver, windows, starts, passes)
+    estimator = solver.estimator
+    model = estimator.model
+    trained = parameters_to_vector(estimator.parameters()).detach().clone()
+    if start is not None and start.shape != trained.shape:
+        raise ValueError(f"The run's start has {start.numel()} parameters, the estimator {trained.numel()}; give the "
+                         f"start of this problem's estimator.")
+    r_hybrid, ok = window_errors(solver, windows, starts, passes)
+    errors = {}
     with residual_removed(model):
-        r_physics, ok_physics = window_errors(solver, windows, starts, passes)
-    ok = ok_hybrid & ok_physics
-    hybrid, physics = ((float((r[ok] ** 2).mean()) if bool(ok.any()) else math.nan) for r in (r_hybrid, r_physics))
-    rejected = not hybrid <= physics
-    report = {"metric": "one_step_mse", "hybrid": hybrid, "physics": physics, "on": on, "windows": int(ok.sum()),
-              "held_out": len(windows), "rejected": rejected, "kept": not rejected or keep_rejected}
+        errors["physics"] = window_errors(solver, windows, starts, passes)
+    if start is not None:
+        _set_parameters(estimator, start)
+        with residual_removed(model):
+            errors["start_physics"] = window_errors(solver, windows, starts, passes)
+        _set_parameters(estimator, trained)
+    for _, ok_other in errors.values():
+        ok = ok & ok_other
+    def mse(r: Tensor) -> float:
+        return float((r[ok] ** 2).mean()) if bool(ok.any()) else math.nan
+    hybrid = mse(r_hybrid)
+    scores = {name: mse(r) for name, (r, _) in errors.items()}
+    best = min(scores, key=lambda name: (math.isnan(scores[name]), scores[name]))
+    rejected = not all(hybrid <= v for v in scores.values())
+    kept = not rejected or keep_rejected
+    report = {"metric": "one_step_mse", "hybrid": hybrid, "physics": scores["physics"],
+              "start_physics": scores.get("start_physics"), "on": on, "windows": int(ok.sum()),
+              "held_out": len(windows), "rejected": rejected, "kept": kept, "model": "hybrid" if kept else best}
     if rejected:
-        log.warning("residual rejected: on %s the gray-box model predicts worse than its physics alone (one-step "
-                    "error %.4g against %.4g, %d windows); %s", on, hybrid, physics, report["windows"],
+        alone = "its physics alone" if best == "physics" else "the physics it started from"
+        log.warning("residual rejected: on %s the gray-box model predicts worse than %s (one-step error %.4g against "
+                    "%.4g, %d windows); %s", on, alone, hybrid, scores[best], report["windows"],
                     "the residual is kept (residual.keep_rejected)." if keep_rejected else
-                    "the run's model is its physics alone (set residual.keep_rejected: true to keep the residual).")
+                    f"the run's model is {alone} (set residual.keep_rejected: true to keep the residual).")
         if not keep_rejected:
+            if best == "start_physics":
+                _set_parameters(estimator, start)
             remove_residual(model)
     return report
+
+
+def _set_parameters(estimator: torch.nn.Module, alpha: Tensor) -> None:
+    with torch.no_grad():
+        vector_to_parameters(alpha, estimator.parameters())

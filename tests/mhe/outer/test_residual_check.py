@@ -4,6 +4,7 @@ import logging
 
 import pytest
 import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from mhe import MovingHorizonEstimator, OuterSettings, PEMIdentifier, SolverSettings, WindowSolver
 from mhe.outer.residual_check import CHECK_PASSES, check_residual, one_step_error, without_residual
@@ -30,7 +31,7 @@ def test_a_residual_that_can_only_hurt_is_rejected_and_the_run_keeps_its_physics
         result, est = _fit(problem, tmp_path / "fit", "adam", 2)  # Adam's first steps move the residual off zero
     check = result.residual_check
     assert check["rejected"] and not check["kept"] and result.residual_rejected
-    assert check["hybrid"] > 5 * check["physics"] and check["windows"] == check["held_out"] == 5
+    assert check["hybrid"] > 5 * check["start_physics"] and check["windows"] == check["held_out"] == 5
     assert "residual rejected" in caplog.text and "residual.keep_rejected: true" in caplog.text
     assert "residual check rejected" in result.summary()
     x, u = torch.linspace(0.0, 3.0, 7)[:, None], torch.linspace(-1.0, 2.0, 7)[:, None]
@@ -38,7 +39,9 @@ def test_a_residual_that_can_only_hurt_is_rejected_and_the_run_keeps_its_physics
         assert torch.equal(est.model.residual(x, u), torch.zeros_like(x))  # the run's model is its physics alone
         assert torch.equal(est.model.field(x, u, 0 * x), est.model.physics(x, u))
     held = problem.held_out_windows
-    assert check["physics"] == pytest.approx(_physics_alone_error(est, held, tmp_path / "alone"), rel=1e-6)
+    assert check["model"] == "start_physics"  # Adam moved the physics too; the run started at the exact one
+    assert check["start_physics"] == pytest.approx(_physics_alone_error(est, held, tmp_path / "alone"), rel=1e-6)
+    assert result.parameters["a"] == pytest.approx(0.5)  # the run reports the model it exports
 
 
 def test_a_residual_that_learns_a_missing_term_is_kept(tmp_path):
@@ -79,3 +82,27 @@ def test_the_check_needs_a_residual(tmp_path):
     est = problem.replace(residual=None).estimator()
     with pytest.raises(ValueError, match="has no neural residual"):
         check_residual(WindowSolver(est, tmp_path), problem.held_out_windows)
+
+
+def test_a_residual_beside_drifted_physics_falls_back_to_the_physics_the_run_started_from(tmp_path, caplog):
+    problem = leak_problem(inflow=0.0, noise=0.0, a=0.5)  # the run starts at the exact physics
+    est = problem.estimator()
+    start = parameters_to_vector(est.parameters()).detach().clone()
+    drifted = parameters_to_vector(leak_problem(inflow=0.0, noise=0.0, a=0.8).estimator().parameters()).detach()
+    with torch.no_grad():
+        vector_to_parameters(drifted, est.parameters())  # the physics moved off its start during the fit ...
+        est.model.residual.mlp.layers[-1][0].normal_(0.0, 0.5, generator=torch.Generator().manual_seed(1))  # ... and
+    assert est.parameter_values()["a"] == pytest.approx(0.8)  # the residual learned something to make up for it
+    with WindowSolver(est, tmp_path) as solver, caplog.at_level(logging.WARNING, "mhe.outer.residual_check"):
+        check = check_residual(solver, problem.held_out_windows, start=start)
+    assert check["rejected"] and not check["kept"] and check["model"] == "start_physics"
+    assert check["start_physics"] < check["physics"] and check["start_physics"] < check["hybrid"]
+    assert "the physics it started from" in caplog.text
+    assert est.parameter_values()["a"] == pytest.approx(0.5) and not bool(est.model.residual.mlp.layers[-1][0].any())
+
+
+def test_a_start_of_another_estimator_is_refused(tmp_path):
+    problem = leak_problem(inflow=0.0, noise=0.0, a=0.5)
+    est = problem.estimator()
+    with pytest.raises(ValueError, match="start has 3 parameters"):
+        check_residual(WindowSolver(est, tmp_path), problem.held_out_windows, start=torch.zeros(3))
