@@ -11,7 +11,18 @@ noise-free, y = (vx, omega), vy unmeasured, Euler):
   RMS of the training states' rates), identified with the physics by Adam for ``--steps`` PEM iterations from
   the physics-only start (the config's arrival cost);
 * gray-box with envelope: the same trained model with its trust envelope recorded as a run records it
-  (`mhe.pem.envelope_of_windows` on the training windows).
+  (`mhe.pem.envelope_of_windows` on the training windows);
+* gray-box with residual check: the same gray-box as a run of the library trains it by default
+  (``residual.check`` and, for this recorded log, the envelope on): identified on the training recording less its
+  last ``residual.check_share`` (20 %), then the library's residual check (`mhe.pem.residual_check_of_run`, called
+  by `mhe.pem.finish` at the end of `PEMIdentifier.fit`) scores it and its physics alone on that held-back tail of
+  DYN-PP-ETHZ (never on ETHZMobil), beside its physics alone and the physics it started from (here the ground
+  truth), and keeps the better physics where the residual does not predict better; a rejected residual is scored
+  as the run exports it, without a residual.
+
+* physics in the gray-box's NLP: the ground truth with the gray-box's untrained residual, whose last layer is zero
+  (the residual's output is exactly 0): the physics-only model, solved through the gray-box's NLP (L4CasADi's
+  residual and its derivatives in every window's MHE).
 
 Each is scored by the one-step prediction error of Table 1 (Eq. 9: mean over windows and outputs of ``r^2``,
 each window's MHE from ``--starts`` cold starts and ``--passes`` passes of propagated starts, the lowest cost
@@ -26,6 +37,7 @@ import argparse
 import copy
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -45,7 +57,7 @@ def _score(trained, problem, build: Path, starts: int, passes: int) -> dict:
     values = {n: float(v.detach()) for n, v in trained.model.physics.params().items()}
     prob = with_values(problem, problem.source, values, None)
     est = prob.estimator(clip_start=True)
-    if trained.model.residual is not None:
+    if est.model.residual is not None:
         est.model.residual.load_state_dict(trained.model.residual.state_dict())
     with WindowSolver(est, build) as solver:
         return one_step_error(est, prob, solver, starts, passes=passes)
@@ -73,7 +85,9 @@ def main(argv: list[str] | None = None) -> dict:
     rates = (rec.states[1:] - rec.states[:-1]) / rec.dt
     out_scale = tuple(args.out_scale * float(v) for v in rates.pow(2).mean(0).sqrt())
     truth = with_values(problem, problem.source, dict(BAYESRACE_TRUTH), None)
-    gray = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0, envelope=False))
+    gray = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0, envelope=False,
+                                                   check=False))
+    checked = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0))
     src = problem.source
     val_source = BayesRaceRecording(VALIDATION, src.trajectory, src.first, src.dt, src.dt_rtol)
     t0 = time.perf_counter()
@@ -85,11 +99,20 @@ def main(argv: list[str] | None = None) -> dict:
         record = envelope_of_windows(est_e, pem.solver, gray.windows, args.margin,
                                      (list(physics.state_names), list(physics.input_names)))
     gray_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with PEMIdentifier(checked, args.steps, exp.outer, replace(exp.solver, build_dir=str(build / "checked"))) as pem:
+        result_c = pem.fit(lambda i, s: print(f"  gray-box (check) step {i}: J {s.loss:.4e}", flush=True))
+        est_c = pem.estimator
+    checked_s = time.perf_counter() - t0
+    print(f"residual check: {result_c.residual_check}", flush=True)
     val_rec = val_source.record()
     outside = float(est_e.model.residual.outside(val_rec.states, val_rec.inputs).double().mean())
     est_p = truth.estimator()
     report_rows = {}
-    models = (("physics_only", est_p, truth), ("gray_box", est_g, gray), ("gray_box_envelope", est_e, gray))
+    # a rejected residual is scored as the run exports it (field.json without a residual, the NLP without L4CasADi)
+    models = (("physics_only", est_p, truth), ("gray_box", est_g, gray), ("gray_box_envelope", est_e, gray),
+              ("gray_box_check", est_c, truth if result_c.residual_rejected else gray),
+              ("physics_in_gray_nlp", gray.estimator(), gray))
     for name, est, base in models:
         pairs = (("train", base), ("validation", base.replace(recording=val_source)))
         report_rows[name] = {label: _score(est, prob, build / name / label, args.starts, args.passes)
@@ -99,6 +122,9 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"config": CONFIG, "validation": VALIDATION, "args": vars(args), "in_scale": in_scale,
               "out_scale": out_scale, "gray": {"steps": result.counters.steps, "J_final": result.loss,
                                                "wall_s": gray_s, "parameters": result.parameters},
+              "checked": {"steps": result_c.counters.steps, "J_final": result_c.loss, "wall_s": checked_s,
+                          "parameters": result_c.parameters, "windows": len(checked.windows),
+                          "residual_check": result_c.residual_check},
               "envelope": record, "val_share_outside_envelope": outside, "rows": report_rows}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,14 @@ physics-only model's", on the simulated two-tank process (`mhe.problems.two_tank
    IAC gray-box starts from its physics-only fit;
 3. the gray-box's trust envelope recorded as a run records it (`mhe.pem.envelope_of_windows`: the MHE's
    estimated levels on the training windows and the pump voltages), on a copy, so the same trained
-   network is scored with and without it.
+   network is scored with and without it;
+4. the gray-box as a run of the library trains it by default (``residual.check`` on, the envelope on as
+   gray.yaml sets it), from the same start: identified on the training recording less its last
+   ``residual.check_share`` (20 %), then the library's residual check (`mhe.pem.residual_check_of_run`, called by
+   `mhe.pem.finish` at the end of `PEMIdentifier.fit`) scores it and its physics alone by the run's criterion,
+   the one-step error, on that held-back tail of the training recording (never on the validation recording),
+   beside the physics the run started from (the physics-only result), and keeps the better physics where the
+   residual does not predict better.
 
 Each model is scored by free run (`mhe.outer.free_run.estimate_initial_states`, the parameters fixed, then
 `mhe.outer.free_run.simulate_free_run`) against the measured sensor, on the training recording and on a
@@ -34,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from mhe import ArrivalCost, PEMIdentifier
+from mhe import ArrivalCost, IdentificationProblem, PEMIdentifier
 from mhe.data.recording import Recording
 from mhe.outer.free_run import estimate_initial_states, simulate_free_run
 from mhe.pem import envelope_of_windows
@@ -53,6 +60,16 @@ def _free_run_rmse(estimator, rec: Recording) -> float:
     check = float(((run.outputs - rec.outputs) ** 2).mean().sqrt())
     assert abs(check - float(rmse.mean())) <= 1e-6 * max(check, 1e-12), (check, rmse)
     return check
+
+
+def _from_physics(problem: IdentificationProblem, est_p) -> IdentificationProblem:
+    """The gray-box ``problem`` started from the physics-only result ``est_p`` (its physical values, sensor offset
+    and arrival cost), as the IAC gray-box starts from its physics-only fit."""
+    a = problem.arrival
+    return problem.replace(physics=copy.deepcopy(est_p.model.physics), output=copy.deepcopy(est_p.model.output_map),
+                           arrival=ArrivalCost(tuple(est_p.arrival_mean.detach().tolist()),
+                                               tuple(est_p.arrival_std().detach().tolist()), a.box, a.margin,
+                                               a.std_range))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -77,13 +94,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"physics-only PEM: {res_p.counters.steps} steps, {phys_s:.0f} s, {est_p.parameter_values()}", flush=True)
 
     gray = load_experiment([BASE, GRAY], [*rec_args, "--model.solver.build_dir", args.build + "/gray",
-                                          "--data.problem.residual.envelope", "false", *overrides])
-    start = gray.problem.replace(physics=copy.deepcopy(est_p.model.physics),
-                                 output=copy.deepcopy(est_p.model.output_map),
-                                 arrival=ArrivalCost(tuple(est_p.arrival_mean.detach().tolist()),
-                                                     tuple(est_p.arrival_std().detach().tolist()),
-                                                     gray.problem.arrival.box, gray.problem.arrival.margin,
-                                                     gray.problem.arrival.std_range))
+                                          "--data.problem.residual.envelope", "false",
+                                          "--data.problem.residual.check", "false", *overrides])
+    start = _from_physics(gray.problem, est_p)
     t0 = time.perf_counter()
     with PEMIdentifier(start, gray.max_steps, gray.outer, gray.solver) as pem:
         res_g = pem.fit(lambda i, s: print(f"  gray-box step {i}: J {s.loss:.4e}", flush=True))
@@ -93,6 +106,14 @@ def main(argv: list[str] | None = None) -> dict:
         record = envelope_of_windows(est_e, pem.solver, start.windows, args.margin,
                                      (list(physics.state_names), list(physics.input_names)))
     gray_s = time.perf_counter() - t0
+    checked = load_experiment([BASE, GRAY], [*rec_args, "--model.solver.build_dir", args.build + "/checked",
+                                             *overrides])
+    t0 = time.perf_counter()
+    with PEMIdentifier(_from_physics(checked.problem, est_p), checked.max_steps, checked.outer, checked.solver) as pem:
+        res_c = pem.fit(lambda i, s: print(f"  gray-box (check) step {i}: J {s.loss:.4e}", flush=True))
+        est_c = pem.estimator
+    checked_s = time.perf_counter() - t0
+    print(f"residual check: {res_c.residual_check}", flush=True)
 
     train_rec = phys.problem.logged
     val_source = TwoTankSimulation(steps=train_rec.outputs.shape[0], dt=train_rec.dt, noise=phys.problem.source.noise,
@@ -102,7 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
     net = est_e.model.residual
     outside = float(net.outside(val_rec.states, val_rec.inputs).double().mean())
     rows = {}
-    for name, est in (("physics_only", est_p), ("gray_box", est_g), ("gray_box_envelope", est_e)):
+    for name, est in (("physics_only", est_p), ("gray_box", est_g), ("gray_box_envelope", est_e),
+                      ("gray_box_check", est_c)):
         t0 = time.perf_counter()
         rows[name] = {"train_free_run_rmse": _free_run_rmse(est, train_rec),
                       "val_free_run_rmse": _free_run_rmse(est, val_rec), "score_s": time.perf_counter() - t0}
@@ -113,10 +135,12 @@ def main(argv: list[str] | None = None) -> dict:
               "noise_std": val_source.noise, "physics": {"steps": res_p.counters.steps, "wall_s": phys_s,
                                                         "values": est_p.parameter_values()},
               "gray": {"steps": res_g.counters.steps, "J_final": res_g.loss, "wall_s": gray_s},
+              "checked": {"steps": res_c.counters.steps, "J_final": res_c.loss, "wall_s": checked_s,
+                          "windows": len(checked.problem.windows), "residual_check": res_c.residual_check},
               "envelope": record, "val_share_outside_envelope": outside, "rows": rows,
               "gray_not_worse_than_physics": {
                   k: rows[k]["val_free_run_rmse"] <= rows["physics_only"]["val_free_run_rmse"]
-                  for k in ("gray_box", "gray_box_envelope")}}
+                  for k in ("gray_box", "gray_box_envelope", "gray_box_check")}}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(report, indent=2, default=float))

@@ -82,11 +82,19 @@ class ResidualSettings:
             (`RecordingSource.recorded`), off for a simulator.
         envelope_margin: the envelope's fade band on each side, as a fraction of its width per input
             column (`torch_ude.envelope.DEFAULT_MARGIN`).
+        check: the residual check of a gray-box run (`mhe.outer.residual_check`): hold back the last
+            ``check_share`` of the recording from the PEM windows, and at the end of the run score the model
+            and its physics alone there; where the residual does not predict better, the run's model is its
+            physics alone. Ignored without physics (nothing to fall back to).
+        check_share: the share of the recording's samples held back for the check, in (0, 1); its windows
+            (`IdentificationProblem.held_out_windows`) must hold at least one.
+        keep_rejected: keep (and export) the residual even when the check rejects it.
 
     Raises:
         ValueError: for ``start`` together with scales, a seed or an input history, negative
-            ``input_lags``, an ``envelope`` other than true, false or null, or an ``envelope_margin``
-            that is not a positive number.
+            ``input_lags``, an ``envelope`` other than true, false or null, an ``envelope_margin``
+            that is not a positive number, ``check`` or ``keep_rejected`` other than true or false, or a
+            ``check_share`` outside (0, 1).
     """
 
     width: int
@@ -98,8 +106,19 @@ class ResidualSettings:
     input_lags: int = 0
     envelope: bool | None = None
     envelope_margin: float = DEFAULT_MARGIN
+    check: bool = True
+    check_share: float = 0.2
+    keep_rejected: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("check", "keep_rejected"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"residual.{name} must be true or false; got {getattr(self, name)!r}.")
+        share = self.check_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share < 1.0:
+            raise ValueError(f"residual.check_share (the share of the recording held back for the residual check) "
+                             f"must be a number in (0, 1); got {share!r}. Give e.g. 0.2, or set residual.check: "
+                             f"false to train on the whole recording.")
         if self.envelope is not None and not isinstance(self.envelope, bool):
             raise ValueError(f"residual.envelope must be true, false or null (on for recorded data); got "
                              f"{self.envelope!r}.")
@@ -155,7 +174,8 @@ class IdentificationProblem:
         physics: the known physics with its start values (None: neural only).
         residual: the neural residual (None: physics only).
         stride: samples between window starts.
-        windows: use only the first this many windows (None: all).
+        windows: use only the first this many windows (None: all); with the residual check (`checks_residual`)
+            the first this many of each part, the fitted and the held-out.
         n_x: state dimension, needed only without physics.
         discretization: the model's ``f_d``, one step of ``"euler"``, ``"rk4"`` or ``"rkf45"``
             (`mhe.models.discretization`); the one that generated the data where known (BayesRace's
@@ -229,16 +249,49 @@ class IdentificationProblem:
         history = with_input_history(self.logged, 0 if self.residual is None else self.residual.input_lags)
         return held_inputs(history, input_hold(self.hold))
 
-    @cached_property
+    @property
+    def checks_residual(self) -> bool:
+        """Whether a run checks its residual against its physics alone on a held-back tail of the recording
+        (`ResidualSettings.check`; a gray-box model only: a neural model has no physics to fall back to)."""
+        return self.residual is not None and self.physics is not None and self.residual.check
+
+    @property
     def windows(self) -> Windows:
-        """The windows of Eq. (3): horizon ``mhe.horizon``, ``stride`` apart, the first ``windows`` of them."""
+        """The windows of Eq. (3) that PEM fits: horizon ``mhe.horizon``, ``stride`` apart, the first ``windows`` of
+        them; with the residual check (`checks_residual`) only those before the held-back tail."""
+        return self._windows[0]
+
+    @property
+    def held_out_windows(self) -> Windows | None:
+        """The windows of the tail held back for the residual check (`checks_residual`; None without it): the last
+        ``residual.check_share`` of the recording's samples, cut as `windows` are from the tail's first sample on (the
+        first ``windows`` of them where that limit is set), ``Windows.start`` counted in the whole recording. No window
+        of either part reads an output of the other."""
+        return self._windows[1]
+
+    @cached_property
+    def _windows(self) -> tuple[Windows, Windows | None]:
         rec = self.recording
         if rec.outputs.shape[-1] != len(self.measured):
             raise ValueError(f"The recording has {rec.outputs.shape[-1]} output columns but measured lists "
                              f"{len(self.measured)} states {list(self.measured)}; give one index per output.")
+        n, total = self.mhe.horizon, len(rec.outputs)
+        cut = total - math.ceil(self.residual.check_share * total) if self.checks_residual else total
+        if cut < total:
+            share = self.residual.check_share
+            for part, rows in (("held back for the residual check", total - cut), ("left for PEM", cut)):
+                if rows < n + 1:
+                    raise ValueError(f"residual.check_share = {share} leaves {rows} of the recording's {total} samples "
+                                     f"{part}, fewer than one window's N + 1 = {n + 1}; choose a check_share that "
+                                     f"leaves a window on both sides, or set residual.check: false.")
         with float64_default():
-            windows = make_windows(rec.inputs, rec.outputs, self.mhe.horizon, self.stride, rec.breaks)
-        return windows if self.limit is None else windows[: self.limit]
+            fit = make_windows(rec.inputs[:cut], rec.outputs[:cut], n, self.stride, [b for b in rec.breaks if b < cut])
+            if cut == total:
+                return (fit if self.limit is None else fit[: self.limit]), None
+            tail = make_windows(rec.inputs[cut:], rec.outputs[cut:], n, self.stride,
+                                [b - cut for b in rec.breaks if b > cut])
+        held = Windows(tail.u, tail.y, tail.start + cut, tail.u_end)
+        return (fit, held) if self.limit is None else (fit[: self.limit], held[: self.limit])
 
     @property
     def truth(self) -> Mapping[str, float] | None:

@@ -4,14 +4,17 @@
 runs the loop over all windows (the window solver may use a process pool). The Lightning
 module `mhe.training.PEMModule` runs the same loop from the same problem and settings, so
 both give the same iterates. Both end a run with `finish`: the output-error refinement of
-``outer.criterion: simulation`` (`simulation_criterion`) and the trust envelope of a gray-box
-model (`envelope_of_windows`), which need the problem, the estimator and its solver together.
+``outer.criterion: simulation`` (`simulation_criterion`), the trust envelope of a gray-box
+model (`envelope_of_windows`) and its residual check (`residual_check_of_run`), which need the problem, the
+estimator and its solver together.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import replace
+
+from torch.nn.utils import parameters_to_vector
 
 from .models.envelope import DEFAULT_MARGIN, record_envelope
 from .data.input_history import history_names
@@ -22,9 +25,10 @@ from .estimator.solver import SolverSettings, WindowSolver
 from .identification import IdentificationProblem
 from .outer.free_run import OutputErrorSettings, refine_output_error
 from .outer.outer import OuterSettings, PEMLoop
+from .outer.residual_check import CHECK_PASSES, check_residual
 from .outer.report import PEMResult, PEMStep
 
-__all__ = ["PEMIdentifier", "envelope_of_windows", "finish", "simulation_criterion"]
+__all__ = ["PEMIdentifier", "envelope_of_windows", "finish", "residual_check_of_run", "simulation_criterion"]
 
 
 class PEMIdentifier:
@@ -88,27 +92,62 @@ def finish(loop: PEMLoop, problem: IdentificationProblem, t0: float) -> PEMResul
     """The run's `PEMResult`, after the free-run refinement when ``loop.settings.criterion`` is ``"simulation"``,
     with the residual's trust envelope recorded when the problem wants one (`envelope_of_windows` on
     all of the problem's windows at the final parameters; `IdentificationProblem.envelope_wanted`), unless the
-    residual has one already (started from a trained field with an envelope, `mhe.models.trained_field`: it keeps that one).
+    residual has one already (started from a trained field with an envelope, `mhe.models.trained_field`: it keeps that
+    one), then the residual check of a gray-box run (`residual_check_of_run`; `IdentificationProblem.checks_residual`).
 
     Args:
-        loop: the loop after its iterations (its estimator is refined in place and its residual given the envelope;
-            ``loop.solver``'s NLP keeps none: build a new solver to solve with it).
+        loop: the loop after its iterations (its estimator is refined in place, its residual given the envelope and
+            zeroed where the check rejects it; ``loop.solver``'s NLP keeps no envelope: build a new solver to solve
+            with it).
         problem: the identification problem.
         t0: ``time.perf_counter()`` at the run's start.
     """
     est = loop.estimator
     result = loop.result(time.perf_counter() - t0, problem.relative_errors(est))
-    if problem.envelope_wanted and est.model.residual.envelope is None:
+    recorded = problem.envelope_wanted and est.model.residual.envelope is None
+    if recorded:
         physics = est.model.physics
         names = None if physics is None else (list(physics.state_names),
                                               history_names(physics.input_names, problem.residual.input_lags))
         envelope = envelope_of_windows(est, loop.solver, problem.windows, problem.residual.envelope_margin, names)
         result = replace(result, wall_s=time.perf_counter() - t0, envelope=envelope)
+    if problem.checks_residual:
+        check = residual_check_of_run(loop, problem, new_solver=recorded)
+        result = replace(result, wall_s=time.perf_counter() - t0, parameters=est.parameter_values(),
+                         rel_errors=problem.relative_errors(est), residual_check=check)
     if loop.settings.criterion != "simulation":
         return result
     criteria = simulation_criterion(problem, est, loop.solver, loop.settings.simulation)
     return replace(result, wall_s=time.perf_counter() - t0, parameters=est.parameter_values(),
                    rel_errors=problem.relative_errors(est), criteria=criteria)
+
+
+def residual_check_of_run(loop: PEMLoop, problem: IdentificationProblem, new_solver: bool = False) -> dict:
+    """The residual check at the end of a gray-box run (`mhe.outer.residual_check.check_residual`): the trained model,
+    its physics alone and the physics at the problem's start (``problem.estimator()``'s parameters, the residual
+    removed) on the problem's held-back tail (`IdentificationProblem.held_out_windows`), each window from
+    ``max(outer.verify_starts, 1)`` cold starts and `CHECK_PASSES` passes of propagated starts.
+
+    Args:
+        loop: the loop after its iterations (its estimator's residual is zeroed where the check rejects it and
+            ``residual.keep_rejected`` is off).
+        problem: the identification problem (``problem.checks_residual``).
+        new_solver: solve with a new solver of the same settings in ``loop.solver.build_dir / "residual_check"``
+            instead of ``loop.solver`` (whose NLP does not have an envelope recorded after it was built).
+
+    Returns:
+        `check_residual`'s report.
+    """
+    held, settings, old = problem.held_out_windows, problem.residual, loop.solver
+    assert held is not None, "a problem that checks its residual holds its held-out windows back"
+    on = f"the last {100 * settings.check_share:.3g} % of the training recording ({len(held)} windows)"
+    start = parameters_to_vector(problem.estimator().parameters()).detach()
+    args = dict(starts=max(loop.settings.verify_starts, 1), passes=CHECK_PASSES,
+                keep_rejected=settings.keep_rejected, on=on, start=start)
+    if not new_solver:
+        return check_residual(old, held, **args)
+    with WindowSolver(loop.estimator, old.build_dir / "residual_check", old.workers, batch=old.batch) as solver:
+        return check_residual(solver, held, **args)
 
 
 def envelope_of_windows(estimator: MovingHorizonEstimator, solver: WindowSolver, windows: Windows,

@@ -163,6 +163,10 @@ class WindowSolver:
         name: name of the compiled residual library.
         batch: windows stacked into one NLP (1: one NLP per window).
 
+    Attributes:
+        estimator, workers, build_dir, batch: the arguments (a solver for the same estimator after its NLP changed,
+            e.g. a trust envelope recorded, is built with them in a subfolder of ``build_dir``).
+
     Raises:
         ValueError: if ``workers < 1`` or ``batch < 1``.
     """
@@ -171,7 +175,7 @@ class WindowSolver:
                  name: str = "residual", batch: int = 1) -> None:
         if workers < 1 or batch < 1:
             raise ValueError(f"workers and batch must be >= 1; got workers={workers}, batch={batch}.")
-        self.estimator, self.workers = estimator, workers
+        self.estimator, self.workers, self.build_dir, self.batch = estimator, workers, Path(build_dir), batch
         self._pool: ProcessPoolExecutor | None = None
         self._local: _Problems | None = None
         if workers == 1:

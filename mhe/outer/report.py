@@ -97,6 +97,8 @@ class PEMResult:
             refinement (`mhe.pem.simulation_criterion`); empty otherwise.
         envelope: the residual's trust envelope recorded at the end of the run
             (`mhe.models.envelope.record_envelope`'s record), or None.
+        residual_check: the report of a gray-box run's residual check (`mhe.outer.residual_check.check_residual`),
+            or None (no check).
     """
 
     loss: float
@@ -107,6 +109,12 @@ class PEMResult:
     rel_errors: dict[str, float]
     criteria: dict[str, float] = field(default_factory=dict)
     envelope: dict | None = None
+    residual_check: dict | None = None
+
+    @property
+    def residual_rejected(self) -> bool:
+        """Whether the residual check rejected the residual and the run's model is its physics alone."""
+        return self.residual_check is not None and not self.residual_check["kept"]
 
     @property
     def mean_rel_error(self) -> float | None:
@@ -123,6 +131,13 @@ class PEMResult:
         cr = self.criteria
         free = (f", free-run RMSE {cr['free_run_rmse_pem']:.4g} after PEM -> {cr['free_run_rmse_refined']:.4g} refined "
                 f"(J {cr['J_pem']:.4e} -> {cr['J_refined']:.4e})" if cr else "")
+        rc = self.residual_check
+        verdict = "" if rc is None else "rejected" if rc["rejected"] else "passed"
+        start = "" if rc is None or rc.get("start_physics") is None else f", {rc['start_physics']:.4e} its start"
+        exported = {"physics": "; physics alone exported", "start_physics": "; the start's physics exported"}
+        check = "" if rc is None else (
+            f", residual check {verdict} (one-step error {rc['hybrid']:.4e} gray-box vs {rc['physics']:.4e} physics "
+            f"alone{start}{exported.get(rc.get('model'), '') if self.residual_rejected else ''})")
         return (f"PEM-MHE: {err}, J = {self.loss:.4e}, {c.steps} steps ({c.updates} applied, {c.skipped} skipped), "
                 f"{stop}, failed window solves {c.failed} (+{c.failed_trials} in trials and checks), "
-                f"{self.wall_s:.1f} s{free}{out}")
+                f"{self.wall_s:.1f} s{free}{check}{out}")

@@ -30,14 +30,16 @@ starting arrival cost is not checked against that box (the checkpoint's replaces
 records the training recording: another file keeps no ``part`` of the config that was the training file's
 (e.g. IAC's ``[0.0, 0.7]``): it is scored whole, and the log says so; a ``part`` given for it is kept. A fit
 does not validate (each PEM iteration is one Lightning epoch and a validation pass solves every
-window from cold starts): `setup` sets the trainer's ``limit_val_batches`` to 0 for ``fit``.
+window from cold starts): `setup` sets the trainer's ``limit_val_batches`` to 0 for ``fit``. A gray-box fit holds
+the tail of its recording back for its residual check (`mhe.outer.residual_check`); outside a fit `setup` turns
+the check off, so ``validate`` scores every window of the recording it is given.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import lightning as L
@@ -49,10 +51,11 @@ from torch import Tensor
 from torch_ude.training.outputs import RunOutputs
 
 from ..estimator.estimator import MovingHorizonEstimator
-from ..estimator.solver import SolverSettings, WindowSolver, lowest_cost_solve
+from ..estimator.solver import SolverSettings, WindowSolver
 from ..identification import IdentificationProblem
 from ..outer.outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..outer.report import PEMResult, PEMStep
+from ..outer.residual_check import one_step_error
 from ..pem import finish
 from .outputs import pem_outputs, write_pem_outputs
 from .resume import restore_warm_state, warm_state
@@ -121,6 +124,8 @@ class PEMModule(L.LightningModule):
             return
         dm = self.trainer.datamodule
         dm.setup(stage)
+        if stage != TrainerFn.FITTING and dm.problem.checks_residual:  # a fit's held-back tail is the fit's business
+            dm.problem = dm.problem.replace(residual=replace(dm.problem.residual, check=False))
         self.problem = dm.problem
         # outside a fit the checkpoint's trained arrival cost replaces the start (on_load_checkpoint)
         self.estimator = self.problem.estimator(clip_start=stage != TrainerFn.FITTING)
@@ -178,14 +183,9 @@ class PEMModule(L.LightningModule):
     def validation_step(self, batch: Tensor, batch_idx: int) -> None:
         """The one-step prediction error of the windows at the current parameters (module docstring)."""
         index = self._local(batch)
-        windows = self.problem.windows[index]
-        best = lowest_cost_solve(self.solver, windows, self.validation_starts, passes=self.validation_passes)
-        with torch.no_grad():
-            r = self.estimator.prediction_error(best.point.stages(), windows)[best.ok]
-        n_ok = int(best.ok.sum())
-        self.log_dict({"val/one_step_mse": float((r ** 2).mean()) if n_ok else float("nan"),
-                       "val/failed": float(best.n_failed), "val/windows": float(len(index))},
-                      batch_size=max(n_ok, 1))
+        error = one_step_error(self.solver, self.problem.windows[index], self.validation_starts, self.validation_passes)
+        self.log_dict({"val/one_step_mse": error["mse"], "val/failed": float(error["failed"]),
+                       "val/windows": float(len(index))}, batch_size=max(error["windows"] - error["failed"], 1))
 
     def _log_step(self, step: PEMStep) -> None:
         c = self.loop.counters
@@ -255,7 +255,8 @@ class PEMModule(L.LightningModule):
     def on_train_end(self) -> None:
         """Write the run files and end with the one-line summary; ``last.ckpt`` is written again, since the checkpoint
         callback saved it before what `mhe.pem.finish` adds (the free-run refinement's parameters, a trust envelope
-        recorded at the end, `mhe.models.envelope`): the checkpoint and ``field.pt`` hold the same model."""
+        recorded at the end, `mhe.models.envelope`, a residual the residual check zeroed,
+        `mhe.outer.residual_check`): the checkpoint and ``field.pt`` hold the same model."""
         self.result = finish(self.loop, self.problem, self._t0)  # with the free-run refinement if outer.criterion asks
         last = getattr(self.trainer.checkpoint_callback, "last_model_path", "")
         if last:

@@ -30,6 +30,7 @@ from ..data.input_history import history_names
 from ..estimator.estimator import MovingHorizonEstimator
 from ..identification import IdentificationProblem
 from ..outer.report import PEMResult
+from ..outer.residual_check import without_residual
 
 __all__ = ["pem_outputs", "write_pem_outputs"]
 
@@ -62,7 +63,11 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
     """Write ``field.pt``, ``field.json`` and ``metrics.json`` (``"status": "finished"``) of a PEM run.
 
     Both front-ends call this (the CLI's module and the benchmark's in-process identifier),
-    so one experiment leaves the same files whichever way it ran.
+    so one experiment leaves the same files whichever way it ran. ``metrics.json`` holds the residual check's
+    report (``"residual_check"``, null without a check); where the check rejected the residual
+    (`PEMResult.residual_rejected`) the status is ``"residual rejected"`` and the files hold the physics alone
+    (`mhe.outer.residual_check.without_residual`: no residual, no envelope), as a jet-matching run exports its
+    physics alone (`torch_ude.training.JetMatchingModule.check_residual`).
 
     Args:
         outputs: the run's files (`pem_outputs`, started).
@@ -79,8 +84,11 @@ def write_pem_outputs(outputs: RunOutputs, estimator: MovingHorizonEstimator, re
                     "rel_errors": result.rel_errors, "mean_rel_error": result.mean_rel_error,
                     "failed_windows_total": c.failed, "failed_trial_windows_total": c.failed_trials,
                     "skipped_steps": c.skipped, "stop_reason": result.stop_reason, "criteria": result.criteria,
-                    "envelope": result.envelope})
-    return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra, result.envelope), metrics)
+                    "envelope": result.envelope, "residual_check": result.residual_check})
+    rejected = result.residual_rejected
+    model = without_residual(estimator.model) if rejected else estimator.model
+    return outputs.finish_with(lambda folder, extra: _export_model(folder, estimator, extra, result.envelope, model),
+                               metrics, "residual rejected" if rejected else "finished")
 
 
 def _lags(model: StateSpaceModel) -> int:
@@ -103,9 +111,11 @@ def _envelope_record(model: StateSpaceModel, recorded: dict | None) -> dict | No
             "input_scale": net.in_scale[n_x:].tolist()}
 
 
-def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict,
-                  envelope: dict | None = None) -> tuple[Path, Path]:
-    model: StateSpaceModel = estimator.model
+def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict, envelope: dict | None = None,
+                  model: StateSpaceModel | None = None) -> tuple[Path, Path]:
+    """Write ``field.pt`` and ``field.json`` of ``model`` (None: the estimator's own; or its physics alone) with the
+    estimator's arrival cost."""
+    model = estimator.model if model is None else model
     example = (torch.ones(2, model.n_x, dtype=torch.float64), torch.zeros(2, model.n_u, dtype=torch.float64))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -122,7 +132,8 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict,
         "parameters": {} if physics is None else {n: float(v.detach()) for n, v in physics.params().items()},
         "identified": [] if physics is None else list(physics.params.free_names),
         "residual_sizes": None if model.residual is None else list(model.residual.mlp.sizes),
-        "num_parameters": sum(p.numel() for p in estimator.parameters()),
+        "num_parameters": sum(p.numel() for p in model.parameters())
+        + estimator.arrival_mean_raw.numel() + estimator.arrival_std_raw.numel(),
         "arrival": {"mean": estimator.arrival_mean.detach().tolist(), "std": estimator.arrival_std().detach().tolist()},
         "input": {"shape": [["B", model.n_x], ["B", model.n_u]], "meaning": "states, inputs"},
         "output": {"shape": ["B", model.n_x], "meaning": "f_c(x, u, w=0)"},

@@ -1,10 +1,13 @@
-"""Small vehicle problems shared by the mhe tests (float64, fixed seeds)."""
+"""Small vehicle problems and a leaking tank shared by the mhe tests (float64, fixed seeds)."""
 from __future__ import annotations
 
 import torch
 
-from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual,
-                 SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows, simulate_closed_loop)
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual, Recording,
+                 ResidualSettings, SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows,
+                 simulate_closed_loop, simulate_free_run)
+from mhe.models.bounds import Bound, BoundedParameters
+from mhe.models.model import PhysicsField
 from mhe.data.simulate import vehicle_policy
 from mhe.data.windows import Windows
 from mhe.estimator.kkt import refine
@@ -83,3 +86,29 @@ def racing_problem(**overrides) -> IdentificationProblem:
                     windows=5)
     settings.update(overrides)
     return IdentificationProblem(**settings)
+
+
+class Leak(PhysicsField):
+    """A leaking tank ``x' = -a x + u + c`` (one state, measured; ``c`` a constant inflow), for the residual check."""
+
+    state_names = ("x",)
+    input_names = ("u",)
+
+    def __init__(self, a: float = 0.5, c: float = 0.0, identify: tuple[str, ...] = ()) -> None:
+        super().__init__(BoundedParameters({"a": a, "c": c}, {n: Bound(0.0) for n in identify}, identify))
+
+    def vector_field(self, x, u, p, ops) -> list:
+        return [-p["a"] * x[0] + u[0] + p["c"]]
+
+
+def leak_problem(inflow: float, noise: float, a: float, steps: int = 100, **check) -> IdentificationProblem:
+    """A gray-box `Leak` problem: the plant has ``c = inflow`` (``a = 0.5``), the physics ``c = 0`` and ``a`` started
+    at ``a``, identified; a width-4 residual; a staircase input; ``steps`` samples at 0.2 s, noise std ``noise``;
+    N = 6, stride 3 (25 PEM and 5 held-out windows with the default check share 0.2)."""
+    gen = torch.Generator().manual_seed(0)
+    u = (2.0 * torch.rand(steps // 5 + 1, 1, generator=gen, dtype=torch.float64)).repeat_interleave(5, 0)[:steps]
+    run = simulate_free_run(StateSpaceModel(Leak(0.5, inflow), None, dt=0.2, measured=(0,)), [1.0], u)
+    y = run.outputs + noise * torch.randn(steps, 1, generator=gen, dtype=torch.float64)
+    return IdentificationProblem(Recording(run.states, u, y, 0.2), MHESettings(6, (0.01,), (0.01,)),
+                                 ArrivalCost((1.0,), (1.0,)), (0,), physics=Leak(a, 0.0, identify=("a",)),
+                                 residual=ResidualSettings(4, (2.0, 2.0), (0.5,), **check), stride=3)

@@ -1,4 +1,6 @@
 """The identification problem: lazy data, windows from the MHE horizon, fresh estimators, bounds, truth, bad input."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -7,7 +9,7 @@ from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, Rec
 from mhe.estimator.arrival import arrival_bounds
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
-from tests.mhe.helpers import racing_problem
+from tests.mhe.helpers import leak_problem, racing_problem
 
 
 class _Counting(RacingSimulation):
@@ -110,3 +112,46 @@ def test_seeded_start_has_the_requested_mean_error_inside_the_bounds():
     assert start == start_values(0.6795, seed=0, identify=names) != start_values(0.6795, seed=1, identify=names)
     with pytest.raises(ValueError, match="does not fit inside the bounds"):
         start_values(5.0, identify=("Cf", "Df"))
+
+
+def test_a_gray_box_problem_holds_the_tail_of_its_recording_back_for_the_residual_check():
+    problem = leak_problem(inflow=0.0, noise=0.0, a=0.5)  # 100 samples, N = 6, stride 3, check_share 0.2
+    rec, fit, held = problem.recording, problem.windows, problem.held_out_windows
+    assert problem.checks_residual and len(fit) == 25 and len(held) == 5
+    assert int(fit.start.max()) + 6 < 80 <= int(held.start.min())  # no PEM window reads a sample of the tail
+    assert held.start.tolist() == [80, 83, 86, 89, 92]
+    whole = make_windows(rec.inputs, rec.outputs, 6, 3)
+    tail = make_windows(rec.inputs[80:], rec.outputs[80:], 6, 3)
+    assert torch.equal(fit.y, whole.y[:25]) and torch.equal(held.y, tail.y)
+    assert torch.equal(held.u_end, rec.inputs[held.start + 6])
+    first = problem.replace(windows=2)  # a limit takes the first windows of each part
+    assert first.windows.start.tolist() == [0, 3] and first.held_out_windows.start.tolist() == [80, 83]
+    off = problem.replace(residual=replace(problem.residual, check=False))
+    assert not off.checks_residual and off.held_out_windows is None and torch.equal(off.windows.y, whole.y)
+    physics = problem.replace(residual=None)
+    assert not physics.checks_residual and physics.held_out_windows is None and len(physics.windows) == 32
+    neural = problem.replace(physics=None, n_x=1)
+    assert not neural.checks_residual and len(neural.windows) == 32  # no physics to fall back to
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(check_share=0.0), "residual.check_share .* must be a number in \\(0, 1\\); got 0.0"),
+    (dict(check_share=1.0), "must be a number in \\(0, 1\\); got 1.0"),
+    (dict(check_share=-0.2), "must be a number in \\(0, 1\\); got -0.2"),
+    (dict(check_share=True), "must be a number in \\(0, 1\\); got True"),
+    (dict(check="yes"), "residual.check must be true or false; got 'yes'"),
+    (dict(keep_rejected=1), "residual.keep_rejected must be true or false; got 1"),
+])
+def test_bad_residual_check_settings_are_one_line_errors(settings, message):
+    with pytest.raises(ValueError, match=message) as err:
+        ResidualSettings(4, **settings)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("share, part", [(0.05, "held back for the residual check"), (0.95, "left for PEM")])
+def test_a_part_too_short_for_one_window_is_a_one_line_error(share, part):
+    problem = leak_problem(inflow=0.0, noise=0.0, a=0.5, check_share=share)  # 100 samples, N + 1 = 7
+    with pytest.raises(ValueError, match=f"leaves 5 of the recording's 100 samples {part}, fewer than one window's "
+                                         f"N \\+ 1 = 7; choose a check_share") as err:
+        problem.windows
+    assert "\n" not in str(err.value) and "residual.check: false" in str(err.value)

@@ -152,12 +152,12 @@ def test_a_pem_mhe_run_whose_estimator_cannot_be_rebuilt_is_scored_without_the_f
 @pytest.fixture(scope="module")
 def gray_run(tmp_path_factory):
     """configs/mhe_dfki_pendulum.yaml with a small residual (a recorded log: its trust envelope on by default),
-    1 Adam iteration on its first 8 windows."""
+    1 Adam iteration on its first 8 windows; no residual check (scored here is the residual with its envelope)."""
     if not DFKI.is_dir():
         pytest.skip(f"the DFKI pendulum logs are not at {DFKI} (see ../shared/data/README.md)")
     folder = tmp_path_factory.mktemp("mhe_dfki_gray")
     files = [str(DFKI / f) for f in ("energy_shaping.csv", "sysid_pd.csv", "gravity_compensation.csv")]
-    residual = {"width": 4, "in_scale": [3.0, 5.0, 1.0], "out_scale": [0.1, 1.0], "seed": 0}
+    residual = {"width": 4, "in_scale": [3.0, 5.0, 1.0], "out_scale": [0.1, 1.0], "seed": 0, "check": False}
     main(["fit", "--config", str(CONFIG), "--trainer.max_steps", "1", "--trainer.default_root_dir", str(folder),
           "--trainer.enable_progress_bar", "false", "--data.problem.windows", "8",
           "--data.problem.recording.init_args.files", json.dumps(files), "--model.outer.optimizer", "adam",
