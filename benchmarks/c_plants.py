@@ -121,6 +121,10 @@ PLANTS = {
     "DFKI torque pendulum, float16 reservoir": ("configs/dfki_pendulum_c.yaml",
                                                 ["--model.stream.reservoir_precision", "float16"],
                                                 "../shared/data/dfki_pendulum"),
+    # the Python trainer's trust defaults for a log on the device (issue 32, item 2): (sin, cos) angle, envelope
+    "DFKI torque pendulum, periodic angle, envelope": ("configs/dfki_pendulum_c.yaml",
+                                                       ["--model.periodic", "true", "--model.envelope", "true"],
+                                                       "../shared/data/dfki_pendulum"),
     "EMPS axis": ("configs/emps_c.yaml", [], "../shared/data/emps"),
     "user's Duffing oscillator": ("configs/pendulum_case_a_c.yaml",
                                   ["--data.system.class_path", "benchmarks.c_plants.UserDuffing"], None),
