@@ -51,7 +51,7 @@ from .plant_code import PlantCode, plant_code
 from .run_folder import read_run
 
 __all__ = ["DeviceSpec", "envelope_wanted", "input_map", "spec_from_config", "spec_from_run", "spec_from_settings",
-           "write_headers", "headers_for",
+           "stream_data", "write_headers", "headers_for",
            "library_files", "copy_library", "main", "GENERATOR"]
 
 _MAX_CAL_LEN = 1 << 14  # the calibration record keys its segments modulo 2^14
@@ -222,6 +222,13 @@ def envelope_wanted(model: dict, data: dict) -> bool:
     return bool(data.get("recorded", False)) if envelope is None else bool(envelope)
 
 
+def stream_data(dm) -> dict:
+    """The stream settings of a data module that `spec_from_settings` reads (``data``): ``fs``, ``train_rate``,
+    ``duration``, ``noise`` of a simulated plant (a recorded log's data module has none: the firmware simulates
+    only simulated plants) and ``recorded`` where the module says it streams recorded logs."""
+    return {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded") if hasattr(dm, key)}
+
+
 def spec_from_settings(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
                        max_steps: int, seed: int, source: str) -> DeviceSpec:
     """The spec of a plant, an initial field and a trainer's settings, validated.
@@ -296,15 +303,8 @@ def spec_from_config(config: str | Path, overrides: list[str] | None = None) -> 
     with _quiet_cli():
         cli = main(["--config", str(config), *(overrides or [])], run=False)
     dm, model = cli.datamodule, cli.model
-    hp = dict(model.hparams)
-    field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=tuple(hp.get("hidden", (16, 16))),
-                                  linear=bool(hp.get("linear", False)),
-                                  input_affine=bool(hp.get("input_affine", False)),
-                                  periodic=model.periodic_states(dm.system),
-                                  invariant=model.invariant_states(dm.system))
-    # a recorded log's data module has no simulator noise (the firmware simulates only simulated plants)
-    data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded") if hasattr(dm, key)}
-    return spec_from_settings(dm.system, dm.case, field, False, hp, data,
+    field = model.initial_field(dm.system, dm.system.known_field(dm.case), dm.seed)
+    return spec_from_settings(dm.system, dm.case, field, False, dict(model.hparams), stream_data(dm),
                  cli.trainer.max_steps, dm.seed, f"config {config} {' '.join(overrides or [])}".strip())
 
 

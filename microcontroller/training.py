@@ -22,7 +22,7 @@ from torch_ude.training.module import JetMatchingModule, StreamStatus
 from torch_ude.training.resume import check_extends
 
 from .ctrainer import COUNTERS, CTrainer, load_weights
-from .generate import spec_from_settings
+from .generate import spec_from_settings, stream_data
 
 __all__ = ["CJetMatchingModule"]
 
@@ -52,14 +52,8 @@ class CJetMatchingModule(JetMatchingModule):
             return
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
-        self.field = HybridField.from_seed(dm.system.known_field(dm.case), dm.seed, hidden=self.hidden,
-                                           linear=self.linear, input_affine=self.input_affine,
-                                           periodic=self.periodic_states(dm.system),
-                                           invariant=self.invariant_states(dm.system))
-        # a recorded log has no simulator noise (the generator takes its default)
-        data = {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded")
-                if hasattr(dm, key)}
-        spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
+        self.field = self.initial_field(dm.system, dm.system.known_field(dm.case), dm.seed)
+        spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), stream_data(dm),
                                   self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")
         self.engine = CTrainer(spec, seed=dm.seed)
         self._train_every = dm.chunk

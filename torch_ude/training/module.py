@@ -268,10 +268,7 @@ class JetMatchingModule(L.LightningModule):
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
         known = copy.deepcopy(dm.system.known_field(dm.case))  # trained physics stay out of the plant's record
-        self.field = HybridField.from_seed(known, dm.seed, hidden=self.hidden,
-                                            linear=self.linear, input_affine=self.input_affine,
-                                            periodic=self.periodic_states(dm.system),
-                                            invariant=self.invariant_states(dm.system))
+        self.field = self.initial_field(dm.system, known, dm.seed)
         if self.physics_only:
             if not self.field.physical:
                 raise ValueError("model.physics_first: 1 trains the physical parameters alone, but the known model "
@@ -320,6 +317,14 @@ class JetMatchingModule(L.LightningModule):
         """The state indices the network does not read: the plant's cyclic coordinates, or none
         with ``invariant`` off."""
         return tuple(getattr(system, "invariant", ())) if self.invariant else ()
+
+    def initial_field(self, system, known, seed: int) -> HybridField:
+        """A seeded field of this module's network settings (``hidden``, ``linear``, ``input_affine``, the input
+        map of `periodic_states` and `invariant_states`) around ``known``, ``system``'s known field; the field a
+        run starts from, on the host and on the device (`microcontroller.generate.spec_from_config`)."""
+        return HybridField.from_seed(known, seed, hidden=self.hidden, linear=self.linear,
+                                     input_affine=self.input_affine, periodic=self.periodic_states(system),
+                                     invariant=self.invariant_states(system))
 
     @property
     def physics_only(self) -> bool:
