@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
 from torch_ude.envelope import DEFAULT_MARGIN
@@ -33,7 +33,7 @@ from .data.windows import Windows, make_windows
 from .estimator.arrival import arrival_bounds
 from .estimator.estimator import MHESettings, MovingHorizonEstimator
 
-__all__ = ["ArrivalCost", "ResidualSettings", "IdentificationProblem"]
+__all__ = ["ArrivalCost", "ResidualSettings", "IdentificationProblem", "start_from_run"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,53 @@ class ResidualSettings:
         return net
 
 
+def start_from_run(start: str, physics: PhysicsField | None, output: OutputMap | None,
+                 arrival: ArrivalCost) -> tuple[PhysicsField | None, OutputMap | None, ArrivalCost]:
+    """The physics, output map and arrival cost of a problem, started where the physics-only PEM-MHE run in the
+    folder ``start`` ended (`IdentificationProblem`'s ``start``): copies, the inputs are not changed.
+
+    Args:
+        start: a run folder holding a PEM-MHE model (``field.json`` of format ``torch-ude-mhe-model``).
+        physics, output: the problem's physics and output map with their bounds (the identified parameters of
+            both are set to the run's values; fixed ones keep theirs).
+        arrival: the problem's arrival cost; ``mean`` and ``std`` become the run's trained ones (one number per
+            state each).
+
+    Raises:
+        FileNotFoundError: no model in ``start`` (`torch_ude.export.load_field`).
+        ValueError: a run of another kind (not PEM-MHE), with a neural residual, of another physics class or
+            number of states, without a value for an identified parameter, or a value outside its bounds.
+    """
+    from torch_ude.export import MHE_FORMAT, load_field
+
+    run = load_field(start).sidecar
+    if run.get("format") != MHE_FORMAT:
+        raise ValueError(f"start={start!r} holds no PEM-MHE model (format {run.get('format')!r}); give the folder of "
+                         f"a physics-only torch-ude fit of a mhe config.")
+    if run.get("residual_sizes"):
+        raise ValueError(f"start={start!r} is a gray-box run (a residual {run['residual_sizes']}); start from a "
+                         f"physics-only run, whose physics has not traded terms with a residual.")
+    if physics is None or run.get("physics") != type(physics).__name__:
+        raise ValueError(f"start={start!r} is a run of the physics {run.get('physics')!r}; this problem's physics "
+                         f"is {type(physics).__name__ if physics is not None else None!r}.")
+    if len(run["arrival"]["mean"]) != physics.n_x or len(run["arrival"]["std"]) != physics.n_x:
+        raise ValueError(f"start={start!r} has an arrival cost of {len(run['arrival']['mean'])} states; this "
+                         f"problem's physics has {physics.n_x}.")
+    physics, output = copy.deepcopy(physics), copy.deepcopy(output)
+    for part in (physics, output):
+        if part is None:
+            continue
+        missing = [n for n in part.params.free_names if n not in run["parameters"]]
+        if missing:
+            raise ValueError(f"start={start!r} has no value for the identified parameter {missing[0]!r}.")
+        try:
+            part.params.assign({n: run["parameters"][n] for n in part.params.free_names})
+        except ValueError as err:
+            raise ValueError(f"start={start!r}: {err}") from None
+    return physics, output, replace(arrival, mean=tuple(float(v) for v in run["arrival"]["mean"]),
+                                    std=tuple(float(v) for v in run["arrival"]["std"]))
+
+
 class IdentificationProblem:
     """Model, data windows, measured outputs, MHE settings and arrival cost of one PEM-MHE experiment.
 
@@ -184,18 +231,24 @@ class IdentificationProblem:
             ``"midpoint"`` (`mhe.models.hold`).
         output: the output map ``y = h(x, u; p_y)`` with its start values (None: ``y = C x``); its
             ``measured`` must be ``measured``.
+        start: a physics-only PEM-MHE run folder (``torch-ude fit`` of a config of the same physics without a
+            residual, its ``field.json``): the identified physical and output-map parameters start at that run's
+            trained values and the arrival cost's ``mean`` and ``std`` at its trained ones, instead of the
+            config's (its fixed parameters, bounds and box stay). A gray-box started so is the physics-only fit
+            plus a residual, and its residual check falls back to that fit (`mhe.outer.residual_check`).
 
     Raises:
         ValueError: without physics and residual, for ``windows < 1``, for an arrival box
-            whose length is not the number of states, for an unknown discretization or hold, or
-            for an output map that observes other states than ``measured``.
+            whose length is not the number of states, for an unknown discretization or hold, for
+            an output map that observes other states than ``measured``, or for a ``start`` that is not
+            a physics-only run of this physics (`start_from_run`).
     """
 
     def __init__(self, recording: RecordingSource | Recording, mhe: MHESettings, arrival: ArrivalCost,
                  measured: Sequence[int], physics: PhysicsField | None = None,
                  residual: ResidualSettings | None = None, stride: int = 1, windows: int | None = None,
                  n_x: int | None = None, discretization: str = "rk4", hold: str = "zoh",
-                 output: OutputMap | None = None) -> None:
+                 output: OutputMap | None = None, start: str | None = None) -> None:
         tableau(discretization)
         input_hold(hold)
         if output is not None and output.measured != tuple(int(i) for i in measured):
@@ -215,20 +268,28 @@ class IdentificationProblem:
         if arrival.box is not None and len(arrival.box) != self.n_x:
             raise ValueError(f"arrival.box needs one entry ([lo, hi] or null) per state, {self.n_x}; got "
                              f"{list(arrival.box)}.")
+        self.start = start
+        if start is not None:
+            self.physics, self.output, self.arrival = start_from_run(start, physics, output, arrival)
 
     def replace(self, **changes: object) -> "IdentificationProblem":
-        """A copy with some constructor arguments changed; a recording already produced is shared, not redone.
+        """A copy with some constructor arguments changed; a recording already produced is shared, not redone. A
+        problem started from a run (``start``) hands its started physics and arrival cost over without reading the
+        run again (unless ``start`` is among the changes).
 
         Raises:
             ValueError: for a name that is not a constructor argument.
         """
         args = {"recording": self.source, "mhe": self.mhe, "arrival": self.arrival, "measured": self.measured,
                 "physics": self.physics, "residual": self.residual, "stride": self.stride, "windows": self.limit,
-                "n_x": self.n_x, "discretization": self.discretization, "hold": self.hold, "output": self.output}
+                "n_x": self.n_x, "discretization": self.discretization, "hold": self.hold, "output": self.output,
+                "start": None}
         unknown = sorted(set(changes) - set(args))
         if unknown:
             raise ValueError(f"replace() takes the constructor arguments {sorted(args)}; got unknown {unknown}.")
         new = IdentificationProblem(**{**args, **changes})
+        if "start" not in changes:
+            new.start = self.start  # the record only: the started values came over with physics and arrival
         if new.source is self.source and "logged" in self.__dict__:
             new.__dict__["logged"] = self.logged
         return new
@@ -373,4 +434,4 @@ class IdentificationProblem:
                     "class": type(self.output).__name__,
                     "start": {n: float(v.detach()) for n, v in self.output.params().items()},
                     "identified": list(self.output.params.free_names)},
-                "mhe": asdict(self.mhe), "arrival": asdict(self.arrival)}
+                "mhe": asdict(self.mhe), "arrival": asdict(self.arrival), "start": self.start}

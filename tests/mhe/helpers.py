@@ -1,17 +1,20 @@
-"""Small vehicle problems and a leaking tank shared by the mhe tests (float64, fixed seeds)."""
+"""Small vehicle problems, a leaking tank and a physics-only run folder of it shared by the mhe tests (float64, fixed seeds)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
-from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual, Recording,
-                 ResidualSettings, SingleTrackVehicle, StateSpaceModel, WindowSolver, make_windows,
-                 simulate_closed_loop, simulate_free_run)
+from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, NeuralResidual,
+                 OuterSettings, PEMIdentifier, PEMResult, Recording, ResidualSettings, SingleTrackVehicle,
+                 SolverSettings, StateSpaceModel, WindowSolver, make_windows, simulate_closed_loop, simulate_free_run)
 from mhe.models.bounds import Bound, BoundedParameters
 from mhe.models.model import PhysicsField
 from mhe.data.simulate import vehicle_policy
 from mhe.data.windows import Windows
 from mhe.estimator.kkt import refine
 from mhe.problems.racing import MEASURED, RacingSimulation, perturbed_values
+from mhe.training import pem_outputs, write_pem_outputs
 
 PROCESS_STD = (0.05, 0.05, 1.0)
 MEASUREMENT_STD = (0.005, 0.02)
@@ -101,14 +104,29 @@ class Leak(PhysicsField):
         return [-p["a"] * x[0] + u[0] + p["c"]]
 
 
-def leak_problem(inflow: float, noise: float, a: float, steps: int = 100, **check) -> IdentificationProblem:
+def leak_problem(inflow: float, noise: float, a: float, steps: int = 100, start: str | None = None,
+                 **check) -> IdentificationProblem:
     """A gray-box `Leak` problem: the plant has ``c = inflow`` (``a = 0.5``), the physics ``c = 0`` and ``a`` started
-    at ``a``, identified; a width-4 residual; a staircase input; ``steps`` samples at 0.2 s, noise std ``noise``;
-    N = 6, stride 3 (25 PEM and 5 held-out windows with the default check share 0.2)."""
+    at ``a`` (or where the run folder ``start`` ended), identified; a width-4 residual; a staircase input; ``steps``
+    samples at 0.2 s, noise std ``noise``; N = 6, stride 3 (25 PEM and 5 held-out windows with the default check
+    share 0.2)."""
     gen = torch.Generator().manual_seed(0)
     u = (2.0 * torch.rand(steps // 5 + 1, 1, generator=gen, dtype=torch.float64)).repeat_interleave(5, 0)[:steps]
     run = simulate_free_run(StateSpaceModel(Leak(0.5, inflow), None, dt=0.2, measured=(0,)), [1.0], u)
     y = run.outputs + noise * torch.randn(steps, 1, generator=gen, dtype=torch.float64)
     return IdentificationProblem(Recording(run.states, u, y, 0.2), MHESettings(6, (0.01,), (0.01,)),
                                  ArrivalCost((1.0,), (1.0,)), (0,), physics=Leak(a, 0.0, identify=("a",)),
-                                 residual=ResidualSettings(4, (2.0, 2.0), (0.5,), **check), stride=3)
+                                 residual=ResidualSettings(4, (2.0, 2.0), (0.5,), **check), stride=3, start=start)
+
+
+def physics_run(tmp_path: Path, a: float = 0.6) -> tuple[Path, PEMResult, MovingHorizonEstimator]:
+    """A physics-only PEM-MHE run folder of the leaking tank (2 Gauss-Newton steps from ``a``), as the CLI writes it."""
+    problem = leak_problem(inflow=0.0, noise=0.01, a=a).replace(residual=None)
+    with PEMIdentifier(problem, 2, OuterSettings(optimizer="gauss_newton"),
+                       SolverSettings(build_dir=str(tmp_path / "build"))) as pem:
+        result = pem.fit()
+        outputs = pem_outputs(tmp_path / "run", problem, {})
+        outputs.start()
+        write_pem_outputs(outputs, pem.estimator, result)
+    return tmp_path / "run", result, pem.estimator
+

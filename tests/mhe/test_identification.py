@@ -9,7 +9,7 @@ from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, Rec
 from mhe.estimator.arrival import arrival_bounds
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
-from tests.mhe.helpers import leak_problem, racing_problem
+from tests.mhe.helpers import leak_problem, physics_run, racing_problem
 
 
 class _Counting(RacingSimulation):
@@ -155,3 +155,42 @@ def test_a_part_too_short_for_one_window_is_a_one_line_error(share, part):
                                          f"N \\+ 1 = 7; choose a check_share") as err:
         problem.windows
     assert "\n" not in str(err.value) and "residual.check: false" in str(err.value)
+
+
+def test_a_gray_box_starts_where_a_physics_only_run_ended(tmp_path):
+    run, result, est = physics_run(tmp_path)
+    assert result.parameters["a"] != pytest.approx(0.6)  # the run moved its physics
+    gray = leak_problem(inflow=0.0, noise=0.01, a=0.9, start=str(run))
+    started = gray.estimator()
+    assert float(started.model.physics.params()["a"]) == pytest.approx(result.parameters["a"], rel=1e-12)
+    assert started.arrival_mean.tolist() == pytest.approx(est.arrival_mean.tolist(), rel=1e-12)
+    assert started.arrival_std().tolist() == pytest.approx(est.arrival_std().tolist(), rel=1e-12)
+    assert started.model.residual is not None and gray.describe()["start"] == str(run)
+    copy = gray.replace(stride=4)
+    assert copy.start == str(run) and float(copy.physics.params()["a"]) == pytest.approx(result.parameters["a"])
+    plain = leak_problem(inflow=0.0, noise=0.01, a=0.9)
+    assert float(plain.physics.params()["a"]) == pytest.approx(0.9)  # the config's start where none is given
+
+
+@pytest.mark.parametrize("edit, error, message", [
+    (lambda d: d.update(residual_sizes=[3, 4, 1]), ValueError, "is a gray-box run"),
+    (lambda d: d.update(physics="TwoTanks"), ValueError, "a run of the physics 'TwoTanks'"),
+    (lambda d: d.update(format="torch-ude-field"), ValueError, "holds no PEM-MHE model"),
+    (lambda d: d["parameters"].pop("a"), ValueError, "no value for the identified parameter 'a'"),
+    (lambda d: d["parameters"].update(a=-1.0), ValueError, "a=-1.0 lies outside its bounds"),
+    (lambda d: d["arrival"].update(mean=[1.0, 2.0]), ValueError, "an arrival cost of 2 states"),
+])
+def test_a_start_that_is_not_a_physics_only_run_of_this_physics_is_refused(tmp_path, edit, error, message):
+    import json
+
+    run, _, _ = physics_run(tmp_path)
+    sidecar = json.loads((run / "field.json").read_text())
+    edit(sidecar)
+    (run / "field.json").write_text(json.dumps(sidecar))
+    with pytest.raises(error, match=message):
+        leak_problem(inflow=0.0, noise=0.01, a=0.9, start=str(run))
+
+
+def test_a_start_folder_without_a_model_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        leak_problem(inflow=0.0, noise=0.01, a=0.9, start=str(tmp_path / "nothing"))

@@ -117,3 +117,12 @@ def test_the_two_tank_gray_variant_adds_a_residual_with_its_envelope_and_adam_on
     assert base.problem.residual is None and gray.problem.envelope_wanted and gray.problem.residual.width == 16
     assert gray.outer.optimizer == "adam" and gray.outer.criterion == "prediction"
     assert gray.problem.describe() == {**base.problem.describe(), "residual": gray.problem.describe()["residual"]}
+
+
+def test_the_cli_starts_a_gray_box_from_a_physics_only_run_folder_and_refuses_another_physics(tmp_path):
+    from tests.mhe.helpers import physics_run
+
+    run, _, _ = physics_run(tmp_path)  # the leaking tank's physics: not the two-tank config's
+    with pytest.raises(Exception, match="is a run of the physics 'Leak'; this problem's physics is 'TwoTanks'"):
+        load_experiment(["configs/mhe_two_tank_gn.yaml", "configs/mhe_two_tank_variants/gray.yaml"],
+                        ["--data.problem.start", str(run)])
