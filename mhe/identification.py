@@ -169,7 +169,8 @@ def start_from_run(start: str, physics: PhysicsField | None, output: OutputMap |
     folder ``start`` ended (`IdentificationProblem`'s ``start``): copies, the inputs are not changed.
 
     Args:
-        start: a run folder holding a PEM-MHE model (``field.json`` of format ``torch-ude-mhe-model``).
+        start: a run folder holding a PEM-MHE model (``field.json`` of format ``torch-ude-mhe-model``; its
+            ``parameters`` and, with an output map, ``output_map.parameters``).
         physics, output: the problem's physics and output map with their bounds (the identified parameters of
             both are set to the run's values; fixed ones keep theirs).
         arrival: the problem's arrival cost; ``mean`` and ``std`` become the run's trained ones (one number per
@@ -196,14 +197,16 @@ def start_from_run(start: str, physics: PhysicsField | None, output: OutputMap |
         raise ValueError(f"start={start!r} has an arrival cost of {len(run['arrival']['mean'])} states; this "
                          f"problem's physics has {physics.n_x}.")
     physics, output = copy.deepcopy(physics), copy.deepcopy(output)
-    for part in (physics, output):
+    output_values = (run.get("output_map") or {}).get("parameters", {})
+    for part, values in ((physics, run["parameters"]), (output, output_values)):
         if part is None:
             continue
-        missing = [n for n in part.params.free_names if n not in run["parameters"]]
+        missing = [n for n in part.params.free_names if n not in values]
         if missing:
-            raise ValueError(f"start={start!r} has no value for the identified parameter {missing[0]!r}.")
+            raise ValueError(f"start={start!r} has no value for the identified parameter {missing[0]!r} (of "
+                             f"{type(part).__name__}).")
         try:
-            part.params.assign({n: run["parameters"][n] for n in part.params.free_names})
+            part.params.assign({n: values[n] for n in part.params.free_names})
         except ValueError as err:
             raise ValueError(f"start={start!r}: {err}") from None
     return physics, output, replace(arrival, mean=tuple(float(v) for v in run["arrival"]["mean"]),

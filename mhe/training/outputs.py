@@ -131,6 +131,10 @@ def _export_model(out: Path, estimator: MovingHorizonEstimator, extra: dict, env
         "measured": list(model.measured), "dt": model.dt,
         "parameters": {} if physics is None else {n: float(v.detach()) for n, v in physics.params().items()},
         "identified": [] if physics is None else list(physics.params.free_names),
+        "output_map": None if model.output_map is None else {
+            "class": type(model.output_map).__name__,
+            "parameters": {n: float(v.detach()) for n, v in model.output_map.params().items()},
+            "identified": list(model.output_map.params.free_names)},
         "residual_sizes": None if model.residual is None else list(model.residual.mlp.sizes),
         "num_parameters": sum(p.numel() for p in model.parameters())
         + estimator.arrival_mean_raw.numel() + estimator.arrival_std_raw.numel(),

@@ -10,6 +10,7 @@ from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonE
                  SolverSettings, StateSpaceModel, WindowSolver, make_windows, simulate_closed_loop, simulate_free_run)
 from mhe.models.bounds import Bound, BoundedParameters
 from mhe.models.model import PhysicsField
+from mhe.models.output import OutputMap
 from mhe.data.simulate import vehicle_policy
 from mhe.data.windows import Windows
 from mhe.estimator.kkt import refine
@@ -119,9 +120,11 @@ def leak_problem(inflow: float, noise: float, a: float, steps: int = 100, start:
                                  residual=ResidualSettings(4, (2.0, 2.0), (0.5,), **check), stride=3, start=start)
 
 
-def physics_run(tmp_path: Path, a: float = 0.6) -> tuple[Path, PEMResult, MovingHorizonEstimator]:
-    """A physics-only PEM-MHE run folder of the leaking tank (2 Gauss-Newton steps from ``a``), as the CLI writes it."""
-    problem = leak_problem(inflow=0.0, noise=0.01, a=a).replace(residual=None)
+def physics_run(tmp_path: Path, a: float = 0.6, output: OutputMap | None = None
+                ) -> tuple[Path, PEMResult, MovingHorizonEstimator]:
+    """A physics-only PEM-MHE run folder of the leaking tank (2 Gauss-Newton steps from ``a``, with ``output`` as
+    its output map), as the CLI writes it."""
+    problem = leak_problem(inflow=0.0, noise=0.01, a=a).replace(residual=None, output=output)
     with PEMIdentifier(problem, 2, OuterSettings(optimizer="gauss_newton"),
                        SolverSettings(build_dir=str(tmp_path / "build"))) as pem:
         result = pem.fit()

@@ -1,4 +1,5 @@
 """The identification problem: lazy data, windows from the MHE horizon, fresh estimators, bounds, truth, bad input."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -172,6 +173,26 @@ def test_a_gray_box_starts_where_a_physics_only_run_ended(tmp_path):
     assert float(plain.physics.params()["a"]) == pytest.approx(0.9)  # the config's start where none is given
 
 
+def test_a_start_sets_the_identified_output_map_too(tmp_path):
+    from mhe.models.output import SensorOutput
+
+    def sensor():
+        return SensorOutput((0,), offset=[0.2], identify=("offset_0",))
+
+    run, result, _ = physics_run(tmp_path, output=sensor())
+    recorded = json.loads((run / "field.json").read_text())["output_map"]
+    assert recorded["class"] == "SensorOutput" and recorded["identified"] == ["offset_0"]
+    assert recorded["parameters"]["offset_0"] == result.parameters["offset_0"] != pytest.approx(0.2)
+    gray = leak_problem(inflow=0.0, noise=0.01, a=0.9).replace(output=sensor(), start=str(run))
+    assert float(gray.output.params()["offset_0"]) == pytest.approx(result.parameters["offset_0"], rel=1e-12)
+    del recorded["parameters"]["offset_0"]
+    sidecar = json.loads((run / "field.json").read_text())
+    sidecar["output_map"] = recorded
+    (run / "field.json").write_text(json.dumps(sidecar))
+    with pytest.raises(ValueError, match="no value for the identified parameter 'offset_0' \\(of SensorOutput\\)"):
+        leak_problem(inflow=0.0, noise=0.01, a=0.9).replace(output=sensor(), start=str(run))
+
+
 @pytest.mark.parametrize("edit, error, message", [
     (lambda d: d.update(residual_sizes=[3, 4, 1]), ValueError, "is a gray-box run"),
     (lambda d: d.update(physics="TwoTanks"), ValueError, "a run of the physics 'TwoTanks'"),
@@ -181,8 +202,6 @@ def test_a_gray_box_starts_where_a_physics_only_run_ended(tmp_path):
     (lambda d: d["arrival"].update(mean=[1.0, 2.0]), ValueError, "an arrival cost of 2 states"),
 ])
 def test_a_start_that_is_not_a_physics_only_run_of_this_physics_is_refused(tmp_path, edit, error, message):
-    import json
-
     run, _, _ = physics_run(tmp_path)
     sidecar = json.loads((run / "field.json").read_text())
     edit(sidecar)
