@@ -86,6 +86,11 @@ class ResidualSettings:
             ``check_share`` of the recording from the PEM windows, and at the end of the run score the model
             and its physics alone there; where the residual does not predict better, the run's model is its
             physics alone. Ignored without physics (nothing to fall back to).
+        check_free_run: the check also scores each model by free run on the held-back tail (initial states
+            estimated, `mhe.outer.free_run.estimate_initial_states`), and the residual must be no worse there
+            too: a residual that lowers the one-step error can still make the free run worse than the physics
+            (measured: a two-tank gray-box started from an output-error-refined physics-only run). Off for a plant
+            whose free run over the tail is not meaningful (an unstable one).
         check_share: the share of the recording's samples held back for the check, in (0, 1); its windows
             (`IdentificationProblem.held_out_windows`) must hold at least one.
         keep_rejected: keep (and export) the residual even when the check rejects it.
@@ -93,7 +98,8 @@ class ResidualSettings:
     Raises:
         ValueError: for ``start`` together with scales, a seed or an input history, negative
             ``input_lags``, an ``envelope`` other than true, false or null, an ``envelope_margin``
-            that is not a positive number, ``check`` or ``keep_rejected`` other than true or false, or a
+            that is not a positive number, ``check``, ``keep_rejected`` or ``check_free_run`` other than true
+            or false, or a
             ``check_share`` outside (0, 1).
     """
 
@@ -109,9 +115,10 @@ class ResidualSettings:
     check: bool = True
     check_share: float = 0.2
     keep_rejected: bool = False
+    check_free_run: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("check", "keep_rejected"):
+        for name in ("check", "keep_rejected", "check_free_run"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"residual.{name} must be true or false; got {getattr(self, name)!r}.")
         share = self.check_share
@@ -333,14 +340,31 @@ class IdentificationProblem:
         of either part reads an output of the other."""
         return self._windows[1]
 
+    @property
+    def held_out_recording(self) -> Recording | None:
+        """The held-back tail as a recording (the samples of `held_out_windows` on: states, the inputs at the samples
+        with the residual's input history, before the model's hold, outputs; breaks counted from the tail's first
+        sample), for the residual check's free run; None without the check."""
+        cut = self._cut
+        if cut == len(self.recording.outputs):
+            return None
+        rec = with_input_history(self.logged, self.residual.input_lags)
+        return Recording(rec.states[cut:], rec.inputs[cut:], rec.outputs[cut:], rec.dt,
+                         tuple(int(b) - cut for b in rec.breaks if int(b) > cut))
+
+    @cached_property
+    def _cut(self) -> int:
+        """The first sample of the held-back tail; the recording's length without the residual check."""
+        total = len(self.recording.outputs)
+        return total - math.ceil(self.residual.check_share * total) if self.checks_residual else total
+
     @cached_property
     def _windows(self) -> tuple[Windows, Windows | None]:
         rec = self.recording
         if rec.outputs.shape[-1] != len(self.measured):
             raise ValueError(f"The recording has {rec.outputs.shape[-1]} output columns but measured lists "
                              f"{len(self.measured)} states {list(self.measured)}; give one index per output.")
-        n, total = self.mhe.horizon, len(rec.outputs)
-        cut = total - math.ceil(self.residual.check_share * total) if self.checks_residual else total
+        n, total, cut = self.mhe.horizon, len(rec.outputs), self._cut
         if cut < total:
             share = self.residual.check_share
             for part, rows in (("held back for the residual check", total - cut), ("left for PEM", cut)):

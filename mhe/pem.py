@@ -126,7 +126,8 @@ def residual_check_of_run(loop: PEMLoop, problem: IdentificationProblem, new_sol
     """The residual check at the end of a gray-box run (`mhe.outer.residual_check.check_residual`): the trained model,
     its physics alone and the physics at the problem's start (``problem.estimator()``'s parameters, the residual
     removed) on the problem's held-back tail (`IdentificationProblem.held_out_windows`), each window from
-    ``max(outer.verify_starts, 1)`` cold starts and `CHECK_PASSES` passes of propagated starts.
+    ``max(outer.verify_starts, 1)`` cold starts and `CHECK_PASSES` passes of propagated starts, and (with
+    ``residual.check_free_run``) by free run over that tail (`IdentificationProblem.held_out_recording`).
 
     Args:
         loop: the loop after its iterations (its estimator's residual is zeroed where the check rejects it and
@@ -143,7 +144,8 @@ def residual_check_of_run(loop: PEMLoop, problem: IdentificationProblem, new_sol
     on = f"the last {100 * settings.check_share:.3g} % of the training recording ({len(held)} windows)"
     start = parameters_to_vector(problem.estimator().parameters()).detach()
     args = dict(starts=max(loop.settings.verify_starts, 1), passes=CHECK_PASSES,
-                keep_rejected=settings.keep_rejected, on=on, start=start)
+                keep_rejected=settings.keep_rejected, on=on, start=start,
+                tail=problem.held_out_recording if settings.check_free_run else None)
     if not new_solver:
         return check_residual(old, held, **args)
     with WindowSolver(loop.estimator, old.build_dir / "residual_check", old.workers, batch=old.batch) as solver:

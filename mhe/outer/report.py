@@ -135,9 +135,13 @@ class PEMResult:
         verdict = "" if rc is None else "rejected" if rc["rejected"] else "passed"
         start = "" if rc is None or rc.get("start_physics") is None else f", {rc['start_physics']:.4e} its start"
         exported = {"physics": "; physics alone exported", "start_physics": "; the start's physics exported"}
+        fr = None if rc is None else rc.get("free_run")
+        free_check = "" if not fr else (
+            f"; free-run {fr['hybrid']:.4e} vs {fr['physics']:.4e}"
+            + (f", {fr['start_physics']:.4e}" if fr.get("start_physics") is not None else ""))
         check = "" if rc is None else (
             f", residual check {verdict} (one-step error {rc['hybrid']:.4e} gray-box vs {rc['physics']:.4e} physics "
-            f"alone{start}{exported.get(rc.get('model'), '') if self.residual_rejected else ''})")
+            f"alone{start}{free_check}{exported.get(rc.get('model'), '') if self.residual_rejected else ''})")
         return (f"PEM-MHE: {err}, J = {self.loss:.4e}, {c.steps} steps ({c.updates} applied, {c.skipped} skipped), "
                 f"{stop}, failed window solves {c.failed} (+{c.failed_trials} in trials and checks), "
                 f"{self.wall_s:.1f} s{free}{check}{out}")

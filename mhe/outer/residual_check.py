@@ -41,12 +41,15 @@ import torch
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from ..data.recording import Recording
 from ..data.windows import Windows
+from ..estimator.estimator import MovingHorizonEstimator
 from ..estimator.solver import WindowSolver, lowest_cost_solve
 from ..models.model import NeuralResidual, StateSpaceModel
+from .free_run import estimate_initial_states
 
-__all__ = ["CHECK_PASSES", "check_residual", "one_step_error", "remove_residual", "residual_removed",
-           "window_errors", "without_residual"]
+__all__ = ["CHECK_PASSES", "check_residual", "free_run_error", "one_step_error", "remove_residual",
+           "residual_removed", "window_errors", "without_residual"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,19 @@ def one_step_error(solver: WindowSolver, windows: Windows, starts: int, passes: 
     r, ok = window_errors(solver, windows, starts, passes)
     return {"mse": float((r[ok] ** 2).mean()) if bool(ok.any()) else math.nan, "windows": len(windows),
             "failed": int((~ok).sum())}
+
+
+def free_run_error(estimator: MovingHorizonEstimator, recording: Recording) -> float:
+    """The free-run error of the estimator's model on ``recording``: each stretch simulated from the initial state
+    that fits it best, the parameters fixed (`mhe.outer.free_run.estimate_initial_states`), then the mean over the
+    outputs of the squared RMSE (output units squared; NaN where the run diverged), as `one_step_error` averages."""
+    _, rmse = estimate_initial_states(estimator, recording)
+    return float((rmse ** 2).mean())
+
+
+def _no_worse(a: float, b: float) -> bool:
+    """``a <= b`` with NaN as the worst score (a candidate that diverged or never solved)."""
+    return math.isnan(b) or (not math.isnan(a) and a <= b)
 
 
 def _last_layer(model: StateSpaceModel) -> tuple[Tensor, Tensor]:
@@ -139,17 +155,20 @@ def without_residual(model: StateSpaceModel) -> StateSpaceModel:
 
 
 def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, passes: int = CHECK_PASSES,
-                   keep_rejected: bool = False, on: str = "the held-out windows", start: Tensor | None = None) -> dict:
+                   keep_rejected: bool = False, on: str = "the held-out windows", start: Tensor | None = None,
+                   tail: Recording | None = None) -> dict:
     """Score the solver's gray-box model and the physics it could fall back to on held-out windows; keep the residual
     only where it predicts better than each (module docstring).
 
     The candidates, each scored by the one-step error (`one_step_error`) on the windows where all of them solved:
     the trained model (``hybrid``), its trained physics alone (``physics``: the residual removed) and, given
     ``start``, the physics the run started from (``start_physics``: every parameter at ``start``, the residual
-    removed; a gray-box started from a physics-only fit, as docs/mhe.md advises, falls back to that fit). The
-    residual is rejected unless the hybrid's error is at most every physics candidate's; a rejected residual is
-    removed in place (`remove_residual`) and the model's parameters become the better physics candidate's, unless
-    ``keep_rejected``, with a warning either way.
+    removed; a gray-box started from a physics-only fit, as docs/mhe.md advises, falls back to that fit). Given
+    ``tail``, each is also scored by free run over it (`free_run_error`). The residual is rejected unless the
+    hybrid's error is at most every physics candidate's, by one step and, given ``tail``, by free run; a rejected
+    residual is removed in place (`remove_residual`) and the model's parameters become the better physics
+    candidate's (by free run where it was scored: the error a free-running model is judged by; else by one step),
+    unless ``keep_rejected``, with a warning either way.
 
     Args:
         solver: the window solver of the trained estimator (built with the residual as it is now: its trust
@@ -161,13 +180,16 @@ def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, pass
         on: what the windows are, for the report and the warning.
         start: the estimator's parameters at the run's start, flat in ``estimator.parameters()`` order (None: no
             start candidate).
+        tail: the held-out samples as a recording (`mhe.identification.IdentificationProblem.held_out_recording`)
+            for the free-run scores (None: one step only).
 
     Returns:
         The report of ``metrics.json``'s ``"residual_check"``: ``metric`` (``"one_step_mse"``), ``hybrid``,
         ``physics`` and ``start_physics`` (mean ``r^2``, NaN when no window solved for all; ``start_physics`` None
         without ``start``), ``on``, ``windows`` (scored, of ``held_out``), ``rejected``, ``kept`` (the model still
-        has its residual) and ``model`` (what the run's model is now: ``"hybrid"``, ``"physics"`` or
-        ``"start_physics"``).
+        has its residual), ``model`` (what the run's model is now: ``"hybrid"``, ``"physics"`` or
+        ``"start_physics"``) and ``free_run`` (None without ``tail``, else ``metric`` ``"free_run_mse"`` and the
+        three candidates' `free_run_error`).
 
     Raises:
         ValueError: for a model without a neural residual, or a ``start`` of another length than the parameters.
@@ -179,13 +201,18 @@ def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, pass
         raise ValueError(f"The run's start has {start.numel()} parameters, the estimator {trained.numel()}; give the "
                          f"start of this problem's estimator.")
     r_hybrid, ok = window_errors(solver, windows, starts, passes)
+    free = {} if tail is None else {"hybrid": free_run_error(estimator, tail)}
     errors = {}
     with residual_removed(model):
         errors["physics"] = window_errors(solver, windows, starts, passes)
+        if tail is not None:
+            free["physics"] = free_run_error(estimator, tail)
     if start is not None:
         _set_parameters(estimator, start)
         with residual_removed(model):
             errors["start_physics"] = window_errors(solver, windows, starts, passes)
+            if tail is not None:
+                free["start_physics"] = free_run_error(estimator, tail)
         _set_parameters(estimator, trained)
     for _, ok_other in errors.values():
         ok = ok & ok_other
@@ -193,16 +220,23 @@ def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, pass
         return float((r[ok] ** 2).mean()) if bool(ok.any()) else math.nan
     hybrid = mse(r_hybrid)
     scores = {name: mse(r) for name, (r, _) in errors.items()}
-    best = min(scores, key=lambda name: (math.isnan(scores[name]), scores[name]))
-    rejected = not all(hybrid <= v for v in scores.values())
+    worse = [(what, got[name]) for what, got, own in (("one-step", scores, hybrid),
+                                                      ("free-run", free, free.get("hybrid")))
+             for name in got if name != "hybrid" and not _no_worse(own, got[name])]
+    rank = free if free else scores
+    best = min((n for n in rank if n != "hybrid"), key=lambda name: (math.isnan(rank[name]), rank[name]))
+    rejected = bool(worse)
     kept = not rejected or keep_rejected
     report = {"metric": "one_step_mse", "hybrid": hybrid, "physics": scores["physics"],
               "start_physics": scores.get("start_physics"), "on": on, "windows": int(ok.sum()),
-              "held_out": len(windows), "rejected": rejected, "kept": kept, "model": "hybrid" if kept else best}
+              "held_out": len(windows), "rejected": rejected, "kept": kept, "model": "hybrid" if kept else best,
+              "free_run": {"metric": "free_run_mse", **free} if free else None}
     if rejected:
         alone = "its physics alone" if best == "physics" else "the physics it started from"
-        log.warning("residual rejected: on %s the gray-box model predicts worse than %s (one-step error %.4g against "
-                    "%.4g, %d windows); %s", on, alone, hybrid, scores[best], report["windows"],
+        what = worse[0][0]
+        own = hybrid if what == "one-step" else free["hybrid"]
+        log.warning("residual rejected: on %s the gray-box model predicts worse than a physics model (%s error %.4g "
+                    "against %.4g, %d windows); %s", on, what, own, worse[0][1], report["windows"],
                     "the residual is kept (residual.keep_rejected)." if keep_rejected else
                     f"the run's model is {alone} (set residual.keep_rejected: true to keep the residual).")
         if not keep_rejected:

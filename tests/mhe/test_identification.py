@@ -133,6 +133,10 @@ def test_a_gray_box_problem_holds_the_tail_of_its_recording_back_for_the_residua
     assert not physics.checks_residual and physics.held_out_windows is None and len(physics.windows) == 32
     neural = problem.replace(physics=None, n_x=1)
     assert not neural.checks_residual and len(neural.windows) == 32  # no physics to fall back to
+    tail = problem.held_out_recording  # the same samples as a recording, for the check's free run
+    assert torch.equal(tail.outputs, rec.outputs[80:]) and torch.equal(tail.inputs, rec.inputs[80:])
+    assert torch.equal(tail.states, problem.logged.states[80:]) and tail.dt == rec.dt and tail.breaks == ()
+    assert off.held_out_recording is None and physics.held_out_recording is None
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -142,6 +146,7 @@ def test_a_gray_box_problem_holds_the_tail_of_its_recording_back_for_the_residua
     (dict(check_share=True), "must be a number in \\(0, 1\\); got True"),
     (dict(check="yes"), "residual.check must be true or false; got 'yes'"),
     (dict(keep_rejected=1), "residual.keep_rejected must be true or false; got 1"),
+    (dict(check_free_run="no"), "residual.check_free_run must be true or false; got 'no'"),
 ])
 def test_bad_residual_check_settings_are_one_line_errors(settings, message):
     with pytest.raises(ValueError, match=message) as err:

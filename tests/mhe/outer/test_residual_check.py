@@ -7,7 +7,8 @@ import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from mhe import MovingHorizonEstimator, OuterSettings, PEMIdentifier, SolverSettings, WindowSolver
-from mhe.outer.residual_check import CHECK_PASSES, check_residual, one_step_error, without_residual
+from mhe.outer import residual_check
+from mhe.outer.residual_check import CHECK_PASSES, check_residual, free_run_error, one_step_error, without_residual
 from tests.mhe.helpers import leak_problem
 
 
@@ -106,3 +107,34 @@ def test_a_start_of_another_estimator_is_refused(tmp_path):
     est = problem.estimator()
     with pytest.raises(ValueError, match="start has 3 parameters"):
         check_residual(WindowSolver(est, tmp_path), problem.held_out_windows, start=torch.zeros(3))
+
+
+def test_the_check_scores_each_candidate_by_free_run_on_the_tail_too(tmp_path):
+    problem = leak_problem(inflow=0.3, noise=0.01, a=0.6)  # the physics lacks the inflow c = 0.3
+    result, est = _fit(problem, tmp_path, "gauss_newton", 2)
+    free = result.residual_check["free_run"]
+    assert free["metric"] == "free_run_mse" and result.residual_check["kept"]
+    assert free["hybrid"] < 0.1 * free["physics"]  # the residual carries the inflow in free run too
+    tail = problem.held_out_recording
+    assert free["hybrid"] == pytest.approx(free_run_error(est, tail), rel=1e-6)
+    alone = MovingHorizonEstimator(without_residual(est.model), est.settings, est.arrival_mean.tolist(),
+                                   est.arrival_std().tolist(), est.arrival_mean_bounds, est.arrival_std_bounds)
+    assert free["physics"] == pytest.approx(free_run_error(alone, tail), rel=1e-6)
+    off = leak_problem(inflow=0.3, noise=0.01, a=0.6, check_free_run=False)
+    assert _fit(off, tmp_path / "off", "gauss_newton", 2)[0].residual_check["free_run"] is None
+
+
+def test_a_residual_better_by_one_step_but_worse_in_free_run_is_rejected(tmp_path, caplog, monkeypatch):
+    problem = leak_problem(inflow=0.3, noise=0.01, a=0.6)
+    result, est = _fit(problem, tmp_path, "gauss_newton", 2)
+    assert not result.residual_check["rejected"]  # one step and free run both prefer the residual here ...
+    scores = iter([0.5, 0.2, 0.3])  # ... now let the free run of the hybrid, its physics, its start score so
+    monkeypatch.setattr(residual_check, "free_run_error", lambda estimator, recording: next(scores))
+    start = parameters_to_vector(problem.estimator().parameters()).detach()
+    with WindowSolver(est, tmp_path / "again") as solver, caplog.at_level(logging.WARNING, "mhe.outer.residual_check"):
+        check = check_residual(solver, problem.held_out_windows, start=start, tail=problem.held_out_recording)
+    assert check["hybrid"] < check["physics"] and check["hybrid"] < check["start_physics"]  # better by one step
+    assert check["rejected"] and not check["kept"] and check["model"] == "physics"  # the better free run of the two
+    assert check["free_run"] == {"metric": "free_run_mse", "hybrid": 0.5, "physics": 0.2, "start_physics": 0.3}
+    assert "free-run error 0.5 against 0.2" in caplog.text
+    assert not bool(est.model.residual.mlp.layers[-1][0].any())
