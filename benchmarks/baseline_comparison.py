@@ -15,7 +15,7 @@ Every run whose ``metrics.json`` already exists is reused unless ``--fresh`` (so
 grid can be filled by several processes with different ``--levels`` and summarized
 at the end); the jet-matching runs are the noise sweep's (``benchmarks.jet_noise_sweep``,
 same config, streams and seeds). ``baseline_K40_wd`` is the K = 40 baseline with jet
-matching's noise-adaptive weight decay (``benchmarks.baseline_runs.VARIANTS``), the fair
+matching's noise-adaptive weight decay (``benchmarks.common.BASELINE_VARIANTS``), the fair
 partner of our v2.
 Writes ``results/baseline_comparison/baseline_comparison.json``.
 """
@@ -25,9 +25,8 @@ import argparse
 import math
 import statistics
 
-from benchmarks.baseline_runs import baseline_run
-from benchmarks.jet_noise_sweep import VARIANTS
-from benchmarks.jet_runs import RESULTS, fit, save, summarize
+from benchmarks.common import NOISE_VARIANTS, RESULTS, baseline_run, save, summarize
+from torch_ude.cli import fit_config
 
 TRAINERS = ("jet_v2", "jet_v2_paper", "baseline_K40", "baseline_K80", "baseline_K40_wd")
 KEYS = ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")
@@ -36,8 +35,8 @@ NAME = "baseline_comparison"
 
 def jet_run(variant: str, level: float, seed: int, reuse: bool) -> dict:
     """One jet-matching run's metrics: the noise sweep's run of ``variant`` (trained here if missing)."""
-    config, extra = VARIANTS[variant]
-    m = fit(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed, ["--data.noise", str(level), *extra],
+    config, extra = NOISE_VARIANTS[variant]
+    m = fit_config(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed, ["--data.noise", str(level), *extra],
             reuse=reuse)
     print(f"jet {variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
           f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)

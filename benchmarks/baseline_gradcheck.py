@@ -20,7 +20,7 @@ import torch
 
 from baselines import ShootingObjective, observe, shooting_windows
 from baselines.gradcheck import complex_copy, complex_step_gradient
-from benchmarks.jet_runs import save
+from benchmarks.common import save
 from torch_ude import DoublePendulum, HybridField, SinglePendulum, simulate
 from torch_ude.rk4 import rk4_rollout
 

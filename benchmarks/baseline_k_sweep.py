@@ -22,8 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks.baseline_runs import baseline_run  # noqa: E402
-from benchmarks.jet_runs import save, summarize  # noqa: E402
+from benchmarks.common import baseline_run, save, summarize  # noqa: E402
 
 NAME = "baseline_k_sweep"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.baseline_runs import CONFIGS, baseline_run
-from benchmarks.jet_runs import RESULTS, fit, save, summarize
+from benchmarks.common import BASELINE_CONFIGS, RESULTS, baseline_run, save, summarize
+from torch_ude.cli import fit_config
 
 STEPS = [
     ("plain: lr 1e-3 constant, betas (0.9, 0.999), states fixed, plain MSE",
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
             if i == CONFIG_ROW:
                 m = baseline_run(40, args.noise, seed)
             else:
-                m = fit(CONFIGS["single"], RESULTS / NAME / f"step{i}_{args.noise}_{seed}", seed, overrides, reuse=True)
+                m = fit_config(BASELINE_CONFIGS["single"], RESULTS / NAME / f"step{i}_{args.noise}_{seed}", seed, overrides, reuse=True)
             runs.append(m)
             print(f"[{i}] {name} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
                   f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f}", flush=True)

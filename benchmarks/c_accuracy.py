@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .jet_runs import RESULTS, fit, save, summarize
+from torch_ude.cli import fit_config
+from .common import RESULTS, save, summarize
 
 C_MODULE = "microcontroller.training.CJetMatchingModule"
 PY_MODULE = "torch_ude.training.JetMatchingModule"
@@ -27,7 +28,7 @@ def run(name: str, engine: str, seed: int, reuse: bool) -> dict:
     config, overrides, _ = EXPERIMENTS[name]
     module = C_MODULE if engine == "c" else PY_MODULE
     extra = ["--model.class_path", module, "--model.chunks_per_step", "25"]
-    m = fit(config, RESULTS / "c_accuracy" / f"{name}-{engine}-seed{seed}", seed, [*overrides, *extra], reuse=reuse)
+    m = fit_config(config, RESULTS / "c_accuracy" / f"{name}-{engine}-seed{seed}", seed, [*overrides, *extra], reuse=reuse)
     return {k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "m", "wall_s", "updates")}
 
 

@@ -46,50 +46,18 @@ from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config, spec_from_run
 from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import (CORTEX_M4, RV32IMAC, TARGETS, Target, build_firmware, export_result, run_firmware,
+from microcontroller.target import (CORTEX_M4, RV32IMAC, TARGETS, Target, build_firmware, export_result,
+                                    measure_instructions, run_firmware,
                                     sizes)
+from torch_ude.cli import fit_config
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.data import StreamDataModule
 from torch_ude.training.outputs import to_jsonable
 
-from .jet_runs import RESULTS, fit, save
+from .common import RESULTS, save
 
 CONFIG = "configs/pendulum_case_a_c.yaml"
 ADAPT = "configs/pendulum_case_a_adapt_c.yaml"
-CPI = (1.0, 1.5, 2.0)
-MHZ = 240.0
-
-
-def measure_instructions(elf, folder: Path, target: Target = CORTEX_M4, stream: str = "stream-seed0.bin",
-                         updates: int | None = None) -> dict:
-    """Instructions per update and per chunk (QEMU icount), and the projected time per update.
-
-    Args:
-        elf: the firmware for ``target``.
-        folder: the working directory of the firmware, holding ``stream``.
-        target: the core.
-        stream: the stream file the firmware drives the trainer with.
-        updates: the run's length in updates (None: the config's ``max_steps``).
-
-    Returns:
-        ``instructions_per_update`` (the early mean, updates 51-70), ``instructions_per_update_steady``
-        (the median over the steady-state window ``steady_window``, the run's last updates),
-        ``instructions_per_chunk`` (one training tick of stream work) and the time per update and per
-        chunk they project at 240 MHz for each cycles-per-instruction figure (ms; ``_steady`` for the
-        steady-state update).
-    """
-    args = ["measure", stream, *([] if updates is None else [str(updates)])]
-    run = run_firmware(elf, args, cwd=folder, timeout_s=600, icount=True, target=target)
-    m = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk.*steady state: (\d+) instructions per "
-                  r"update \(median of updates (\d+)-(\d+)\)", run.output)
-    if run.returncode != 0 or m is None:
-        raise RuntimeError(f"the measure run failed:\n{run.output}")
-    per_update, per_chunk, steady, first, last = map(int, m.groups())
-    project = lambda count: {str(c): count * c / (MHZ * 1e3) for c in CPI}  # noqa: E731
-    return {"instructions_per_update": per_update, "instructions_per_update_steady": steady,
-            "steady_window": [first, last], "instructions_per_chunk": per_chunk,
-            "projected_ms_per_update": project(per_update), "projected_ms_per_update_steady": project(steady),
-            "projected_ms_per_chunk": project(per_chunk)}
 
 
 def _precision(precision: str | None) -> list[str]:
@@ -142,7 +110,7 @@ def self_contained(spec, elf, folder: Path) -> dict:
 def adaptation(folder: Path) -> dict:
     """Pretrain on the host (C backend), then adapt on the device while the damping grows."""
     pretrained = RESULTS / "c_device" / "pretrained"
-    fit(CONFIG, pretrained, 0, reuse=True)
+    fit_config(CONFIG, pretrained, 0, reuse=True)
     spec = spec_from_run(pretrained, ADAPT)
     elf = build_firmware(headers_for(spec))
     run = run_firmware(elf, ["simulate", "adapt.bin", "120", "0.55", "60", "50"], cwd=folder, timeout_s=600)

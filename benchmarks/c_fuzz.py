@@ -20,7 +20,7 @@ from pathlib import Path
 
 from microcontroller.fuzz import CORPUS, coverage, fuzz, minimize
 
-from .jet_runs import save
+from .common import save
 
 FILES = ("tu_trainer.c", "tu_calibration.c")
 

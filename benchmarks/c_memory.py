@@ -18,22 +18,8 @@ import subprocess
 from microcontroller.build import ROOT, build
 from microcontroller.generate import headers_for, spec_from_config
 
-from .jet_runs import save
+from .common import C_CASES as CASES, save
 
-F32 = ["--model.stream.reservoir_precision", "float32"]  # the paper's layout (the device config stores float16)
-CASES = {
-    "single pendulum, B = 2048": ("configs/pendulum_case_a_c.yaml", F32),
-    "single pendulum, B = 4096": ("configs/pendulum_case_a_c.yaml", [*F32, "--model.stream.capacity", "4096"]),
-    "double pendulum, B = 2048": ("configs/double_pendulum_case_a.yaml",
-                                  ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048", "--model.stream.m_max", "50"]),
-    # without the second-order term (lambda2 = 0, as the SNR gate sets at 1 % noise) jets need no xddot
-    "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml", [*F32, "--model.stream.lambda2", "0"]),
-    "single pendulum, B = 4096, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
-                                               [*F32, "--model.stream.capacity", "4096", "--model.stream.lambda2", "0"]),
-    # the reservoir in binary16 (model.stream.reservoir_precision, issue 32 item 4; the device config's default)
-    "single pendulum, B = 2048, float16": ("configs/pendulum_case_a_c.yaml", []),
-    "single pendulum, B = 4096, float16": ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
-}
 PAPER = {"single pendulum, B = 2048": 61_300, "single pendulum, B = 4096": 108_100,
          "single pendulum, B = 2048, lambda2 = 0": 61_300, "single pendulum, B = 4096, lambda2 = 0": 108_100}
 ROWS = ("reservoir", "calibration_record", "weights", "gradient", "adam_exp_avg", "adam_exp_avg_sq", "ema", "ring", "gate_history",

@@ -23,7 +23,7 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
   the 8000) and per training tick of stream work, exactly (QEMU ``-icount shift=0``; a time at 240 MHz is
   a projection: QEMU models no pipeline, cache or wait state);
 * the host speed-up (item 8): the C trainer through ctypes against today's Python trainer on the same
-  config, side by side in this run (`benchmarks.c_speed.speedup`).
+  config, side by side in this run (`benchmarks.common.speedup`).
 """
 from __future__ import annotations
 
@@ -39,14 +39,11 @@ import torch
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
 from microcontroller.golden import data_module, data_stream, reference_run
-from microcontroller.target import build_firmware, export_result, run_firmware, sizes
+from microcontroller.target import build_firmware, export_result, measure_instructions, run_firmware, sizes
 from torch_ude.systems import System, VectorField
 from torch_ude.training.outputs import to_jsonable
 
-from .c_device import measure_instructions
-from .c_memory import CASES
-from .c_speed import speedup, summary
-from .jet_runs import RESULTS, save
+from .common import C_CASES, RESULTS, save, speedup, speedup_line
 
 
 class DuffingField(VectorField):
@@ -115,7 +112,7 @@ PLANTS = {
     "single pendulum": ("configs/pendulum_case_a_c.yaml", [], None),  # (its reservoir in float16)
     "single pendulum, float32 reservoir": ("configs/pendulum_case_a_c.yaml",
                                            ["--model.stream.reservoir_precision", "float32"], None),
-    "double pendulum": (*CASES["double pendulum, B = 2048"], None),
+    "double pendulum": (*C_CASES["double pendulum, B = 2048"], None),
     "DFKI torque pendulum": ("configs/dfki_pendulum_c.yaml", [], "../shared/data/dfki_pendulum"),
     # the reservoir in float16 (model.stream.reservoir_precision, issue 32 item 4) beside the float32 above
     "DFKI torque pendulum, float16 reservoir": ("configs/dfki_pendulum_c.yaml",
@@ -248,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table(out["plants"]))
     if args.repeats > 0:
         out["host_speedup"] = {**speedup(args.repeats), "commit": commit}
-        print(summary(out["host_speedup"]))
+        print(speedup_line(out["host_speedup"]))
     print(f"saved in {save('c_plants', to_jsonable(out))}")
 
 

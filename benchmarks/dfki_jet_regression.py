@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.dfki_pendulum import KEYS, configured_physics, require_data
-from benchmarks.jet_runs import save
+from benchmarks.common import KEYS, require_data, save
 from torch_ude.cli import main as cli_main
+from torch_ude.field import HybridField
 from torch_ude.prediction import prediction_errors
 from torch_ude.recorded import RecordedLog
 from torch_ude.savgol import savgol_rows
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     for m in args.spacings:
         centre, accel = jet_targets(dm.train_logs, m, half_width, order)
         model = fit_lab_form(centre, accel, known.gravity)
-        scores = prediction_errors(configured_physics(model), dm.val_logs, dm.horizons)
+        scores = prediction_errors(HybridField.configured_physics(model), dm.val_logs, dm.horizons)
         row = {"spacing": m, "windows": int(accel.shape[0]), "parameters": model.init_args()} | \
               {k: scores.get(k) for k in KEYS}
         out["fits"].append(row)

@@ -35,11 +35,11 @@ import yaml
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from benchmarks.dfki_pendulum import KEYS, configured_physics, reference_model, require_data
-from benchmarks.jet_runs import RESULTS, save
+from benchmarks.common import KEYS, RESULTS, reference_model, require_data, save
 from mhe import PEMIdentifier
 from mhe.problems.torque_pendulum import LogsRecording
 from mhe.training import load_experiment
+from torch_ude.field import HybridField
 from torch_ude.prediction import open_loop_rollouts, prediction_errors
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
@@ -163,16 +163,16 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.variants:
         measured, identify = VARIANTS[name]
         model, info = pem_identify(dm, measured, identify, args.max_steps, Path("build/dfki_pem") / name)
-        field = configured_physics(model)
+        field = HybridField.configured_physics(model)
         out["pem"][name] = info | prediction_errors(field, dm.val_logs, dm.horizons)
         models[f"PEM-MHE {name}"] = field.evaluate_unchecked
         print(f"PEM-MHE {name}: " + ", ".join(f"{k} {out['pem'][name][k]:.4g}" for k in KEYS)
               + f"; {info['parameters']}; {info['steps']} steps ({info['stop']}), {info['failed_solves']} failed "
               f"solves, {info['wall_s']:.1f} s", flush=True)
-    out["f_known_alone"] = prediction_errors(configured_physics(dm.system.known), dm.val_logs, dm.horizons)
+    out["f_known_alone"] = prediction_errors(HybridField.configured_physics(dm.system.known), dm.val_logs, dm.horizons)
     lab, lab_values = reference_model(dm, args.config)
-    out["lab_model"] = prediction_errors(configured_physics(lab), dm.val_logs, dm.horizons) | {"parameters": lab_values}
-    models["lab model"] = configured_physics(lab).evaluate_unchecked
+    out["lab_model"] = prediction_errors(HybridField.configured_physics(lab), dm.val_logs, dm.horizons) | {"parameters": lab_values}
+    models["lab model"] = HybridField.configured_physics(lab).evaluate_unchecked
     if args.jet_results.is_file():
         out["from_dfki_pendulum"] = {"file": str(args.jet_results),
                                      "summary": json.loads(args.jet_results.read_text())["summary"]}

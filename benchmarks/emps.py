@@ -23,7 +23,7 @@ DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the 
 
 Scores (on DATA_EMPS_PULSES, never trained on): one-step and 1 s / 5 s open-loop NRMSE from
 the measured state (`torch_ude.prediction`), and the benchmark's own protocol,
-`full_simulation`: one open-loop RK4 simulation of the whole record at 1 kHz from its first
+`torch_ude.prediction.full_simulation`: one open-loop RK4 simulation of the whole record at 1 kHz from its first
 state with the recorded voltage, position error RMS in m and R^2. The record's voltage
 already holds its force pulses (``vir`` steps by 5.07 V, 178 N, at every onset of
 ``pulses_N``; `pulse_steps`), so the input is ``vir`` alone. Each learned residual is
@@ -46,19 +46,15 @@ import torch
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.dfki_pendulum import (configured_physics, add_run_arguments, jet_matching, require_data,
-                                      residual_torques, rk4_baseline, summarize_seeds, torque_figure)
-from benchmarks.jet_runs import RESULTS, save
+from benchmarks.common import (RESULTS, add_run_arguments, jet_matching, require_data, rk4_baseline, save,
+                               summarize_seeds, torque_figure)
+from torch_ude.field import HybridField
+from torch_ude.metrics import residual_torques
 from torch_ude.position_only import noise_gains
-from torch_ude.prediction import prediction_errors, rk4_input_rollout
-from torch_ude.recorded import RecordedLog
-from torch_ude.systems.linear_axis import LinearAxisModel
+from torch_ude.prediction import full_simulation, prediction_errors
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel
 
 KEYS = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse", "simulation_rms_q_mm", "simulation_r2_q")
-
-#: The benchmark's IDIM-LS values as its Simulation_EMPS_Validation.m states them (M1, Fv1, Fc1,
-#: OF1; in the benchmark's zip, not in ../shared/data/emps).
-BENCHMARK_IDIM = {"M": 95.1089, "Fv": 203.5034, "Fc": 20.3935, "offset": -3.1648}
 
 
 def idim_ls(path: str | Path) -> dict:
@@ -112,40 +108,6 @@ def pulse_steps(path: str | Path) -> dict:
     return out
 
 
-def full_simulation(field, log: RecordedLog) -> dict:
-    """The benchmark's protocol: one open-loop RK4 simulation of the whole record (each segment).
-
-    From the record's first state (measured ``q``, derived ``q'``), RK4 at the nominal step with
-    the recorded input interpolated linearly over each step (`torch_ude.prediction.rk4_input_rollout`).
-
-    Returns:
-        ``rms_q_m`` and ``rms_q_mm`` (position error RMS), ``r2_q`` (``1 - SSE / SST`` of the
-        position), ``rms_v`` (m/s, against the derived velocity), ``fit_percent_q``
-        (``100 (1 - ||e|| / ||q - mean q||)``) and, not saved, the ``series`` for the plot.
-        A diverging simulation gives inf errors and R^2 = -inf.
-    """
-    n = log.n_states
-    dtype = getattr(field, "dtype", torch.float64)
-    preds, meas = [], []
-    for seg in log.segments:
-        s = torch.as_tensor(seg, dtype=dtype)
-        traj = rk4_input_rollout(lambda x, u: field.evaluate_unchecked(x, u), s[:1, :n], s[:, n:].unsqueeze(1),
-                                 1.0 / log.fs)
-        preds.append(traj[:, 0].to(torch.float64).numpy())
-        meas.append(seg[:, :n])
-    pred, y = np.concatenate(preds), np.concatenate(meas)
-    if not np.isfinite(pred).all():
-        return {"rms_q_m": float("inf"), "rms_q_mm": float("inf"), "r2_q": float("-inf"), "rms_v": float("inf"),
-                "fit_percent_q": float("-inf"), "series": None}
-    err = pred - y
-    sst = float(((y[:, 0] - y[:, 0].mean()) ** 2).sum())
-    rms_q = float(np.sqrt(np.mean(err[:, 0] ** 2)))
-    return {"rms_q_m": rms_q, "rms_q_mm": 1e3 * rms_q, "r2_q": 1.0 - float((err[:, 0] ** 2).sum()) / sst,
-            "rms_v": float(np.sqrt(np.mean(err[:, 1] ** 2))),
-            "fit_percent_q": 100.0 * (1.0 - float(np.linalg.norm(err[:, 0])) / np.sqrt(sst)),
-            "series": {"measured": y[:, 0], "simulated": pred[:, 0]}}
-
-
 def scores(field, dm) -> dict:
     """Prediction errors and the full-record simulation of ``field`` on the validation record."""
     out = prediction_errors(field, dm.val_logs, dm.horizons)
@@ -162,9 +124,9 @@ def reference_model(dm, fit: dict) -> LinearAxisModel:
 
 
 def residual_forces(field, reference: LinearAxisModel, dm) -> dict:
-    """`benchmarks.dfki_pendulum.residual_torques` in N: its input-unit (V) forces times ``gtau``."""
+    """`torch_ude.metrics.residual_torques` in N: its input-unit (V) forces times ``gtau``."""
     gain = dm.system.known.gain
-    comp = residual_torques(field, reference, dm)
+    comp = residual_torques(field, reference, dm.system.known, dm.val_logs)
     out = {k: [gain * v for v in comp[k]] for k in ("rms_residual", "rms_reference", "rms_difference")}
     series = comp["series"]
     out["series"] = {"velocity": series["velocity"], "residual": gain * series["residual"],
@@ -213,9 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"IDIM-LS on {data['files'][0]}: " + ", ".join(f"{k} {fit[k]:.4f} +- {fit['std'][k]:.4f}"
                                                       for k in ("M", "Fv", "Fc", "offset"))
           + f" (relative error {fit['relative_error_percent']:.2f} %); the benchmark's script values "
-          + ", ".join(f"{k} {v}" for k, v in BENCHMARK_IDIM.items()), flush=True)
+          + ", ".join(f"{k} {v}" for k, v in EMPS_IDIM_LS.items()), flush=True)
     out = {"config": str(args.config), "settings": vars(args) | {"config": str(args.config)},
-           "idim_ls": fit | {"benchmark_values": BENCHMARK_IDIM}, "pulse_steps": pulse_steps(data["val_files"][0]),
+           "idim_ls": fit | {"benchmark_values": EMPS_IDIM_LS}, "pulse_steps": pulse_steps(data["val_files"][0]),
            "jet_matching": [], "rk4_baseline": []}
     dm, comparisons, simulations = None, {}, {}
     for seed in args.seeds:
@@ -234,10 +196,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"difference {forces['rms_difference'][0]:.3f} N", flush=True)
             if seed == args.seeds[0]:
                 comparisons[method], simulations[method] = forces, score["series"]
-    alone = scores(configured_physics(dm.system.known), dm)
+    alone = scores(HybridField.configured_physics(dm.system.known), dm)
     out["f_known_alone"] = {k: v for k, v in alone.items() if k != "series"}
     print(_line("f_known alone", alone), flush=True)
-    idim = scores(configured_physics(reference_model(dm, fit)), dm)
+    idim = scores(HybridField.configured_physics(reference_model(dm, fit)), dm)
     out["idim_ls_model"] = {k: v for k, v in idim.items() if k != "series"}
     simulations["IDIM-LS model"] = idim["series"]
     print(_line("IDIM-LS model", idim), flush=True)

@@ -5,7 +5,7 @@
 Each ``RUN`` is a run folder of ``torch-ude fit`` (jet matching, the RK4 baseline or PEM-MHE, e.g.
 ``configs/mhe_emps.yaml``) or its ``field.pt``; `torch_ude.load_field` reads it. The record is read at 1 kHz with
 the velocity derived from the position as ``configs/emps.yaml`` derives it (``half_width`` 5, order 2), and the
-whole record is simulated open loop from its first state with the recorded voltage (`benchmarks.emps.full_simulation`,
+whole record is simulated open loop from its first state with the recorded voltage (`torch_ude.prediction.full_simulation`,
 the protocol of RESULTS.md's EMPS rows). Prints one line per run; ``--idim-ls`` adds the benchmark's IDIM-LS model
 (its script values) as an anchor (RESULTS.md: 7.99 mm / 0.991 with the values recomputed from DATA_EMPS).
 """
@@ -16,12 +16,11 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.dfki_pendulum import configured_physics
-from benchmarks.emps import BENCHMARK_IDIM, full_simulation
-from torch_ude import load_field
+from torch_ude import HybridField, load_field
 from torch_ude.position_only import VelocityFromPosition, with_velocities
+from torch_ude.prediction import full_simulation
 from torch_ude.recorded import read_log
-from torch_ude.systems.linear_axis import LinearAxisModel
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel
 
 __all__ = ["main"]
 
@@ -39,8 +38,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     log = with_velocities(read_log(args.file, "t", ["qm"], ["vir"], 1000.0), VelocityFromPosition(5, 2))
     fields = {str(r): load_field(r) for r in args.runs}
     if args.idim_ls:
-        b = BENCHMARK_IDIM
-        fields["IDIM-LS (script values)"] = configured_physics(LinearAxisModel(
+        b = EMPS_IDIM_LS
+        fields["IDIM-LS (script values)"] = HybridField.configured_physics(LinearAxisModel(
             mass=b["M"], gain=35.15065188, viscous=b["Fv"], coulomb=b["Fc"], offset=b["offset"]))
     out = {}
     for name, field in fields.items():

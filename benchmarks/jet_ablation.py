@@ -17,7 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
+from benchmarks.common import RESULTS, save, summarize  # noqa: E402
 
 V1 = "configs/pendulum_v1.yaml"
 V2_MODEL = yaml.safe_load(open("configs/pendulum_case_a.yaml"))["model"]["init_args"]
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         overrides = overrides + extra
         runs = []
         for seed in args.seeds:
-            m = fit(V1, RESULTS / "jet_ablation" / f"step{i}_{seed}", seed, overrides)
+            m = fit_config(V1, RESULTS / "jet_ablation" / f"step{i}_{seed}", seed, overrides)
             runs.append(m)
             rows.append({"step": i, "name": name, "seed": seed, "e_field": m["e_field"],
                          "e_field_visited": m["e_field_visited"], "c_hat": m["c_hat"], "m": m["m"]})

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.jet_runs import RESULTS, fit, save, summarize
-
-CONFIGS = {"A": "configs/pendulum_case_a.yaml", "B": "configs/pendulum_case_b.yaml",
-           "C": "configs/pendulum_case_c.yaml", "double_A": "configs/double_pendulum_case_a.yaml"}
+from benchmarks.common import CASE_CONFIGS, RESULTS, save, summarize
+from torch_ude.cli import fit_config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,14 +18,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--double-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
-    ap.add_argument("--cases", nargs="+", default=list(CONFIGS))
+    ap.add_argument("--cases", nargs="+", default=list(CASE_CONFIGS))
     args = ap.parse_args(argv)
     rows, table = [], {}
     for case in args.cases:
         seeds = args.double_seeds if case.startswith("double") else args.seeds
         runs = []
         for seed in seeds:
-            m = fit(CONFIGS[case], RESULTS / "jet_cases" / f"{case}_{seed}", seed)
+            m = fit_config(CASE_CONFIGS[case], RESULTS / "jet_cases" / f"{case}_{seed}", seed)
             runs.append(m)
             rows.append({"case": case, "seed": seed, **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat",
                                                                        "c_hat_channels", "m", "lambda2", "wall_s")}})

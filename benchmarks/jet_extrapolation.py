@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from benchmarks.jet_runs import RESULTS, save
+from benchmarks.common import RESULTS, save
 from torch_ude.cli import main as cli_main
 from torch_ude.envelope import envelope_from_span
 from torch_ude.field import HybridField

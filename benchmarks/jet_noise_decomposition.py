@@ -50,7 +50,8 @@ import yaml
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, fit, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
+from benchmarks.common import RESULTS, summarize  # noqa: E402
 from torch_ude.stream import StreamEstimator  # noqa: E402
 from torch_ude.training import JetMatchingModule, StreamDataModule  # noqa: E402
 from torch_ude.update import apply_calibration  # noqa: E402
@@ -231,11 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     runs = []
     for level in levels:
         for seed in args.seeds:
-            ref = fit(config, folder / f"reference_{level}_{seed}", seed, ["--data.noise", str(level), *base],
+            ref = fit_config(config, folder / f"reference_{level}_{seed}", seed, ["--data.noise", str(level), *base],
                       reuse=not args.fresh)
             for variant in variants:
                 noise = table[variant][0]
-                m = ref if variant == "reference" else fit(
+                m = ref if variant == "reference" else fit_config(
                     config, folder / f"{variant}_{level}_{seed}", seed,
                     ["--data.noise", str(level if noise is None else noise), *base,
                      *variant_overrides(table[variant], ref, block)],

@@ -20,7 +20,7 @@ import statistics
 
 import torch
 
-from benchmarks.jet_runs import save
+from benchmarks.common import save
 from torch_ude.calibration import calibrate
 from torch_ude.systems import SinglePendulum
 from torch_ude.systems.simulate import simulate

@@ -17,13 +17,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, fit, save, summarize  # noqa: E402
+from benchmarks.common import NOISE_VARIANTS, RESULTS, save, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
 
-_POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (box-averaged taps are the default)
-VARIANTS = {"v2": ("configs/pendulum_case_a.yaml", []),  # our defaults: box-averaged taps since issue 31
-            "v2_point": ("configs/pendulum_case_a.yaml", _POINT),  # our v2 before issue 31
-            "v2_paper": ("configs/pendulum_case_a.yaml", [*_POINT, "--model.weight_decay", "0"]),  # without our decay
-            "v1": ("configs/pendulum_v1.yaml", _POINT)}
 KEYS = ("e_field", "e_field_visited", "c_hat", "m", "lambda2", "wall_s", "reject_rate")
 
 
@@ -32,15 +28,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--levels", type=float, nargs="+", default=[0.0, 0.001, 0.005, 0.01, 0.02, 0.05])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=list(NOISE_VARIANTS))
     args = ap.parse_args(argv)
     rows, table = [], {}
     for variant in args.variants:
         for level in args.levels:
             runs = []
             for seed in args.seeds:
-                config, extra = VARIANTS[variant]
-                m = fit(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed,
+                config, extra = NOISE_VARIANTS[variant]
+                m = fit_config(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed,
                         ["--data.noise", str(level), *extra])
                 runs.append({k: m[k] for k in KEYS} | {"seed": seed})
                 print(f"{variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchmarks.jet_runs import RESULTS
+from benchmarks.common import RESULTS
 
 PAPER_V2 = {0.01: 0.0022}
 PAPER_V1 = {0.01: 0.0090}

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.jet_runs import save, summarize  # noqa: E402
+from benchmarks.common import save, summarize  # noqa: E402
 from torch_ude import SinglePendulum, load_field, rk4_rollout, rollout_error  # noqa: E402
 
 

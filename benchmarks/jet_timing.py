@@ -30,7 +30,8 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, fit, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
+from benchmarks.common import RESULTS, summarize  # noqa: E402
 from torch_ude import HybridField, JetLoss, SinglePendulum  # noqa: E402
 
 CONFIG = "configs/pendulum_case_a.yaml"
@@ -38,8 +39,11 @@ CONFIG = "configs/pendulum_case_a.yaml"
 # (caa700a, known inputs). The issue was filed earlier; trainer changes between its filing and this
 # commit (the TorchScript plant, 7dde3bb) only made it faster, so "before" is not slower than at filing.
 BEFORE = "68b5d304c1492adfa24c55d88efa409d997ba0fd"
-RUN_ONE = ("import json, sys, torch; from benchmarks.jet_runs import fit; torch.set_num_threads(1); "
-           "m = fit(sys.argv[1], sys.argv[2], int(sys.argv[3])); "
+# one `torch_ude.cli.fit_config` run, written out so that it runs in the tree of BEFORE too
+RUN_ONE = ("import json, sys, torch; from torch_ude.cli import main; torch.set_num_threads(1); r = sys.argv[2]; "
+           "main(['fit', '--config', sys.argv[1], '--seed_everything', sys.argv[3], '--trainer.enable_progress_bar', "
+           "'false', '--trainer.default_root_dir', r, '--trainer.logger.init_args.save_dir', r]); "
+           "m = json.load(open(r + '/metrics.json')); "
            "print(json.dumps({k: m[k] for k in ('wall_s', 'update_ms', 'e_field', 'e_field_visited', 'updates')}))")
 COMPONENTS = {  # (file fragment, function) -> component; cumulative time, nested calls included
     ("torch_ude/jet.py", "value_and_grad"): "hand-written jet gradient",
@@ -58,7 +62,7 @@ COMPONENTS = {  # (file fragment, function) -> component; cumulative time, neste
 
 def timing(seeds: list[int]) -> dict:
     """Default single-pendulum runs; wall time measured inside each run."""
-    runs = [fit(CONFIG, RESULTS / "jet_timing" / f"run_{s}", s) for s in seeds]
+    runs = [fit_config(CONFIG, RESULTS / "jet_timing" / f"run_{s}", s) for s in seeds]
     keys = ("wall_s", "update_ms", "stream_s", "e_field_visited")
     return {"runs": [{k: r[k] for k in keys} for r in runs], **{k: summarize([r[k] for r in runs]) for k in keys}}
 
@@ -140,7 +144,7 @@ def profile() -> dict:
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    fit(CONFIG, RESULTS / "jet_timing" / "profile_run", 0)
+    fit_config(CONFIG, RESULTS / "jet_timing" / "profile_run", 0)
     prof.disable()
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof)

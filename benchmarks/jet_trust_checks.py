@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from benchmarks.jet_runs import RESULTS, fit, save
+from torch_ude.cli import fit_config
+from benchmarks.common import RESULTS, save
 
 NAME = "jet_trust_checks"
 DUFFING = {"model": {"class_path": "torch_ude.training.JetMatchingModule"},
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         duffing.write_text(yaml.safe_dump(DUFFING))
         physics.write_text(yaml.safe_dump(PHYSICS))
         for seed in args.seeds:
-            m = fit(str(duffing), RESULTS / NAME / f"duffing_{seed}", seed)
+            m = fit_config(str(duffing), RESULTS / NAME / f"duffing_{seed}", seed)
             check = m["residual_check"]
             row = {"seed": seed, "status": m["status"], "too_fast": m["calibration"]["too_fast"],
                    "bias_share": m["calibration"]["bias_share"], "sigma_hat": m["sigma_hat"],
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"duffing seed {seed}: {row['status']}, hybrid {row['hybrid']:.4f}, physics {row['physics']:.4f}, "
                   f"too fast {row['too_fast']}, sigma_hat {row['sigma_hat']} (true {row['sigma_true']})", flush=True)
             for share in args.physics_first:
-                m = fit("configs/pendulum_case_a.yaml", RESULTS / NAME / f"physics_{share:g}_{seed}", seed,
+                m = fit_config("configs/pendulum_case_a.yaml", RESULTS / NAME / f"physics_{share:g}_{seed}", seed,
                         ["--config", str(physics), "--model.physics_first", str(share)])
                 params = m["physical_parameters"]
                 row = {"seed": seed, "physics_first": share, "status": m["status"], "e_field": m["e_field"],

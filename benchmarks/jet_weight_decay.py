@@ -1,6 +1,6 @@
 """Weight-decay tuning of jet matching across the UDE cases and the double pendulum.
 
-For each case config (`benchmarks.jet_cases.CONFIGS`), decay W and seed, one
+For each case config (`benchmarks.common.CASE_CONFIGS`), decay W and seed, one
 ``torch-ude fit`` with ``--model.weight_decay W`` (the config's noise-adaptive rule then
 scales W by ``min(1, (sigma_rel / 0.01)^2)``; pass ``--constant`` to switch that off with
 ``--model.weight_decay_full_at null``) at the given noise level. W = 0 is the paper's v2.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.jet_cases import CONFIGS
-from benchmarks.jet_runs import RESULTS, fit, save, summarize
+from benchmarks.common import CASE_CONFIGS, RESULTS, save, summarize
+from torch_ude.cli import fit_config
 
 NAME = "jet_weight_decay"
 
@@ -24,7 +24,7 @@ NAME = "jet_weight_decay"
 def main(argv: list[str] | None = None) -> None:
     """Run (or collect) the grid and print mean e_field_visited per case and decay."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--cases", nargs="+", default=list(CASE_CONFIGS), choices=list(CASE_CONFIGS))
     ap.add_argument("--decays", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
     ap.add_argument("--noise", type=float, default=0.01)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
                 extra = ["--data.noise", str(args.noise), "--model.weight_decay", str(decay)]
                 if args.constant:
                     extra += ["--model.weight_decay_full_at", "null"]
-                m = fit(CONFIGS[case], root, seed, extra, reuse=True)
+                m = fit_config(CASE_CONFIGS[case], root, seed, extra, reuse=True)
                 runs.append(m)
                 rows.append({"case": case, "decay": decay, "seed": seed, "noise": args.noise, "rule": rule,
                              **{k: m[k] for k in ("e_field", "e_field_visited", "c_hat")},

@@ -1,25 +1,25 @@
 """Peers: PySINDy and torchdiffeq against jet matching and the RK4 baseline on the same streams.
 
 For every plant, noise level and seed, each method sees the jet-matching run's stream
-(`benchmarks.peer_runs.peer_stream`: the config's plant, case and 60 s duration, the
+(`baselines.peers.config_stream`: the config's plant, case and 60 s duration, the
 run's noise and seed) and is scored by the same metric (`torch_ude.metrics.evaluate_field`
 on the data module's evaluation states: ``e_field``, ``e_field_visited``, ``c_hat``):
 
 * ``jet``: ``torch-ude fit`` of the plant's jet-matching config;
 * ``rk4``: ``torch-ude fit`` of its RK4 multiple-shooting baseline config;
 * ``sindy_<mode>_<diff>``: PySINDy, residual on top of f_known or whole field, its default
-  differentiation or a Savitzky-Golay smoothed one (`benchmarks.peer_sindy`; window,
+  differentiation or a Savitzky-Golay smoothed one (`baselines.peers.sindy`; window,
   threshold and degree chosen on seed 0 of each plant and noise level, then fixed);
 * ``torchdiffeq_backprop`` / ``torchdiffeq_adjoint``: the baseline's UDE and objective with
-  torchdiffeq's gradient (`benchmarks.peer_torchdiffeq`), the adjoint on ``--adjoint-seeds``;
+  torchdiffeq's gradient (`baselines.peers.neural_ode`), the adjoint on ``--adjoint-seeds``;
 * ``pem_theta`` / ``pem_theta_omega``: physics-only PEM–MHE (an identified damping) from theta
   alone (omega unmeasured) or from both; ``pem_gray_theta``: gray-box PEM–MHE from theta (the
   known model plus the 2-16-16-2 residual, started as `mhe` starts it, with the jet run's
   calibration scales); ``pem_gray_theta_warm``: the same started from the jet-matching run's
-  trained field (`benchmarks.peer_pem`; the gray-box rows on ``--pem-gray-noise`` only).
+  trained field (`baselines.peers.pem`; the gray-box rows on ``--pem-gray-noise`` only).
 
 Each run is made in a fresh process that measures its wall time and peak memory
-(`benchmarks.peer_runs.run_measured`). Plants: ``case_a`` (single pendulum, Case A,
+(`baselines.peers.run_measured`). Plants: ``case_a`` (single pendulum, Case A,
 noise 1 % and 5 %) and ``friction`` (`torch_ude.systems.FrictionPendulum`, noise 0.1, 1
 and 5 %).
 
@@ -46,14 +46,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.jet_runs import RESULTS, save, summarize  # noqa: E402
-from benchmarks.peer_pem import PEM_VARIANTS, reach_ratio  # noqa: E402
-from benchmarks.peer_runs import PLANTS, peer_stream, run_measured, trainer_job  # noqa: E402
-from benchmarks.peer_sindy import DEGREES, DIFFERENTIATIONS, MODES, THRESHOLDS, WINDOWS, choose  # noqa: E402
+from baselines.peers import (DEGREES, DIFFERENTIATIONS, SINDY_MODES, THRESHOLDS, WINDOWS, choose,  # noqa: E402
+                             config_stream, run_measured)
+from baselines.peers.pem import reach_ratio  # noqa: E402  (loaded before a PEM-MHE child forks)
+from benchmarks.common import PLANTS, RESULTS, ROOT, save, summarize, trainer_job  # noqa: E402
 
 NOISE = {"case_a": [0.01, 0.05], "friction": [0.001, 0.01, 0.05]}
 METHODS = ("jet", "rk4", "sindy", "torchdiffeq", "pem")
-SINDY = tuple(f"sindy_{mode}_{diff}" for mode in MODES for diff in DIFFERENTIATIONS)
+SINDY = tuple(f"sindy_{mode}_{diff}" for mode in SINDY_MODES for diff in DIFFERENTIATIONS)
+#: The PEM–MHE rows: name -> `baselines.peers.pem.PEMSettings` fields (``warm``: start from the jet run).
+PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
+                "pem_theta_omega": {"variant": "physics", "measured": [0, 1]},
+                "pem_gray_theta": {"variant": "gray", "measured": [0]},
+                "pem_gray_theta_warm": {"variant": "gray", "measured": [0], "warm": True}}
 
 
 def _cached(path: Path, key: dict, compute, fresh: bool) -> dict:
@@ -72,7 +77,7 @@ def _cached(path: Path, key: dict, compute, fresh: bool) -> dict:
 def _stream(plant: str, noise: float, seed: int, args: argparse.Namespace, streams: dict) -> tuple:
     """The recorded stream of a run, simulated once (``streams`` keeps it for the other methods)."""
     if (plant, noise, seed) not in streams:
-        streams[(plant, noise, seed)] = peer_stream(plant, noise, seed, args.duration)
+        streams[(plant, noise, seed)] = config_stream(ROOT / PLANTS[plant][0], noise, seed, args.duration)
     return streams[(plant, noise, seed)]
 
 
@@ -84,7 +89,7 @@ def _sindy_choices(plant: str, noise: float, args: argparse.Namespace, folder: P
     def compute() -> dict:
         dm, rec = _stream(plant, noise, 0, args, streams)
         out = {}
-        for mode in MODES:
+        for mode in SINDY_MODES:
             for diff in DIFFERENTIATIONS:
                 best, tried = choose(dm.system, dm.case, rec, dm.evaluation_states(), mode, diff,
                                      args.windows, args.thresholds, args.degrees)
@@ -114,9 +119,10 @@ def _run(plant: str, noise: float, seed: int, variant: str, args: argparse.Names
         key |= {"plant": plant, "noise": noise, "seed": seed, "duration": args.duration}
 
     def compute() -> dict:
-        if kind != "trainer":
-            kwargs["stream"] = _stream(plant, noise, seed, args, streams)
-        out = run_measured(kind, **kwargs)
+        if kind == "trainer":  # the config relative to the repository, as the key has it
+            out = run_measured(kind, **kwargs | {"config": str(ROOT / kwargs["config"])})
+        else:
+            out = run_measured(kind, **kwargs, stream=_stream(plant, noise, seed, args, streams))
         print(f"{plant} noise={noise:.3f} seed={seed} {variant}: e_field_visited={out['e_field_visited']:.5f} "
               f"e_field={out['e_field']:.5f} c_hat={out['c_hat']:.4f} wall={out['wall_s']:.2f}s "
               f"peak={out['peak_rss_mb']:.1f} MiB", flush=True)
@@ -127,7 +133,7 @@ def _run(plant: str, noise: float, seed: int, variant: str, args: argparse.Names
 
 
 def _pem_options(plant: str, variant: str, noise: float, seed: int, args: argparse.Namespace, folder: Path) -> dict:
-    """The `benchmarks.peer_pem.PEMSettings` of a PEM–MHE variant; a gray-box one reads the jet run's field."""
+    """The `baselines.peers.pem.PEMSettings` of a PEM–MHE variant; a gray-box one reads the jet run's field."""
     options = dict(PEM_VARIANTS[variant])
     warm = options.pop("warm", False)
     if options["variant"] == "gray":

@@ -38,8 +38,8 @@ import torch
 import yaml
 from scipy.signal import savgol_filter
 
-from benchmarks.jet_runs import RESULTS, fit, save
-from benchmarks.peer_runs import ROOT, trainer_job
+from benchmarks.common import RESULTS, ROOT, save, trainer_job
+from torch_ude.cli import fit_config
 from torch_ude import FrictionPendulum, SinglePendulum
 from torch_ude.recorded import read_log
 from torch_ude.sparse import Library, fit_run
@@ -148,11 +148,11 @@ def main(argv: list[str] | None = None) -> None:
             for seed in args.seeds:
                 if plant == "dfki":  # real logs: jet matching on the config's training files
                     root = RESULTS / "residual_equations" / "dfki" / f"jet_{seed}"
-                    fit(str(args.dfki_config), root, seed, reuse=True)
+                    fit_config(str(args.dfki_config), root, seed, reuse=True)
                 else:
                     job = trainer_job(plant, "jet", noise, seed, RESULTS / args.runs)
                     root = Path(job["root"])
-                    fit(str(ROOT / job["config"]), root, seed, job["overrides"], reuse=True)
+                    fit_config(str(ROOT / job["config"]), root, seed, job["overrides"], reuse=True)
                 row = {"plant": plant, "noise": noise, "seed": seed} | equations_of_run(root, plant, args.bootstrap)
                 rows.append(row)
                 found.append(row["truth"])

@@ -26,7 +26,11 @@ from pathlib import Path
 from .build import ROOT, build
 
 __all__ = ["Target", "CORTEX_M4", "RV32", "RV32IMAC", "TARGETS", "build_firmware", "run_firmware", "FirmwareRun", "sizes",
-           "export_result"]
+           "export_result", "measure_instructions", "CPI", "MHZ"]
+
+#: Cycles per instruction and clock (MHz) the instruction counts are projected to times with (an ESP32 class core).
+CPI = (1.0, 1.5, 2.0)
+MHZ = 240.0
 
 SUPPORT = [ROOT / "support" / name for name in ("tu_stream_file.c", "tu_replay.c", "tu_eval.c", "tu_app.c")]
 TARGETS_DIR = ROOT / "targets"
@@ -286,7 +290,43 @@ def main(argv: list[str] | None = None) -> int:
     return run.returncode
 
 
+def measure_instructions(elf: Path, folder: Path, target: Target = CORTEX_M4, stream: str = "stream-seed0.bin",
+                         updates: int | None = None) -> dict:
+    """Instructions per update and per chunk (QEMU icount), and the projected time per update.
+
+    Args:
+        elf: the firmware for ``target``.
+        folder: the working directory of the firmware, holding ``stream``.
+        target: the core.
+        stream: the stream file the firmware drives the trainer with.
+        updates: the run's length in updates (None: the config's ``max_steps``).
+
+    Returns:
+        ``instructions_per_update`` (the early mean, updates 51-70), ``instructions_per_update_steady``
+        (the median over the steady-state window ``steady_window``, the run's last updates),
+        ``instructions_per_chunk`` (one training tick of stream work) and the time per update and per
+        chunk they project at `MHZ` for each cycles-per-instruction figure of `CPI` (ms; ``_steady`` for the
+        steady-state update).
+
+    Raises:
+        RuntimeError: if the measure run fails (its output in the message).
+    """
+    args = ["measure", stream, *([] if updates is None else [str(updates)])]
+    run = run_firmware(elf, args, cwd=folder, timeout_s=600, icount=True, target=target)
+    m = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk.*steady state: (\d+) instructions per "
+                  r"update \(median of updates (\d+)-(\d+)\)", run.output)
+    if run.returncode != 0 or m is None:
+        raise RuntimeError(f"the measure run failed:\n{run.output}")
+    per_update, per_chunk, steady, first, last = map(int, m.groups())
+    project = lambda count: {str(c): count * c / (MHZ * 1e3) for c in CPI}  # noqa: E731
+    return {"instructions_per_update": per_update, "instructions_per_update_steady": steady,
+            "steady_window": [first, last], "instructions_per_chunk": per_chunk,
+            "projected_ms_per_update": project(per_update), "projected_ms_per_update_steady": project(steady),
+            "projected_ms_per_chunk": project(per_chunk)}
+
+
 if __name__ == "__main__":
     import sys
 
     sys.exit(main())
+

@@ -43,13 +43,14 @@ the CLI runs.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import shlex
 import sys
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,7 +67,7 @@ from .training.overrides import nest_override_values, reset_changed_classes, sho
 from .training.progress import UpdateProgressBar
 from .training.run_folder import RunFolderLock, checkpoint_step, killed_run, resume_point, settings_differ
 
-__all__ = ["main", "console", "check_files", "user_error", "one_line", "TorchUdeCLI", "KNOWN_NOTICES",
+__all__ = ["main", "fit_config", "console", "check_files", "user_error", "one_line", "TorchUdeCLI", "KNOWN_NOTICES",
            "quiet_known_notices", "log_dir_of", "RESUME_ENV"]
 
 #: Exception types whose message, raised by the project's code, is the whole story for a user.
@@ -388,6 +389,34 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI | dict
                          f"(torch-ude {command} --help lists the settings and their types).") from None
     finally:
         sys.argv = saved_argv
+
+
+def fit_config(config: str | Path, root: str | Path, seed: int, overrides: Sequence[str] = (),
+               reuse: bool = False) -> dict:
+    """Run ``torch-ude fit`` in-process on a config and return the run's ``metrics.json``.
+
+    The run writes its outputs and TensorBoard logs to ``root`` (``trainer.default_root_dir`` and the
+    logger's ``save_dir``), without a progress bar.
+
+    Args:
+        config: path of the YAML config.
+        root: run folder.
+        seed: ``seed_everything`` value (stream and initial weights).
+        overrides: further command-line arguments, e.g. ``["--data.noise", "0.02"]``.
+        reuse: return the ``metrics.json`` of a run already in ``root`` instead of training again.
+
+    Returns:
+        The run's metrics (``e_field``, ``wall_s``, ... as `torch_ude.training` writes them).
+
+    Raises:
+        ValueError, RuntimeError: as `main`.
+    """
+    root = Path(root)
+    if reuse and (root / "metrics.json").is_file():
+        return json.loads((root / "metrics.json").read_text())
+    main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false",
+          "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root), *overrides])
+    return json.loads((root / "metrics.json").read_text())
 
 
 def _ours(filename: str) -> bool:

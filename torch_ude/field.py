@@ -401,6 +401,24 @@ class HybridField(nn.Module):
                 tbar = w * tbar
         return self.mlp.backward(acts, obar, tangents, tbar, out=out)
 
+    @classmethod
+    def configured_physics(cls, model: VectorField | ControlledField) -> HybridField:
+        """``model`` as a hybrid field whose residual is switched off (zero network) at the model's configured
+        constants: a model that trains physical parameters is reset to its configured values (``theta``
+        zeroed), unlike `without_residual`, which keeps trained ones. For scoring the known model alone.
+
+        Args:
+            model: the known model; the field wraps it, its trainable physical parameters reset in place.
+
+        Returns:
+            The field ``F = f_known`` at the configured constants (the default network, every parameter zero).
+        """
+        field = cls(model)
+        with torch.no_grad():
+            for p in field.parameters_list():
+                p.zero_()
+        return field
+
     def without_residual(self) -> HybridField:
         """A copy whose residual is zero (its output layer and linear term zeroed): ``F = f_known``
         with the same interface, scales, input map and envelope, for scoring or exporting the

@@ -1,7 +1,7 @@
 """Evaluation shared by every trainer: field error (Eq. 9), recovered damping, rollouts."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -12,7 +12,7 @@ from .systems.base import System, VectorField, check_states
 from .systems.simulate import simulate
 
 __all__ = [
-    "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field",
+    "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field", "residual_torques",
 ]
 
 Field = Callable[[Tensor], Tensor]
@@ -133,3 +133,52 @@ def evaluate_field(field: Field, system: System, case: str, states: dict[str, Te
         "c_hat": c_hat[0],
         "c_hat_channels": c_hat,
     }
+
+
+def _joint_torques(known, x: Tensor, u: Tensor, accel: Tensor) -> Tensor:
+    """Joint torques ``M(q) a`` (N, n_u) of accelerations ``a`` (N, n_u), ``M`` the inverse of the
+    known model's input Jacobian rows of the accelerations."""
+    inverse_mass = known.input_jacobian(x, u)[:, x.shape[1] - u.shape[1]:, :]
+    return torch.linalg.solve(inverse_mass, accel)
+
+
+def residual_torques(field, reference, known, logs: Sequence) -> dict:
+    """The joint torques a trained field adds to its configured known model, against a reference model's.
+
+    On the logs' measured states and recorded inputs, ``M(q) (F(x, u) - f_known(x, u))``: the learned
+    residual plus any trained change of the physical parameters, ``f_known`` the known model at its
+    configured constants and ``M`` its mass matrix (the inverse of its input Jacobian's acceleration
+    rows), against the reference's ``M(q) (f_ref - f_known)`` (e.g. a lab model's friction and offset).
+
+    Args:
+        field: the trained `torch_ude.HybridField` (or any field with ``evaluate(x, u)``, ``dtype``).
+        reference: a controlled field ``f_ref(x, u)`` (N, n), optionally with ``friction(velocity)``.
+        known: the known model at its configured constants (a `torch_ude.systems.ControlledField` with
+            ``input_jacobian``), e.g. the data module's ``system.known``.
+        logs: `torch_ude.recorded.RecordedLog` whose segments give the states (N, n) and inputs (N, n_u).
+
+    Returns:
+        Per joint (lists, N m): ``rms_residual``, ``rms_reference``, ``rms_difference`` and, where the
+        reference has a ``friction`` method, ``rms_reference_friction`` and ``rms_difference_friction``;
+        and the torques themselves under ``"series"`` (``velocity``, ``residual``, ``reference`` and
+        ``friction``, tensors (N, n_u)).
+    """
+    n = known.n_states
+    y = torch.as_tensor(np.concatenate([s for log in logs for s in log.segments]), dtype=torch.float64)
+    x, u = y[:, :n], y[:, n:]
+    n_u = u.shape[1]
+    with torch.no_grad():
+        learned = field.evaluate(x.to(field.dtype), u.to(field.dtype)).to(torch.float64) - known(x, u)
+        res = _joint_torques(known, x, u, learned[:, -n_u:])
+        ref = _joint_torques(known, x, u, (reference(x, u) - known(x, u))[:, -n_u:])
+
+    def rms(t: Tensor) -> list[float]:
+        return torch.sqrt((t * t).mean(dim=0)).tolist()
+
+    out = {"rms_residual": rms(res), "rms_reference": rms(ref), "rms_difference": rms(res - ref),
+           "series": {"velocity": x[:, -n_u:], "residual": res, "reference": ref}}
+    if hasattr(reference, "friction"):
+        fric = -reference.friction(x[:, -n_u:])
+        out.update({"rms_reference_friction": rms(fric), "rms_difference_friction": rms(res - fric)})
+        out["series"]["friction"] = fric
+    return out

@@ -30,7 +30,8 @@ from torch import Tensor
 
 from .recorded import RecordedLog
 
-__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "nrmse", "wrap_angle", "held_out_metric"]
+__all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "nrmse", "wrap_angle", "held_out_metric",
+           "full_simulation"]
 
 
 @torch.no_grad()
@@ -194,3 +195,41 @@ def held_out_metric(errors: dict) -> str:
     horizons = sorted(float(k[len("open_loop_"):-len("s_nrmse")]) for k in errors
                       if k.startswith("open_loop_") and k.endswith("s_nrmse") and errors[k] is not None)
     return f"open_loop_{horizons[0]:g}s_nrmse" if horizons else "one_step_nrmse"
+
+
+def full_simulation(field, log: RecordedLog) -> dict:
+    """The EMPS benchmark's protocol: one open-loop RK4 simulation of the whole record (each segment).
+
+    From the record's first state (measured ``q``, derived ``q'``), RK4 at the nominal step with
+    the recorded input interpolated linearly over each step (`rk4_input_rollout`).
+
+    Args:
+        field: a trained field with ``evaluate_unchecked(x, u)`` (a `torch_ude.HybridField`).
+        log: the record; state 0 is the position (m), state 1 its velocity.
+
+    Returns:
+        ``rms_q_m`` and ``rms_q_mm`` (position error RMS), ``r2_q`` (``1 - SSE / SST`` of the
+        position), ``rms_v`` (m/s, against the derived velocity), ``fit_percent_q``
+        (``100 (1 - ||e|| / ||q - mean q||)``) and, not saved, the ``series`` for the plot.
+        A diverging simulation gives inf errors and R^2 = -inf.
+    """
+    n = log.n_states
+    dtype = getattr(field, "dtype", torch.float64)
+    preds, meas = [], []
+    for seg in log.segments:
+        s = torch.as_tensor(seg, dtype=dtype)
+        traj = rk4_input_rollout(lambda x, u: field.evaluate_unchecked(x, u), s[:1, :n], s[:, n:].unsqueeze(1),
+                                 1.0 / log.fs)
+        preds.append(traj[:, 0].to(torch.float64).numpy())
+        meas.append(seg[:, :n])
+    pred, y = np.concatenate(preds), np.concatenate(meas)
+    if not np.isfinite(pred).all():
+        return {"rms_q_m": float("inf"), "rms_q_mm": float("inf"), "r2_q": float("-inf"), "rms_v": float("inf"),
+                "fit_percent_q": float("-inf"), "series": None}
+    err = pred - y
+    sst = float(((y[:, 0] - y[:, 0].mean()) ** 2).sum())
+    rms_q = float(np.sqrt(np.mean(err[:, 0] ** 2)))
+    return {"rms_q_m": rms_q, "rms_q_mm": 1e3 * rms_q, "r2_q": 1.0 - float((err[:, 0] ** 2).sum()) / sst,
+            "rms_v": float(np.sqrt(np.mean(err[:, 1] ** 2))),
+            "fit_percent_q": 100.0 * (1.0 - float(np.linalg.norm(err[:, 0])) / np.sqrt(sst)),
+            "series": {"measured": y[:, 0], "simulated": pred[:, 0]}}

@@ -39,7 +39,7 @@ import torch
 
 from torch_ude.position_only import VelocityFromPosition, with_velocities
 from torch_ude.recorded import read_log
-from torch_ude.systems.linear_axis import LinearAxisModel
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel
 
 from ..models.bounds import Bound, BoundedParameters
 from ..models.model import PhysicsField
@@ -48,8 +48,6 @@ from ..data.recording import Recording
 
 __all__ = ["EMPS_BOUNDS", "EMPS_IDIM_LS", "EMPS_GAIN", "EMPSAxisPhysics", "PositionLogsRecording"]
 
-EMPS_IDIM_LS = {"M": 95.1089, "Fv": 203.5034, "Fc": 20.3935, "offset": -3.1648}
-"""The benchmark's IDIM-LS values (kg, N s/m, N, N), as Simulation_EMPS_Validation.m states them: the start."""
 
 EMPS_GAIN = 35.15065188
 """``gtau`` in N/V, as stored in DATA_EMPS.mat."""

@@ -55,8 +55,8 @@ def test_bad_input_gives_clear_errors():
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"the DFKI pendulum files are not at {DATA} (see ../shared/data/README.md)")
 def test_the_real_logs_fit_scores_each_spacing(tmp_path, monkeypatch):
-    import benchmarks.jet_runs as jet_runs
-    monkeypatch.setattr(jet_runs, "RESULTS", tmp_path)
+    import benchmarks.common as common
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
     config = tmp_path / "dfki.yaml"
     text = (ROOT / "configs" / "dfki_pendulum.yaml").read_text().replace("../shared/data/dfki_pendulum", str(DATA))
     config.write_text(text)

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.dfki_pendulum import KEYS, baseline_config, configured_physics, main, residual_torques
+from benchmarks.common import KEYS, baseline_config
+from benchmarks.dfki_pendulum import main
+from torch_ude import HybridField
+from torch_ude.metrics import residual_torques
 from torch_ude.cli import main as cli_main
 from torch_ude.systems import TorqueDoublePendulumModel
 from torch_ude.training import RecordedDataModule
@@ -51,7 +54,7 @@ def test_the_config_is_model_3_1_on_trajectories_00_to_04():
 def test_the_lab_friction_is_what_the_rigid_body_model_lacks():
     dm = _module(yaml.safe_load(CONFIG.read_text()))
     lab = TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.0_parameters.yml")
-    out = residual_torques(configured_physics(dm.system.known), lab, dm)
+    out = residual_torques(HybridField.configured_physics(dm.system.known), lab, dm.system.known, dm.val_logs)
     assert out["rms_residual"] == [0.0, 0.0] and out["rms_difference"] == out["rms_reference"]
     # the Coulomb terms cf atan(100 q') dominate model 3.0's friction: |F| -> cf pi/2 = 0.146 and
     # 0.123 N m once |q'| >> 0.01 rad/s (b q' adds < 0.01 N m); its rotor inertia adds torque where

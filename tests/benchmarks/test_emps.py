@@ -1,18 +1,13 @@
-"""The EMPS benchmark: the IDIM-LS recomputation, the pulses already in the voltage, the full-record
-simulation score, and a tiny end-to-end run on the real records."""
+"""The EMPS benchmark: the IDIM-LS recomputation, the pulses already in the voltage, and a tiny end-to-end run
+on the real records (the full-record simulation score: tests/torch_ude/test_prediction.py)."""
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 import yaml
 
-from benchmarks.dfki_pendulum import configured_physics
-from benchmarks.emps import BENCHMARK_IDIM, full_simulation, idim_ls, main, pulse_steps
-from torch_ude.prediction import rk4_input_rollout
-from torch_ude.recorded import RecordedLog
-from torch_ude.systems import LinearAxisModel
+from benchmarks.emps import idim_ls, main, pulse_steps
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "emps"
@@ -26,7 +21,7 @@ def test_idim_ls_recomputes_the_benchmarks_values():
     fit = idim_ls(DATA / "DATA_EMPS.mat")
     # the benchmark's script values (Simulation_EMPS_Validation.m) within one of our standard deviations
     for key in ("M", "Fv", "Fc", "offset"):
-        assert abs(fit[key] - BENCHMARK_IDIM[key]) < fit["std"][key], key
+        assert abs(fit[key] - EMPS_IDIM_LS[key]) < fit["std"][key], key
     assert fit["M"] == pytest.approx(95.10, abs=0.01) and 3.5 < fit["relative_error_percent"] < 5.0
     # the config's known model carries that mass
     known = yaml.safe_load(CONFIG.read_text())["data"]["init_args"]["known"]["init_args"]
@@ -39,23 +34,6 @@ def test_the_validation_voltage_already_holds_the_force_pulses():
     # pulses of 5 (pulses_N) show as steps of about 5 V in vir, i.e. 5 gtau = 176 N, not 5 N
     assert steps["onset"]["count"] == 25 and steps["onset"]["mean_V"] == pytest.approx(5.07, abs=0.01)
     assert steps["end"]["mean_V"] == pytest.approx(-5.06, abs=0.01) and steps["onset"]["std_V"] < 0.05
-
-
-def test_the_full_simulation_of_the_model_that_made_a_record_is_exact_and_a_wrong_one_is_not():
-    truth = LinearAxisModel(mass=2.0, gain=1.0, viscous=3.0, coulomb=0.5, coulomb_velocity=0.05, offset=0.1)
-    fs, steps = 1000.0, 3000
-    t = torch.arange(steps + 1, dtype=torch.float64) / fs
-    u = (2.0 * torch.sin(3.0 * t) + 0.1).unsqueeze(1)
-    x = rk4_input_rollout(truth, torch.tensor([[0.0, 0.0]]), u.unsqueeze(1), 1.0 / fs)[:, 0]
-    log = RecordedLog(fs=fs, names=("q", "q_dot", "u"), n_states=2,
-                      segments=[torch.cat((x, u), dim=1).numpy()], starts=[0.0])
-    exact = full_simulation(configured_physics(truth), log)
-    assert exact["rms_q_m"] < 1e-12 and exact["r2_q"] == pytest.approx(1.0, abs=1e-12)
-    wrong = full_simulation(configured_physics(LinearAxisModel(mass=2.0, gain=1.0)), log)
-    q = log.segments[0][:, 0]
-    err = wrong["series"]["simulated"] - q
-    assert wrong["rms_q_mm"] == pytest.approx(1e3 * np.sqrt(np.mean(err**2)))
-    assert wrong["r2_q"] == pytest.approx(1 - np.sum(err**2) / np.sum((q - q.mean())**2)) and wrong["r2_q"] < 0.9
 
 
 def test_missing_data_files_stop_the_benchmark(tmp_path):

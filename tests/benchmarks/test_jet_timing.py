@@ -25,7 +25,7 @@ def test_export_tree_writes_the_commit_files(tmp_path, monkeypatch):
 def test_the_before_commit_has_the_runner_it_needs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     tree = jet_timing.export_tree(jet_timing.BEFORE, tmp_path / "before")
-    assert "def fit(config: str, root: Path, seed: int" in (tree / "benchmarks" / "jet_runs.py").read_text()
+    assert "def main(args: list[str] | None = None" in (tree / "torch_ude" / "cli.py").read_text()  # RUN_ONE's
     assert (tree / jet_timing.CONFIG).is_file()
 
 

@@ -1,64 +1,9 @@
-"""The peers benchmark: same streams, torchdiffeq's gradient, PySINDy's fit, and a tiny end-to-end run."""
+"""The peers benchmark: tiny end-to-end runs and the summary (the peers themselves: tests/baselines/peers)."""
 import json
 
-import numpy as np
 import pytest
-import torch
 
-from baselines import ShootingObjective, initial_field, observe, shooting_windows, stream_calibration
-from benchmarks.peer_runs import peer_stream, run_measured
-from benchmarks.peer_sindy import SindySettings, choose, sindy_fit
-from benchmarks.peer_torchdiffeq import TorchdiffeqObjective
 from benchmarks.peers import SINDY, _summary, main
-from torch_ude import FrictionPendulum, SinglePendulum
-from torch_ude.metrics import evaluate_field
-
-
-def test_the_peer_stream_is_the_jet_matching_stream():
-    dm, rec = peer_stream("friction", 0.02, 3, duration=2.0)
-    assert isinstance(dm.system, FrictionPendulum) and dm.case == "A" and dm.seed == 3 and dm.noise == 0.02
-    chunks = []
-    while dm.live:
-        chunks.append(dm.next_chunk())
-    assert np.array_equal(torch.cat([c["y"] for c in chunks]).numpy(), rec.y)
-    assert np.array_equal(torch.cat([c["segment"] for c in chunks]).numpy(), rec.segment)
-
-
-@pytest.mark.parametrize("mode", ["backprop", "adjoint"])
-def test_torchdiffeq_gradient_matches_the_hand_written_discrete_adjoint(mode):
-    _, rec = peer_stream("case_a", 0.01, 0, duration=4.0)
-    cal = stream_calibration(rec)
-    field = initial_field(SinglePendulum(), "A", rec, 0, cal=cal)
-    windows = shooting_windows(observe(rec, 50.0), 6, 5)
-    ours = ShootingObjective(field, windows, cal.x_rms).gradient()
-    theirs = TorchdiffeqObjective(field, windows, cal.x_rms, mode).gradient()
-    # torchdiffeq's "rk4" is Kutta's 3/8 rule, ours the classical one: equal to O(h^5) per step
-    assert float(theirs.loss) == pytest.approx(float(ours.loss), rel=1e-6)
-    for a, b in zip(theirs.grads, ours.grads):
-        assert float((a - b).norm()) <= 1e-5 * float(b.norm()) + 1e-12
-    assert float((theirs.state_grad - ours.state_grad).norm()) <= 1e-5 * float(ours.state_grad.norm())
-    with pytest.raises(ValueError, match=r"mode must be one of \['backprop', 'adjoint'\]"):
-        TorchdiffeqObjective(field, windows, cal.x_rms, "continuous")
-
-
-def test_pysindy_finds_the_case_a_damping_with_a_smoothed_derivative():
-    dm, rec = peer_stream("case_a", 0.01, 0, duration=10.0)
-    settings = SindySettings("residual", "savgol", 101, 0.1, 3)
-    field, info = sindy_fit(dm.system, dm.case, rec, settings)
-    metrics = evaluate_field(field, dm.system, dm.case, dm.evaluation_states())
-    assert metrics["c_hat"] == pytest.approx(0.40, abs=0.01) and metrics["e_field_visited"] < 0.005
-    equation = field.equations()[1]
-    assert info["wall_s"] > 0 and equation.startswith("omega' residual = ") and " omega" in equation
-    best, tried = choose(dm.system, dm.case, rec, dm.evaluation_states(), "whole", "default", thresholds=(0.1, 1.0),
-                         degrees=(3,))
-    assert len(tried) == 2 and best in [t["settings"] for t in tried] and best.window is None
-
-
-def test_a_failed_run_names_the_run_and_the_error():
-    stream = peer_stream("case_a", 0.01, 0, duration=2.0)
-    with pytest.raises(RuntimeError, match=r"the torchdiffeq run .*'plant': 'SinglePendulum', 'noise': 0.01, "
-                                           r"'seed': 0.* failed: ValueError: mode must be one of"):
-        run_measured("torchdiffeq", stream=stream, options={"mode": "continuous", "iterations": 1})
 
 
 TINY = ["--plants", "friction", "--friction-noise", "0.01", "--seeds", "0", "--duration", "6", "--updates", "20",

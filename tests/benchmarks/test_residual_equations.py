@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from benchmarks.peer_runs import trainer_job
+from benchmarks.common import trainer_job
 from benchmarks.residual_equations import main
 from torch_ude import HybridField, SinglePendulum, export_field
 from torch_ude.systems import PendulumField

@@ -14,7 +14,6 @@ A sample of the stream file has TU_CH = TU_N + TU_NU channels: the states, then 
   1 s open-loop NRMSE, the data module's prediction errors, `torch_ude.prediction`), and ``torch-ude score`` gives the
   same score from the run folder the device's weights were exported to.
 """
-import re
 
 import numpy as np
 import pytest
@@ -24,7 +23,8 @@ from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
 from microcontroller.golden import chunks, data_module, data_stream, reference_run
-from microcontroller.target import CORTEX_M4, RV32, build_firmware, export_result, run_firmware
+from microcontroller.target import (CORTEX_M4, CPI, MHZ, RV32, build_firmware, export_result, measure_instructions,
+                                    run_firmware)
 from tests.microcontroller.helpers import REPO, forced_log
 from torch_ude.score import score
 
@@ -82,15 +82,14 @@ def test_a_stream_file_without_the_inputs_is_refused(forced, fpu_target):
 
 def test_measure_counts_an_update_with_inputs_early_and_in_steady_state(forced):
     spec, folder, _ = forced
-    run = run_firmware(build_firmware(headers_for(spec)), ["measure", "stream.bin"], cwd=folder, timeout_s=120,
-                       icount=True)
-    found = re.search(r"measure: (\d+) instructions per update, (\d+) per chunk of 20 samples \(20 updates, \d+ "
-                      r"chunks\); steady state: (\d+) instructions per update \(median of updates (\d+)-(\d+)\)",
-                      run.output)
-    assert run.returncode == 0 and found, run.output
-    early, chunk, steady, first, last = map(int, found.groups())
-    assert (first, last) == (201, 400)  # the last half of the 400 updates
+    out = measure_instructions(build_firmware(headers_for(spec)), folder, stream="stream.bin")
+    early, chunk, steady = (out[k] for k in ("instructions_per_update", "instructions_per_chunk",
+                                             "instructions_per_update_steady"))
+    assert out["steady_window"] == [201, 400]  # the last half of the 400 updates
     assert 0.8 < steady / early < 1.2 and 100_000 < early < 2_000_000 and 0 < chunk < early
+    assert out["projected_ms_per_update"] == pytest.approx({str(c): early * c / (MHZ * 1e3) for c in CPI})
+    with pytest.raises(RuntimeError, match="the measure run failed"):
+        measure_instructions(build_firmware(headers_for(spec)), folder, stream="missing.bin")
 
 
 @pytest.mark.parametrize("config, data, val", REAL_LOGS)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import torch_ude
-from torch_ude.cli import console, main, one_line, user_error
+from torch_ude.cli import console, fit_config, main, one_line, user_error
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.overrides import nest_override_values, short_parse_error
 
@@ -183,3 +183,14 @@ def test_an_error_of_a_file_reader_the_project_calls_is_one_line_naming_the_file
     assert user_error(err.value) is err.value
     assert one_line(err.value).startswith(f"the file {cut} could not be read (reader_under_test.read called zipfile, "
                                           f"which raised BadZipFile: File is not a zip file); check that the file")
+
+
+def test_fit_config_runs_a_config_into_its_folder_and_reuses_a_finished_run(tmp_path):
+    root = tmp_path / "run"
+    short = ["--data.duration", "8", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0",
+             "--trainer.max_steps", "30"]
+    metrics = fit_config(CONFIG, root, 3, short)
+    assert metrics["updates"] == 30 and metrics["e_field"] > 0
+    assert (root / "field.pt").is_file() and list(root.glob("**/events.out.tfevents.*"))  # outputs and logs in root
+    (root / "metrics.json").write_text('{"e_field": 1.0}')
+    assert fit_config(CONFIG, root, 3, short, reuse=True) == {"e_field": 1.0}

@@ -359,3 +359,12 @@ def test_without_residual_is_the_trained_physics_alone(linear):
     assert float(field.known.theta.abs().min()) > 0
     assert torch.allclose(physics.evaluate(x, u), field.known(x, u), atol=1e-14, rtol=0)
     assert not torch.allclose(field.evaluate(x, u), field.known(x, u))
+
+
+def test_configured_physics_is_the_known_model_at_its_configured_constants():
+    known = TorquePendulumModel(viscous=0.1, trainable={"viscous": [0.0, 1.0]})
+    with torch.no_grad():
+        known.theta.add_(0.5)  # a trained value
+    field = HybridField.configured_physics(known)
+    x, u = torch.randn(7, 2, dtype=torch.float64), torch.randn(7, 1, dtype=torch.float64)
+    assert torch.equal(field.evaluate(x, u), TorquePendulumModel(viscous=0.1)(x, u))

@@ -3,7 +3,10 @@ import pytest
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
-from torch_ude.metrics import damping_estimate, evaluate_field, evaluation_states, field_error, rollout_error
+from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error, residual_torques,
+                               rollout_error)
+from torch_ude.recorded import RecordedLog
+from torch_ude.systems.controlled import TorquePendulumModel
 
 
 def test_field_error_of_the_true_field_is_zero_and_scales_linearly():
@@ -51,3 +54,17 @@ def test_rollout_error():
         rollout_error(p.true_field(), p.true_field(), torch.tensor([[float("nan"), 0.0]]))
     with pytest.raises(ValueError, match="shape"):
         field_error(p.true_field(), p.true_field(), torch.zeros(5, 3))
+
+
+def test_residual_torques_of_a_field_that_is_the_reference_equal_the_references():
+    known = TorquePendulumModel()
+    reference = TorquePendulumModel(viscous=0.05, offset=0.02)
+    field = HybridField.configured_physics(TorquePendulumModel(viscous=0.05, offset=0.02))  # learned = the reference
+    gen = torch.Generator().manual_seed(1)
+    segment = torch.randn(50, 3, generator=gen, dtype=torch.float64).numpy()  # q, qdot, tau
+    log = RecordedLog(fs=100.0, names=("q", "q_dot", "tau"), n_states=2, segments=[segment], starts=[0.0])
+    out = residual_torques(field, reference, known, [log])
+    torque = -(0.05 * segment[:, 1] + 0.02)  # M (f_ref - f_known) = -(Fv q' + offset), N m
+    assert out["rms_reference"] == pytest.approx([float((torque**2).mean() ** 0.5)], rel=1e-12)
+    assert out["rms_residual"] == pytest.approx(out["rms_reference"], rel=1e-12) and out["rms_difference"][0] < 1e-12
+    assert out["series"]["residual"].shape == (50, 1) and "rms_reference_friction" not in out

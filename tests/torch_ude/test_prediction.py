@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from torch_ude.field import HybridField
-from torch_ude.prediction import prediction_errors, rk4_input_rollout
+from torch_ude.prediction import full_simulation, prediction_errors, rk4_input_rollout
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.systems.linear_axis import LinearAxisModel
 from tests.torch_ude.helpers import forced_pendulum_log
 
 
@@ -44,3 +45,20 @@ def test_the_true_model_predicts_its_own_log_and_a_missing_friction_shows():
 def test_a_horizon_longer_than_every_segment_is_skipped():
     out = prediction_errors(_known_alone(), [_log(0.0)], (10.0,))
     assert out["open_loop_10s_nrmse"] is None and out["open_loop_windows_10s"] == 0 and out["open_loop_nrmse"] is None
+
+
+def test_the_full_simulation_of_the_model_that_made_a_record_is_exact_and_a_wrong_one_is_not():
+    truth = LinearAxisModel(mass=2.0, gain=1.0, viscous=3.0, coulomb=0.5, coulomb_velocity=0.05, offset=0.1)
+    fs, steps = 1000.0, 3000
+    t = torch.arange(steps + 1, dtype=torch.float64) / fs
+    u = (2.0 * torch.sin(3.0 * t) + 0.1).unsqueeze(1)
+    x = rk4_input_rollout(truth, torch.tensor([[0.0, 0.0]]), u.unsqueeze(1), 1.0 / fs)[:, 0]
+    log = RecordedLog(fs=fs, names=("q", "q_dot", "u"), n_states=2,
+                      segments=[torch.cat((x, u), dim=1).numpy()], starts=[0.0])
+    exact = full_simulation(HybridField.configured_physics(truth), log)
+    assert exact["rms_q_m"] < 1e-12 and exact["r2_q"] == pytest.approx(1.0, abs=1e-12)
+    wrong = full_simulation(HybridField.configured_physics(LinearAxisModel(mass=2.0, gain=1.0)), log)
+    q = log.segments[0][:, 0]
+    err = wrong["series"]["simulated"] - q
+    assert wrong["rms_q_mm"] == pytest.approx(1e3 * np.sqrt(np.mean(err**2)))
+    assert wrong["r2_q"] == pytest.approx(1 - np.sum(err**2) / np.sum((q - q.mean())**2)) and wrong["r2_q"] < 0.9

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import abc
 import math
+import re
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -129,6 +131,33 @@ class TorquePendulumModel(PhysicalParameters, ControlledField):
     def init_args(self) -> dict:
         """The constructor arguments, with the current (trained) values."""
         return self.constructor_args()
+
+    @classmethod
+    def from_lab_file(cls, path: str | Path, gravity: float = GRAVITY) -> TorquePendulumModel:
+        """The lab's whole least-squares model from its ``system_identification.txt`` (J, m*cx, Fv, Fc, offset).
+
+        Args:
+            path: a text file with lines ``J = 0.06259``, ``m*cx = ...``, ``Fv``, ``Fc``, ``offset``
+                (SI units as the constructor's); other lines are ignored.
+            gravity: ``g`` in m/s^2 (the file has none).
+
+        Raises:
+            FileNotFoundError: if the file does not exist.
+            ValueError: if a name is missing or its value is not a number.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"the lab's identification file {path} does not exist; the DFKI pendulum files "
+                                    f"live in ../shared/data/dfki_pendulum (see its README).")
+        text = path.read_text()
+        values = {}
+        for name in ("J", "m*cx", "Fv", "Fc", "offset"):
+            found = re.search(rf"^{re.escape(name)}\s*=\s*([-+0-9.e]+)", text, re.M)
+            if found is None:
+                raise ValueError(f"{path}: no number for {name} (a line '{name} = value').")
+            values[name] = float(found.group(1))
+        return cls(inertia=values["J"], mass_com=values["m*cx"], gravity=gravity, viscous=values["Fv"],
+                   coulomb=values["Fc"], offset=values["offset"])
 
     def _friction(self) -> bool:
         """Whether the friction and offset terms are present (always when any parameter is trained)."""

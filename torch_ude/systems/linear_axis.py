@@ -18,7 +18,10 @@ from torch import Tensor
 from .controlled import ControlledField
 from .parameters import PhysicalParameters
 
-__all__ = ["LinearAxisModel"]
+__all__ = ["LinearAxisModel", "EMPS_IDIM_LS"]
+
+#: The EMPS benchmark's IDIM-LS values (kg, N s/m, N, N), as Simulation_EMPS_Validation.m states them (mhe's start).
+EMPS_IDIM_LS = {"M": 95.1089, "Fv": 203.5034, "Fc": 20.3935, "offset": -3.1648}
 
 
 class LinearAxisModel(PhysicalParameters, ControlledField):

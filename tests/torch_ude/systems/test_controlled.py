@@ -38,3 +38,16 @@ def test_torque_pendulum_rejects_bad_constants():
         TorquePendulumModel(inertia=0.0)
     with pytest.raises(ValueError, match="mass_com must be a finite number"):
         TorquePendulumModel(mass_com=float("nan"))
+
+
+def test_the_lab_file_gives_the_lab_model_and_a_missing_value_is_named(tmp_path):
+    path = tmp_path / "system_identification.txt"
+    path.write_text("# least squares\nJ = 6.259e-2\nm*cx = 1.022e-1\nFv = 4.707e-2\nFc = 1.839e-1\noffset = -7.586e-2\n")
+    model = TorquePendulumModel.from_lab_file(path, gravity=9.8)
+    assert (model.inertia, model.mass_com, model.gravity) == (6.259e-2, 1.022e-1, 9.8)
+    assert (model.viscous, model.coulomb, model.offset) == (4.707e-2, 1.839e-1, -7.586e-2)
+    path.write_text("J = 6.259e-2\n")
+    with pytest.raises(ValueError, match="no number for m\\*cx"):
+        TorquePendulumModel.from_lab_file(path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        TorquePendulumModel.from_lab_file(tmp_path / "missing.txt")

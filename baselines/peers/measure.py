@@ -1,15 +1,14 @@
 """One run of one method on one stream, in a child process, with its wall time and peak memory.
 
-Every method of `benchmarks.peers` sees the jet-matching run's stream: the plant, case
-and duration of its config and the noise and seed of the run (`peer_stream`). Each run
-is executed in a child process (`run_measured`; forked where the platform can, so it
-starts at once with the modules and the recorded stream loaded, else spawned) so that
-its peak memory is its own: the resident set size (RSS) is sampled every 5 ms from just
-before the fit to its end, and ``peak_rss_mb`` is the largest increase over the RSS at
-the start (imports and the recorded stream are already loaded then; a forked child may
-also reuse heap the parent freed, so the figure is a lower bound of what the fit
-allocates). ``wall_s`` is the fit alone: for PySINDy the differentiation and regression,
-for torchdiffeq the optimization, for PEM–MHE the outer loop (its L4CasADi build
+Every peer of jet matching sees the jet-matching run's stream: the plant, case and duration of
+its config and the noise and seed of the run (`config_stream`). Each run is executed in a child
+process (`run_measured`; forked where the platform can, so it starts at once with the modules
+and the recorded stream loaded, else spawned) so that its peak memory is its own: the resident
+set size (RSS) is sampled every 5 ms from just before the fit to its end, and ``peak_rss_mb`` is
+the largest increase over the RSS at the start (imports and the recorded stream are already
+loaded then; a forked child may also reuse heap the parent freed, so the figure is a lower bound
+of what the fit allocates). ``wall_s`` is the fit alone: for PySINDy the differentiation and
+regression, for torchdiffeq the optimization, for PEM–MHE the outer loop (its L4CasADi build
 included), for jet matching and the RK4 baseline the time measured inside ``torch-ude fit``
 (jet matching's includes simulating and streaming the plant).
 """
@@ -25,29 +24,24 @@ import psutil
 import torch
 import yaml
 
-from benchmarks.jet_runs import fit
-from benchmarks.peer_pem import PEMSettings, pem_fit
-from benchmarks.peer_sindy import SindySettings, sindy_fit
-from benchmarks.peer_torchdiffeq import torchdiffeq_fit
+from torch_ude.cli import fit_config
 from torch_ude.metrics import evaluate_field
 from torch_ude.systems.base import System
 from torch_ude.systems.simulate import SimulatedStream, simulate
 from torch_ude.training.data import StreamDataModule
 
-__all__ = ["ROOT", "PLANTS", "peer_stream", "trainer_job", "run_measured"]
+from .neural_ode import torchdiffeq_fit
+from .sindy import SindySettings, sindy_fit
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Plant -> (jet-matching config, RK4-baseline config); the stream is the jet config's.
-PLANTS = {"case_a": ("configs/pendulum_case_a.yaml", "configs/baseline_pendulum_case_a.yaml"),
-          "friction": ("configs/friction_pendulum.yaml", "configs/baseline_friction_pendulum.yaml")}
+__all__ = ["config_stream", "run_measured"]
 
 
-def peer_stream(plant: str, noise: float, seed: int, duration: float | None = None
-                ) -> tuple[StreamDataModule, SimulatedStream]:
-    """The jet-matching run's data module and its whole stream as one recording.
+def config_stream(config: str | Path, noise: float, seed: int, duration: float | None = None
+                  ) -> tuple[StreamDataModule, SimulatedStream]:
+    """The data module of a jet-matching config's run and its whole stream as one recording.
 
     Args:
-        plant: a key of `PLANTS`.
+        config: a jet-matching YAML config with a simulated plant (``data.init_args.system``).
         noise: relative sensor noise.
         seed: the run seed (stream and initial weights).
         duration: stream length in s; None keeps the config's.
@@ -56,9 +50,9 @@ def peer_stream(plant: str, noise: float, seed: int, duration: float | None = No
         ``(dm, rec)``: the `StreamDataModule` a ``torch-ude fit`` of the config would build
         (its ``evaluation_states()`` are the metric's states) and the recording of its
         stream, ``simulate`` with the data module's settings (the chunks it streams, in one
-        piece).
+        piece: states (T, n) at ``dm.fs``).
     """
-    data = yaml.safe_load((ROOT / PLANTS[plant][0]).read_text())["data"]["init_args"]
+    data = yaml.safe_load(Path(config).read_text())["data"]["init_args"]
     settings = {k: v for k, v in data.items() if k not in ("system", "noise", "seed", "duration")}
     dm = StreamDataModule(System.from_spec(data["system"]), noise=noise, seed=seed,
                           duration=data["duration"] if duration is None else duration, **settings)
@@ -66,35 +60,9 @@ def peer_stream(plant: str, noise: float, seed: int, duration: float | None = No
     return dm, rec
 
 
-def trainer_job(plant: str, method: str, noise: float, seed: int, folder: Path, duration: float | None = None,
-                steps: int | None = None) -> dict:
-    """The ``torch-ude fit`` of a jet-matching (``"jet"``) or RK4-baseline (``"rk4"``) run of a plant.
-
-    Args:
-        plant: a key of `PLANTS`.
-        method: ``"jet"`` or ``"rk4"``.
-        noise, seed: the run's noise and seed.
-        folder: the benchmark's results folder; the run lives in
-            ``folder/trainer/<plant>_<method>_<noise>_<seed>``.
-        duration: stream length in s, or None for the config's.
-        steps: ``trainer.max_steps`` (updates or iterations), or None for the config's.
-
-    Returns:
-        ``{"config", "root", "seed", "overrides"}``, the arguments of `benchmarks.jet_runs.fit`
-        (config relative to the repository root).
-    """
-    overrides = ["--data.noise", str(noise)]
-    if duration is not None:
-        overrides += ["--data.duration", str(duration)]
-    if steps is not None:
-        overrides += ["--trainer.max_steps", str(steps)]
-    root = Path(folder) / "trainer" / f"{plant}_{method}_{noise}_{seed}"
-    return {"config": PLANTS[plant][method == "rk4"], "root": str(root), "seed": seed, "overrides": overrides}
-
-
 def _trainer_run(config: str, root: str, seed: int, overrides: list[str]) -> dict:
     """A ``torch-ude fit`` (jet matching or the RK4 baseline) and its own metrics."""
-    m = fit(str(ROOT / config), Path(root), seed, overrides)
+    m = fit_config(config, Path(root), seed, overrides)
     return {k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "wall_s", "updates")}
 
 
@@ -104,6 +72,8 @@ def _peer_fit(kind: str, dm: StreamDataModule, rec: SimulatedStream, options: di
         field, info = sindy_fit(dm.system, dm.case, rec, SindySettings(**options))
         return field, info | {"equations": field.equations()}
     if kind == "pem":
+        from .pem import PEMSettings, pem_fit  # the mhe extra (CasADi, L4CasADi)
+
         return pem_fit(dm, PEMSettings(**options))
     field, info = torchdiffeq_fit(dm.system, dm.case, rec, dm.seed, **options)
     return field.evaluate, info
@@ -146,11 +116,17 @@ def run_measured(kind: str, **kwargs) -> dict:
     """Run one fit in a child process and return its metrics, ``wall_s`` and ``peak_rss_mb``.
 
     Args:
-        kind: ``"trainer"`` (kwargs of a ``torch-ude fit``: config, root, seed, overrides),
+        kind: ``"trainer"`` (kwargs of `torch_ude.cli.fit_config`: config, root, seed, overrides),
             ``"sindy"``, ``"torchdiffeq"`` or ``"pem"`` (kwargs: ``stream``, the ``(dm, rec)`` of
-            `peer_stream`, and ``options``, the `SindySettings` fields, the keyword arguments
-            of `torchdiffeq_fit` or the `benchmarks.peer_pem.PEMSettings` fields; the seed is
+            `config_stream`, and ``options``, the `SindySettings` fields, the keyword arguments
+            of `torchdiffeq_fit` or the `baselines.peers.pem.PEMSettings` fields; the seed is
             the data module's).
+        **kwargs: as ``kind`` says.
+
+    Returns:
+        The fit's information (``wall_s`` and what the fit reports), the field's ``e_field``,
+        ``e_field_visited`` and ``c_hat`` (`torch_ude.metrics.evaluate_field`), ``peak_rss_mb``
+        (MiB) and ``process_s`` (the child process's whole time, s).
 
     Raises:
         RuntimeError: if the run failed; the message names the run and the child's error.

@@ -29,15 +29,15 @@ from torch_ude.field import HybridField
 from torch_ude.systems.base import System
 from torch_ude.systems.simulate import SimulatedStream
 
-__all__ = ["MODES", "TorchdiffeqObjective", "torchdiffeq_fit"]
+__all__ = ["GRADIENT_MODES", "TorchdiffeqObjective", "torchdiffeq_fit"]
 
 #: Gradient modes: autograd through the solver, or torchdiffeq's continuous adjoint.
-MODES = ("backprop", "adjoint")
+GRADIENT_MODES = ("backprop", "adjoint")
 
 
 def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)} (autograd through the solver, or torchdiffeq's "
+    if mode not in GRADIENT_MODES:
+        raise ValueError(f"mode must be one of {list(GRADIENT_MODES)} (autograd through the solver, or torchdiffeq's "
                          f"continuous adjoint); got {mode!r}.")
 
 
@@ -62,7 +62,7 @@ class TorchdiffeqObjective:
         field: the hybrid field (float64).
         windows: from `baselines.shooting_windows`.
         state_scale: per-channel scale of the state error, shape (n,) (the calibrated x_rms).
-        mode: ``"backprop"`` or ``"adjoint"`` (see `MODES`).
+        mode: ``"backprop"`` or ``"adjoint"`` (see `GRADIENT_MODES`).
 
     Raises:
         ValueError: for an unknown mode, or windows of another state dimension.

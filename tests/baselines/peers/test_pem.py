@@ -1,13 +1,14 @@
-"""PEM–MHE as a peer on the jet-matching streams (benchmarks.peer_pem)."""
+"""PEM–MHE as a peer on the jet-matching streams (baselines.peers.pem)."""
 import pytest
 
-from benchmarks.peer_pem import PEMSettings, pem_fit, reach_ratio
-from benchmarks.peer_runs import peer_stream
+from baselines.peers import config_stream
+from baselines.peers.pem import PEMSettings, pem_fit, reach_ratio
 from torch_ude.metrics import evaluate_field
+from tests.baselines.peers.helpers import CASE_A
 
 
 def test_physics_only_pem_mhe_from_theta_alone_finds_the_damping_of_a_clean_stream(tmp_path):
-    dm, _ = peer_stream("case_a", 0.0, 0, duration=12.0)
+    dm, _ = config_stream(CASE_A, 0.0, 0, duration=12.0)
     field, info = pem_fit(dm, PEMSettings(measured=(0,), build_dir=str(tmp_path)))
     metrics = evaluate_field(field, dm.system, dm.case, dm.evaluation_states())
     assert metrics["c_hat"] == pytest.approx(0.40, abs=1e-3)

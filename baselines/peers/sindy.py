@@ -34,10 +34,13 @@ from torch_ude.metrics import evaluate_field
 from torch_ude.systems.base import System, VectorField
 from torch_ude.systems.simulate import SimulatedStream
 
-__all__ = ["DIFFERENTIATIONS", "MODES", "SindySettings", "SindyField", "sindy_fit", "choose"]
+__all__ = ["DIFFERENTIATIONS", "SINDY_MODES", "WINDOWS", "THRESHOLDS", "DEGREES", "SindySettings", "SindyField",
+           "sindy_fit", "choose"]
 
+#: PySINDy's default finite differences, or its Savitzky-Golay smoothed ones.
 DIFFERENTIATIONS = ("default", "savgol")
-MODES = ("residual", "whole")
+#: The residual on top of the known model, or the whole field.
+SINDY_MODES = ("residual", "whole")
 #: The seed-0 search: Savitzky-Golay windows (samples at 1 kHz; 11 is PySINDy's default
 #: smoother), STLSQ thresholds and polynomial degrees.
 WINDOWS = (11, 51, 101, 201, 401)
@@ -64,7 +67,7 @@ class SindySettings:
     degree: int
 
     def method(self) -> ps.BaseDifferentiation:
-        """The PySINDy differentiation object."""
+        """The PySINDy differentiation object of these settings."""
         if self.differentiation == "default":
             return ps.FiniteDifference()
         return ps.SmoothedFiniteDifference(smoother_kws={"window_length": self.window, "polyorder": 3})
@@ -82,6 +85,7 @@ class SindyField:
         self.model, self.known = model, known
 
     def __call__(self, x: Tensor) -> Tensor:
+        """The field at states ``x`` (N, n), same dtype."""
         out = torch.as_tensor(self.model.predict(x.detach().numpy()), dtype=x.dtype)
         return out if self.known is None else out + self.known(x)
 
@@ -128,7 +132,7 @@ def sindy_fit(system: System, case: str, rec: SimulatedStream, settings: SindySe
     Args:
         system: the plant.
         case: the case of its known model.
-        rec: the 1 kHz stream.
+        rec: the 1 kHz stream (states (T, n) in ``rec.y``, segment ids in ``rec.segment``).
         settings: the configuration.
 
     Returns:
@@ -148,7 +152,7 @@ def choose(system: System, case: str, rec: SimulatedStream, states: dict[str, Te
     Args:
         system, case, rec: the plant, its case and the stream.
         states: the evaluation states (`torch_ude.metrics.evaluation_states`).
-        mode, differentiation: which variant (see `MODES`, `DIFFERENTIATIONS`).
+        mode, differentiation: which variant (see `SINDY_MODES`, `DIFFERENTIATIONS`).
         windows, thresholds, degrees: the candidates (windows only for ``"savgol"``).
 
     Returns:

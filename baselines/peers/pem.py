@@ -24,16 +24,10 @@ from mhe import OuterSettings, PEMIdentifier, ResidualSettings, SolverSettings
 from mhe.problems.pendulum import pendulum_problem
 from torch_ude.training.data import StreamDataModule
 
-__all__ = ["VARIANTS", "PEM_VARIANTS", "PEMSettings", "pem_fit", "reach_ratio"]
+__all__ = ["PEM_MODELS", "PEMSettings", "pem_fit", "reach_ratio"]
 
 #: Physics-only (an identified damping) or gray-box (a neural residual).
-VARIANTS = ("physics", "gray")
-
-#: The PEM–MHE rows of `benchmarks.peers`: name -> `PEMSettings` fields (``warm``: start from the jet run).
-PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
-                "pem_theta_omega": {"variant": "physics", "measured": [0, 1]},
-                "pem_gray_theta": {"variant": "gray", "measured": [0]},
-                "pem_gray_theta_warm": {"variant": "gray", "measured": [0], "warm": True}}
+PEM_MODELS = ("physics", "gray")
 
 
 @dataclass(frozen=True)
@@ -59,8 +53,8 @@ class PEMSettings:
     build_dir: str = "build/l4casadi/peer_pem"
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {list(VARIANTS)}; got {self.variant!r}.")
+        if self.variant not in PEM_MODELS:
+            raise ValueError(f"variant must be one of {list(PEM_MODELS)}; got {self.variant!r}.")
         if self.start is not None and self.variant != "gray":
             raise ValueError("start (a trained field) needs the gray-box variant; got variant 'physics'.")
 

@@ -1,0 +1,321 @@
+"""The one helper module of the benchmarks: result folders, the papers' settings several scripts share,
+argparse options and table/plot helpers. What a user needs lives in the packages (`torch_ude.cli.fit_config`
+runs a config, `baselines.peers` the peers, `torch_ude.prediction` and `torch_ude.metrics` the scores).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from matplotlib.figure import Figure
+
+from torch_ude.cli import fit_config, main as cli_main
+from torch_ude.field import HybridField
+from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
+
+__all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIANTS", "PLANTS", "trainer_job",
+           "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
+           "jet_matching", "baseline_config", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure", "C_CASES",
+           "speedup", "speedup_line"]
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path("results")
+
+
+def save(name: str, payload: dict) -> Path:
+    """Write ``results/<name>/<name>.json`` (non-finite numbers as null) and return the folder."""
+    folder = RESULTS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(payload, indent=2, default=lambda v: None if
+                                                     isinstance(v, float) and not math.isfinite(v) else str(v)))
+    return folder
+
+
+def summarize(values: list[float]) -> dict:
+    """Mean, sample standard deviation, min and max of a list of numbers."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "n": len(values)}
+
+
+# --- simulated plants: the jet-matching cases, the noise sweep's variants, the peers' plants, the baseline runs
+#: UDE cases A, B, C and the double pendulum (Case A): the jet-matching configs.
+CASE_CONFIGS = {"A": "configs/pendulum_case_a.yaml", "B": "configs/pendulum_case_b.yaml",
+                "C": "configs/pendulum_case_c.yaml", "double_A": "configs/double_pendulum_case_a.yaml"}
+_POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (box-averaged taps are the default)
+#: The noise sweep's variants: (config, overrides).
+NOISE_VARIANTS = {"v2": ("configs/pendulum_case_a.yaml", []),  # our defaults: box-averaged taps since issue 31
+                  "v2_point": ("configs/pendulum_case_a.yaml", _POINT),  # our v2 before issue 31
+                  "v2_paper": ("configs/pendulum_case_a.yaml", [*_POINT, "--model.weight_decay", "0"]),  # no decay
+                  "v1": ("configs/pendulum_v1.yaml", _POINT)}
+#: Plant -> (jet-matching config, RK4-baseline config) of the peers; the stream is the jet config's.
+PLANTS = {"case_a": ("configs/pendulum_case_a.yaml", "configs/baseline_pendulum_case_a.yaml"),
+          "friction": ("configs/friction_pendulum.yaml", "configs/baseline_friction_pendulum.yaml")}
+
+
+def trainer_job(plant: str, method: str, noise: float, seed: int, folder: Path, duration: float | None = None,
+                steps: int | None = None) -> dict:
+    """The ``torch-ude fit`` of the peers' jet-matching (``"jet"``) or RK4-baseline (``"rk4"``) run of a plant:
+    ``{"config", "root", "seed", "overrides"}``, the arguments of `fit_config` (config relative to `ROOT`), the
+    run in ``folder/trainer/<plant>_<method>_<noise>_<seed>``; ``duration`` (s) and ``steps``
+    (``trainer.max_steps``) override the config's where given."""
+    overrides = ["--data.noise", str(noise)]
+    if duration is not None:
+        overrides += ["--data.duration", str(duration)]
+    if steps is not None:
+        overrides += ["--trainer.max_steps", str(steps)]
+    root = Path(folder) / "trainer" / f"{plant}_{method}_{noise}_{seed}"
+    return {"config": PLANTS[plant][method == "rk4"], "root": str(root), "seed": seed, "overrides": overrides}
+
+
+BASELINE_CONFIGS = {"single": "configs/baseline_pendulum_case_a.yaml",
+                    "double": "configs/baseline_double_pendulum_case_a.yaml"}
+#: Overrides of a variant of the baseline config ("" is the config itself; "wd" jet matching's weight decay).
+BASELINE_VARIANTS = {"": [], "wd": ["--model.weight_decay", "0.1", "--model.weight_decay_full_at", "0.01"]}
+_BASELINE_KEYS = ("e_field", "e_field_visited", "c_hat", "c_hat_channels", "tape_bytes", "wall_s", "updates",
+                  "skipped_steps")
+
+
+def baseline_run(steps: int, noise: float, seed: int, rate: float = 50.0, plant: str = "single",
+                 reuse: bool = True, variant: str = "") -> dict:
+    """The metrics of one RK4-baseline run (K = ``steps``, ``noise``, ``seed``, ``rate`` in Hz, ``plant`` a key of
+    `BASELINE_CONFIGS`, ``variant`` one of `BASELINE_VARIANTS`), kept in
+    ``results/baseline_runs/<plant>_r<rate>_K<K>_<noise>_<seed>[_<variant>]/`` and read from there when ``reuse``,
+    so that the comparison, the tuning and the K sweep share the runs they have in common."""
+    suffix = f"_{variant}" if variant else ""
+    root = RESULTS / "baseline_runs" / f"{plant}_r{rate:g}_K{steps}_{noise}_{seed}{suffix}"
+    m = fit_config(BASELINE_CONFIGS[plant], root, seed, ["--data.noise", str(noise), "--data.steps", str(steps),
+                                                         "--data.rate", str(rate), *BASELINE_VARIANTS[variant]],
+                   reuse=reuse)
+    print(f"baseline{suffix} {plant} rate={rate:g} K={steps} noise={noise:.3f} seed={seed}: "
+          f"e_field_visited={m['e_field_visited']:.5f} e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} "
+          f"tape={m['tape_bytes'] / 1e6:.2f} MB wall={m['wall_s']:.0f}s", flush=True)
+    return {k: m[k] for k in _BASELINE_KEYS} | {"plant": plant, "rate": rate, "K": steps, "noise": noise, "seed": seed}
+
+
+# --- recorded logs: the DFKI pendulums and the EMPS axis
+#: The prediction errors the recorded-log tables report.
+KEYS = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse")
+
+
+def _data_files(config: Path) -> list[str]:
+    data = yaml.safe_load(config.read_text())["data"]["init_args"]
+    return [*data["files"], *data["val_files"]]
+
+
+def require_data(config: Path, benchmark: str) -> None:
+    """Stop with a message naming ``config``'s missing data files (read from ../shared/data, never copied)."""
+    missing = [f for f in _data_files(config) if not Path(f).is_file()]
+    if missing:
+        sys.exit(f"benchmarks.{benchmark}: the data files {missing} are missing; the logs live in "
+                 f"{sorted({str(Path(f).parent) for f in missing})} (see ../shared/data/README.md).")
+
+
+def add_run_arguments(ap: argparse.ArgumentParser, config: str) -> None:
+    """The command-line options shared by the recorded-log benchmarks: config, seeds and the baseline's settings."""
+    ap.add_argument("--config", type=Path, default=Path(config))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--baseline", type=Path, help="the RK4 baseline's config (default: baseline_<data set>.yaml "
+                    "beside CONFIG, `baseline_config`)")
+    ap.add_argument("--iterations", type=int, help="baseline Adam iterations (default: the baseline config's)")
+    ap.add_argument("--rate", type=float, help="baseline observation rate in Hz (default: the baseline config's)")
+    ap.add_argument("--steps", type=int, help="baseline RK4 steps per window, K (default: the baseline config's)")
+    ap.add_argument("--windows", type=int, help="baseline windows, B (default: the baseline config's)")
+
+
+def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
+    """One jet-matching run through the CLI; returns its metrics.json, the data module and the field it
+    exported (the EMA field with its envelope, or its physics alone where the residual check rejected it)."""
+    start = time.perf_counter()
+    cli = cli_main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.logger", "false",
+                    "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder)])
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["process_wall_s"] = time.perf_counter() - start
+    return metrics, cli.datamodule, cli.model.exported
+
+
+#: The suffixes of a data set's config variants (input-affine or linear residual, extrapolation
+#: split, the device trainer's settings); a variant's RK4 baseline is its data set's.
+_CONFIG_VARIANTS = ("_affine", "_linear", "_extrapolate", "_c")
+
+
+def baseline_config(config: Path) -> Path:
+    """The RK4 baseline's config for the jet-matching config ``config``: ``baseline_<stem>.yaml`` beside it,
+    for a variant (`_CONFIG_VARIANTS`) that of its data set; stops naming both where neither exists."""
+    stem = config.stem
+    for suffix in _CONFIG_VARIANTS:
+        stem = stem.removesuffix(suffix)
+    for name in dict.fromkeys((config.stem, stem)):
+        path = config.with_name(f"baseline_{name}.yaml")
+        if path.is_file():
+            return path
+    sys.exit(f"no RK4 baseline config for {config}: looked for {config.with_name(f'baseline_{config.stem}.yaml')} "
+             f"and {config.with_name(f'baseline_{stem}.yaml')}.")
+
+
+def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace,
+                 form: HybridField) -> tuple[dict, HybridField]:
+    """One RK4 baseline run through the CLI: ``torch-ude fit --config baseline_config(config)``
+    (``args.baseline`` where given), seeded by ``seed``, writing to ``folder``, on ``config``'s training and
+    validation files and known model (its trainable physical parameters included) with ``form``'s hidden
+    widths, linear term and input-affine form (jet matching's field); for a data set's own config these are
+    the baseline config's settings already (tested), so the run is the one ``torch-ude fit`` makes.
+    ``args.iterations``, ``args.rate``, ``args.steps`` and ``args.windows`` override the baseline config where
+    given. Returns its metrics.json with the field's number of weights (``num_parameters``) and the field it
+    exported."""
+    data = yaml.safe_load(config.read_text())["data"]["init_args"]
+    argv = ["fit", "--config", str(args.baseline or baseline_config(config)), "--seed_everything", str(seed),
+            "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(folder),
+            "--data.files", json.dumps(data["files"]), "--data.val_files", json.dumps(data["val_files"]),
+            "--data.known", json.dumps(_whole(data["known"])),
+            "--model.hidden", json.dumps(list(form.mlp.sizes[1:-1])), "--model.linear", json.dumps(form.linear),
+            "--model.input_affine", json.dumps(form.input_affine)]
+    for option, value in (("--trainer.max_steps", args.iterations), ("--data.rate", args.rate),
+                          ("--data.steps", args.steps), ("--data.n_windows", args.windows)):
+        if value is not None:
+            argv += [option, str(value)]
+    field = cli_main(argv).model.field
+    return json.loads((folder / "metrics.json").read_text()) | {"num_parameters": field.num_parameters()}, field
+
+
+def _whole(known: dict) -> dict:
+    """``known`` (a config's ``class_path`` / ``init_args``) with every constructor argument it leaves out at
+    its default, so that on the command line it replaces a config's known model instead of being merged
+    into it (jsonargparse keeps the config's other arguments of the same class)."""
+    module, _, name = known["class_path"].rpartition(".")
+    signature = inspect.signature(getattr(importlib.import_module(module), name))
+    defaults = {k: p.default for k, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
+    return {"class_path": known["class_path"], "init_args": defaults | known.get("init_args", {})}
+
+
+def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
+    """The lab's whole identified model beside ``config``'s logs and its constants: for the single pendulum
+    `TorquePendulumModel.from_lab_file` of system_identification.txt (at the known model's gravity), for the
+    double pendulum the lab's model 3.0 (model_3.0_parameters.yml)."""
+    folder = Path(_data_files(config)[0]).parent
+    if isinstance(dm.system.known, TorqueDoublePendulumModel):
+        model = TorqueDoublePendulumModel.from_lab_file(folder / "model_3.0_parameters.yml")
+        return model, model.init_args()
+    model = TorquePendulumModel.from_lab_file(folder / "system_identification.txt", dm.system.known.gravity)
+    return model, {"J": model.inertia, "m*cx": model.mass_com, "Fv": model.viscous, "Fc": model.coulomb,
+                   "offset": model.offset}
+
+
+def summarize_seeds(rows: list[dict], keys: tuple[str, ...] = KEYS) -> dict:
+    """Per key present in every row (one row per seed): the mean over the rows and the values."""
+    return {k: {"mean": float(np.mean([r[k] for r in rows])), "values": [r[k] for r in rows]}
+            for k in keys if all(r.get(k) is not None for r in rows)}
+
+
+def torque_figure(comparisons: dict[str, dict]) -> Figure:
+    """Residual torques (one series per method, `torch_ude.metrics.residual_torques`) and the reference over
+    each joint's velocity."""
+    first = next(iter(comparisons.values()))["series"]
+    joints = first["velocity"].shape[1]
+    fig = Figure(figsize=(5.0 * joints, 4.0))
+    for j in range(joints):
+        ax = fig.add_subplot(1, joints, j + 1)
+        v = first["velocity"][:, j].numpy()
+        ax.plot(v, first["reference"][:, j].numpy(), ".", ms=1.5, color="0.6", label="reference (lab model)")
+        if "friction" in first:
+            ax.plot(v, first["friction"][:, j].numpy(), ".", ms=1.5, color="k", label="reference friction only")
+        for name, comp in comparisons.items():
+            ax.plot(v, comp["series"]["residual"][:, j].numpy(), ".", ms=1.5, label=name)
+        ax.set_xlabel(f"joint {j + 1} velocity (rad/s)")
+        ax.set_ylabel(f"joint {j + 1} torque (N m)")
+        ax.legend(markerscale=6, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# --- the C trainer: memory cases and the host speed-up
+_F32 = ["--model.stream.reservoir_precision", "float32"]  # the paper's layout (the device config stores float16)
+#: The memory table's cases: name -> (config, overrides).
+C_CASES = {
+    "single pendulum, B = 2048": ("configs/pendulum_case_a_c.yaml", _F32),
+    "single pendulum, B = 4096": ("configs/pendulum_case_a_c.yaml", [*_F32, "--model.stream.capacity", "4096"]),
+    "double pendulum, B = 2048": ("configs/double_pendulum_case_a.yaml",
+                                  ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048",
+                                   "--model.stream.m_max", "50"]),
+    # without the second-order term (lambda2 = 0, as the SNR gate sets at 1 % noise) jets need no xddot
+    "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml", [*_F32, "--model.stream.lambda2", "0"]),
+    "single pendulum, B = 4096, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
+                                               [*_F32, "--model.stream.capacity", "4096", "--model.stream.lambda2",
+                                                "0"]),
+    # the reservoir in binary16 (model.stream.reservoir_precision, issue 32 item 4; the device config's default)
+    "single pendulum, B = 2048, float16": ("configs/pendulum_case_a_c.yaml", []),
+    "single pendulum, B = 4096, float16": ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
+}
+_C_CONFIG = "configs/pendulum_case_a_c.yaml"
+#: the Python trainer's granularity (speed only); its settings are the config's (`_python_config`)
+_PYTHON = ["--model.replay_updates", "25", "--model.chunks_per_step", "1"]
+
+
+def _python_config() -> Path:
+    """`_C_CONFIG` with the Python trainer as its model class, written to ``results/c_speed/python.yaml``.
+
+    A ``--model.class_path`` override would not do: LightningCLI then gives the new class its own
+    defaults, not the config's settings (B = 4096 and box-averaged taps instead of the device's).
+    """
+    text = Path(_C_CONFIG).read_text()
+    engine = "class_path: microcontroller.training.CJetMatchingModule"
+    if engine not in text:
+        raise RuntimeError(f"{_C_CONFIG} no longer names {engine}; update benchmarks.common._python_config.")
+    path = RESULTS / "c_speed" / "python.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace(engine, "class_path: torch_ude.training.JetMatchingModule"))
+    return path
+
+
+def _plant_seconds() -> float:
+    """Seconds the simulated plant takes to produce the 60 s stream alone (the data module's chunks)."""
+    from torch_ude.systems import SinglePendulum
+    from torch_ude.training.data import StreamDataModule
+
+    dm = StreamDataModule(SinglePendulum(), duration=60.0, noise=0.01, seed=0)
+    t0 = time.perf_counter()
+    while dm.live:
+        dm.next_chunk()
+    return time.perf_counter() - t0
+
+
+def speedup(repeats: int) -> dict:
+    """The whole run with the C trainer and with the Python trainer, alternating, ``repeats`` times each.
+
+    Returns:
+        ``wall_s`` (per engine, s), ``median_wall_s``, ``speedup`` (Python over C, medians), ``runs``
+        (each run's wall_s, update_ms, stream_s, e_field_visited, c_hat), ``plant_s_median`` (the
+        simulated plant alone) and ``c_updates_s_median`` (8000 C updates with their Python calls).
+    """
+    walls = {"c": [], "python": []}
+    runs = {"c": [], "python": []}
+    python = str(_python_config())
+    for k in range(repeats):
+        for engine, config, extra in (("c", _C_CONFIG, []), ("python", python, _PYTHON)):
+            m = fit_config(config, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
+            walls[engine].append(m["wall_s"])
+            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat",
+                                                      "m")})
+    plant = [_plant_seconds() for _ in range(repeats)]
+    med = {e: statistics.median(v) for e, v in walls.items()}
+    c_update = statistics.median(r["update_ms"] for r in runs["c"]) * 8000 / 1e3
+    return {"wall_s": walls, "median_wall_s": med, "speedup": med["python"] / med["c"], "runs": runs,
+            "plant_s_median": statistics.median(plant), "c_updates_s_median": c_update}
+
+
+def speedup_line(out: dict) -> str:
+    """One line of `speedup`'s result."""
+    med, repeats = out["median_wall_s"], len(out["wall_s"]["c"])
+    return (f"whole run, median of {repeats}: C trainer {med['c']:.2f} s, Python trainer {med['python']:.2f} s, "
+            f"speed-up {out['speedup']:.1f}x; of the C run: plant {out['plant_s_median']:.2f} s, "
+            f"8000 C updates (with their Python calls) {out['c_updates_s_median']:.2f} s")
