@@ -36,8 +36,8 @@ NAME = "baseline_comparison"
 def jet_run(variant: str, level: float, seed: int, reuse: bool) -> dict:
     """One jet-matching run's metrics: the noise sweep's run of ``variant`` (trained here if missing)."""
     config, extra = NOISE_VARIANTS[variant]
-    m = fit_config(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed, ["--data.noise", str(level), *extra],
-            reuse=reuse)
+    m = fit_config(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed,
+                   ["--data.noise", str(level), *extra], reuse=reuse)
     print(f"jet {variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
           f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} wall={m['wall_s']:.0f}s", flush=True)
     return {k: m[k] for k in KEYS} | {"noise": level, "seed": seed}

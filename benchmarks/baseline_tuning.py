@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
             if i == CONFIG_ROW:
                 m = baseline_run(40, args.noise, seed)
             else:
-                m = fit_config(BASELINE_CONFIGS["single"], RESULTS / NAME / f"step{i}_{args.noise}_{seed}", seed, overrides, reuse=True)
+                m = fit_config(BASELINE_CONFIGS["single"], RESULTS / NAME / f"step{i}_{args.noise}_{seed}", seed,
+                               overrides, reuse=True)
             runs.append(m)
             print(f"[{i}] {name} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
                   f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f}", flush=True)

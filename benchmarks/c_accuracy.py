@@ -12,14 +12,13 @@ import argparse
 from pathlib import Path
 
 from torch_ude.cli import fit_config
-from .common import RESULTS, save, summarize
+from .common import C_CASES, RESULTS, save, summarize
 
 C_MODULE = "microcontroller.training.CJetMatchingModule"
 PY_MODULE = "torch_ude.training.JetMatchingModule"
 EXPERIMENTS = {
     "single": ("configs/pendulum_case_a_c.yaml", [], (0, 1, 2)),
-    "double": ("configs/double_pendulum_case_a.yaml", ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048", "--model.stream.m_max", "50"],
-               (0, 1, 2, 3)),
+    "double": (*C_CASES["double pendulum, B = 2048"], (0, 1, 2, 3)),
 }
 
 
@@ -28,7 +27,8 @@ def run(name: str, engine: str, seed: int, reuse: bool) -> dict:
     config, overrides, _ = EXPERIMENTS[name]
     module = C_MODULE if engine == "c" else PY_MODULE
     extra = ["--model.class_path", module, "--model.chunks_per_step", "25"]
-    m = fit_config(config, RESULTS / "c_accuracy" / f"{name}-{engine}-seed{seed}", seed, [*overrides, *extra], reuse=reuse)
+    m = fit_config(config, RESULTS / "c_accuracy" / f"{name}-{engine}-seed{seed}", seed, [*overrides, *extra],
+                   reuse=reuse)
     return {k: m[k] for k in ("e_field", "e_field_visited", "c_hat", "m", "wall_s", "updates")}
 
 

@@ -226,12 +226,14 @@ def main(argv: list[str] | None = None) -> None:
         if target is not CORTEX_M4 and target.available():
             out[target.name] = on_target(target, folder)
     r = out["replay"]
-    print(f"memory: tu_trainer {out['sizes']['trainer']:,} bytes; .data + .bss {out['sizes']['data'] + out['sizes']['bss']:,}; "
-          f".text {out['sizes']['text']:,}")
+    sizes_ = out["sizes"]
+    print(f"memory: tu_trainer {sizes_['trainer']:,} bytes; .data + .bss {sizes_['data'] + sizes_['bss']:,}; "
+          f".text {sizes_['text']:,}")
     errors = ", ".join(f"{x['e_field_visited']:.5f}" for x in r)
     dampings = ", ".join(f"{x['c_hat']:.4f}" for x in r)
-    print(f"replay (seeds {args.seeds}): e_field_visited {errors} (mean {np.mean([x['e_field_visited'] for x in r]):.5f}), "
-          f"c_hat {dampings}, host vs device weights within {max(x['max_weight_difference_to_host'] for x in r):.2g}")
+    mean, gap = np.mean([x["e_field_visited"] for x in r]), max(x["max_weight_difference_to_host"] for x in r)
+    print(f"replay (seeds {args.seeds}): e_field_visited {errors} (mean {mean:.5f}), "
+          f"c_hat {dampings}, host vs device weights within {gap:.2g}")
     ins = out["instructions"]
     print(f"instructions: {ins['instructions_per_update']:,} per update (updates 51-70), "
           f"{ins['instructions_per_update_steady']:,} in steady state (median of updates "

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1_000_000, help="executions (default 10^6)")
     parser.add_argument("--seed", type=int, default=1, help="libFuzzer's seed")
     parser.add_argument("--update-corpus", action="store_true",
-                        help="replace microcontroller/tests/fuzz_corpus/ by the minimized merge of it and the new inputs")
+                        help="replace microcontroller/tests/fuzz_corpus/ by the minimized merge of it and the new "
+                             "inputs")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         new = Path(tmp) / "new"

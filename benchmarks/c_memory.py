@@ -22,8 +22,8 @@ from .common import C_CASES as CASES, save
 
 PAPER = {"single pendulum, B = 2048": 61_300, "single pendulum, B = 4096": 108_100,
          "single pendulum, B = 2048, lambda2 = 0": 61_300, "single pendulum, B = 4096, lambda2 = 0": 108_100}
-ROWS = ("reservoir", "calibration_record", "weights", "gradient", "adam_exp_avg", "adam_exp_avg_sq", "ema", "ring", "gate_history",
-        "calibration", "counters", "prng", "other", "total")
+ROWS = ("reservoir", "calibration_record", "weights", "gradient", "adam_exp_avg", "adam_exp_avg_sq", "ema", "ring",
+        "gate_history", "calibration", "counters", "prng", "other", "total")
 
 
 def measure() -> dict:

@@ -1,4 +1,5 @@
-"""The C trainer per plant on the emulated Cortex-M4F: real logs trained there, memory and time per plant, host speed-up.
+"""The C trainer per plant on the emulated Cortex-M4F: real logs trained there, memory and time per plant, host
+speed-up.
 
 ``python -m benchmarks.c_plants`` (needs arm-none-eabi-gcc and qemu-system-arm; ``make test`` installs
 them; a plant whose logs are missing from ../shared/data is left out, with the reason) measures, saving
@@ -10,7 +11,8 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
   streams them (resampled onto ``fs``), go to the firmware through a stream file; it trains 8000 updates
   (float32, static memory, the residual with its linear term, box-averaged taps, the known model's fixed
   constants) and writes its weights, which Python exports (``field.pt``, ``field.json``, ``metrics.json``
-  in ``results/c_plants/NAME/device``, a run folder ``torch-ude score`` reads) and scores on the validation log with the data module's
+  in ``results/c_plants/NAME/device``, a run folder ``torch-ude score`` reads) and scores on the validation log with
+  the data module's
   prediction errors (`torch_ude.prediction`: one-step, 1 s and 5 s open-loop NRMSE). The float32 Python
   trainer on the same samples with the same seed and PCG32 draws (`microcontroller.golden.reference_run`)
   and the known model alone are scored the same way; the result is the device's 1 s NRMSE over the
@@ -187,7 +189,8 @@ def table(plants: dict) -> str:
              f"{MHZ:g} MHz, CPI {CPI} |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, p in plants.items():
         s, i = p["sizes"], p["instructions"]
-        lines.append(f"| {name} (at {p.get('commit') or 'an unrecorded commit'}) | {p['states']} + {p['inputs']} | {p['capacity']} | {s['trainer']:,} | "
+        lines.append(f"| {name} (at {p.get('commit') or 'an unrecorded commit'}) | {p['states']} + {p['inputs']} | "
+                     f"{p['capacity']} | {s['trainer']:,} | "
                      f"{s['data'] + s['bss']:,} | {s['text']:,} | {i['instructions_per_update']:,} | "
                      f"{i['instructions_per_update_steady']:,} ({i['steady_window'][0]}-{i['steady_window'][1]}) | "
                      f"{i['instructions_per_chunk']:,} | {i['projected_ms_per_update_steady'][str(CPI)]:.2f} |")
@@ -196,7 +199,8 @@ def table(plants: dict) -> str:
 
 def real_log_table(plants: dict) -> str:
     """A Markdown table of the real-log scores: device, Python trainer, known model alone."""
-    lines = ["| log | trainer | one-step NRMSE | 1 s open-loop NRMSE | 5 s open-loop NRMSE |", "|---|---|---:|---:|---:|"]
+    lines = ["| log | trainer | one-step NRMSE | 1 s open-loop NRMSE | 5 s open-loop NRMSE |",
+             "|---|---|---:|---:|---:|"]
     for name, p in plants.items():
         if "real_log" not in p:
             continue

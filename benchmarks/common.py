@@ -5,8 +5,6 @@ runs a config, `baselines.peers` the peers, `torch_ude.prediction` and `torch_ud
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import json
 import math
 import statistics
@@ -18,6 +16,7 @@ import numpy as np
 import yaml
 from matplotlib.figure import Figure
 
+from baselines.matched import matched_baseline
 from torch_ude.cli import fit_config, main as cli_main
 from torch_ude.field import HybridField
 from torch_ude.systems.controlled import TorquePendulumModel
@@ -25,8 +24,8 @@ from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
 
 __all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIANTS", "PLANTS", "trainer_job",
            "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
-           "jet_matching", "baseline_config", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure", "C_CASES",
-           "speedup", "speedup_line"]
+           "jet_matching", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure",
+           "C_CASES", "speedup", "speedup_line"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results")
@@ -125,7 +124,7 @@ def add_run_arguments(ap: argparse.ArgumentParser, config: str) -> None:
     ap.add_argument("--config", type=Path, default=Path(config))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--baseline", type=Path, help="the RK4 baseline's config (default: baseline_<data set>.yaml "
-                    "beside CONFIG, `baseline_config`)")
+                    "beside CONFIG, `baselines.matched.baseline_config`)")
     ap.add_argument("--iterations", type=int, help="baseline Adam iterations (default: the baseline config's)")
     ap.add_argument("--rate", type=float, help="baseline observation rate in Hz (default: the baseline config's)")
     ap.add_argument("--steps", type=int, help="baseline RK4 steps per window, K (default: the baseline config's)")
@@ -143,59 +142,11 @@ def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, H
     return metrics, cli.datamodule, cli.model.exported
 
 
-#: The suffixes of a data set's config variants (input-affine or linear residual, extrapolation
-#: split, the device trainer's settings); a variant's RK4 baseline is its data set's.
-_CONFIG_VARIANTS = ("_affine", "_linear", "_extrapolate", "_c")
-
-
-def baseline_config(config: Path) -> Path:
-    """The RK4 baseline's config for the jet-matching config ``config``: ``baseline_<stem>.yaml`` beside it,
-    for a variant (`_CONFIG_VARIANTS`) that of its data set; stops naming both where neither exists."""
-    stem = config.stem
-    for suffix in _CONFIG_VARIANTS:
-        stem = stem.removesuffix(suffix)
-    for name in dict.fromkeys((config.stem, stem)):
-        path = config.with_name(f"baseline_{name}.yaml")
-        if path.is_file():
-            return path
-    sys.exit(f"no RK4 baseline config for {config}: looked for {config.with_name(f'baseline_{config.stem}.yaml')} "
-             f"and {config.with_name(f'baseline_{stem}.yaml')}.")
-
-
 def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace,
                  form: HybridField) -> tuple[dict, HybridField]:
-    """One RK4 baseline run through the CLI: ``torch-ude fit --config baseline_config(config)``
-    (``args.baseline`` where given), seeded by ``seed``, writing to ``folder``, on ``config``'s training and
-    validation files and known model (its trainable physical parameters included) with ``form``'s hidden
-    widths, linear term and input-affine form (jet matching's field); for a data set's own config these are
-    the baseline config's settings already (tested), so the run is the one ``torch-ude fit`` makes.
-    ``args.iterations``, ``args.rate``, ``args.steps`` and ``args.windows`` override the baseline config where
-    given. Returns its metrics.json with the field's number of weights (``num_parameters``) and the field it
-    exported."""
-    data = yaml.safe_load(config.read_text())["data"]["init_args"]
-    argv = ["fit", "--config", str(args.baseline or baseline_config(config)), "--seed_everything", str(seed),
-            "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
-            "--trainer.default_root_dir", str(folder),
-            "--data.files", json.dumps(data["files"]), "--data.val_files", json.dumps(data["val_files"]),
-            "--data.known", json.dumps(_whole(data["known"])),
-            "--model.hidden", json.dumps(list(form.mlp.sizes[1:-1])), "--model.linear", json.dumps(form.linear),
-            "--model.input_affine", json.dumps(form.input_affine)]
-    for option, value in (("--trainer.max_steps", args.iterations), ("--data.rate", args.rate),
-                          ("--data.steps", args.steps), ("--data.n_windows", args.windows)):
-        if value is not None:
-            argv += [option, str(value)]
-    field = cli_main(argv).model.field
-    return json.loads((folder / "metrics.json").read_text()) | {"num_parameters": field.num_parameters()}, field
-
-
-def _whole(known: dict) -> dict:
-    """``known`` (a config's ``class_path`` / ``init_args``) with every constructor argument it leaves out at
-    its default, so that on the command line it replaces a config's known model instead of being merged
-    into it (jsonargparse keeps the config's other arguments of the same class)."""
-    module, _, name = known["class_path"].rpartition(".")
-    signature = inspect.signature(getattr(importlib.import_module(module), name))
-    defaults = {k: p.default for k, p in signature.parameters.items() if p.default is not inspect.Parameter.empty}
-    return {"class_path": known["class_path"], "init_args": defaults | known.get("init_args", {})}
+    """`baselines.matched.matched_baseline` with the baseline settings of `add_run_arguments`."""
+    return matched_baseline(config, seed, folder, form, args.baseline, args.iterations, args.rate, args.steps,
+                            args.windows)
 
 
 def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
@@ -248,7 +199,8 @@ C_CASES = {
                                   ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048",
                                    "--model.stream.m_max", "50"]),
     # without the second-order term (lambda2 = 0, as the SNR gate sets at 1 % noise) jets need no xddot
-    "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml", [*_F32, "--model.stream.lambda2", "0"]),
+    "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
+                                               [*_F32, "--model.stream.lambda2", "0"]),
     "single pendulum, B = 4096, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
                                                [*_F32, "--model.stream.capacity", "4096", "--model.stream.lambda2",
                                                 "0"]),

@@ -100,7 +100,8 @@ def pem_identify(dm: RecordedDataModule, measured: tuple[int, ...], identify: tu
                  "data.problem.physics.init_args.values": {"J": known.inertia, "m_cx": known.mass_com},
                  "data.problem.physics.init_args.gravity": known.gravity}
     overrides |= {f"data.problem.recording.init_args.{k}": v for k, v in recording.items()}
-    experiment = load_experiment(config, [a for k, v in overrides.items() for a in (f"--{k}", v if isinstance(v, str) else json.dumps(v))])
+    experiment = load_experiment(config, [a for k, v in overrides.items()
+                                          for a in (f"--{k}", v if isinstance(v, str) else json.dumps(v))])
     problem = experiment.problem
     t0 = time.perf_counter()
     with PEMIdentifier(problem, experiment.max_steps, experiment.outer, experiment.solver) as pem:
@@ -171,8 +172,9 @@ def main(argv: list[str] | None = None) -> None:
               f"solves, {info['wall_s']:.1f} s", flush=True)
     out["f_known_alone"] = prediction_errors(HybridField.configured_physics(dm.system.known), dm.val_logs, dm.horizons)
     lab, lab_values = reference_model(dm, args.config)
-    out["lab_model"] = prediction_errors(HybridField.configured_physics(lab), dm.val_logs, dm.horizons) | {"parameters": lab_values}
-    models["lab model"] = HybridField.configured_physics(lab).evaluate_unchecked
+    lab_field = HybridField.configured_physics(lab)
+    out["lab_model"] = prediction_errors(lab_field, dm.val_logs, dm.horizons) | {"parameters": lab_values}
+    models["lab model"] = lab_field.evaluate_unchecked
     if args.jet_results.is_file():
         out["from_dfki_pendulum"] = {"file": str(args.jet_results),
                                      "summary": json.loads(args.jet_results.read_text())["summary"]}

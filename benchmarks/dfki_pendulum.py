@@ -13,7 +13,7 @@ and open-loop (1 s, 5 s) RK4 prediction from the measured state with the recorde
 * jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED`` (the streaming trainer
   on the files), its EMA field;
 * the RK4 multiple-shooting baseline: ``torch-ude fit --config BASELINE --seed_everything SEED``
-  (`benchmarks.common.baseline_config`: ``configs/baseline_<data set>.yaml``, on CONFIG's training and validation
+  (`baselines.matched.baseline_config`: ``configs/baseline_<data set>.yaml``, on CONFIG's training and validation
   files and known model, in the field form jet matching trained; the training logs observed at
   its ``data.rate``, windows of ``data.steps`` RK4 steps inside one segment, the recorded torque
   interpolated linearly over a step, full-batch Adam with the discrete adjoint, its own calibration
@@ -70,8 +70,8 @@ def known_alone(dm) -> dict:
 def lab_model(dm, config: Path) -> dict:
     """Prediction errors of the lab's whole identified model (friction and offset or rotor inertia included)."""
     model, value = reference_model(dm, config)
-    return prediction_errors(HybridField.configured_physics(model), dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {
-        "parameters": value}
+    field = HybridField.configured_physics(model)
+    return prediction_errors(field, dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {"parameters": value}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,9 +5,10 @@
 Each ``RUN`` is a run folder of ``torch-ude fit`` (jet matching, the RK4 baseline or PEM-MHE, e.g.
 ``configs/mhe_emps.yaml``) or its ``field.pt``; `torch_ude.load_field` reads it. The record is read at 1 kHz with
 the velocity derived from the position as ``configs/emps.yaml`` derives it (``half_width`` 5, order 2), and the
-whole record is simulated open loop from its first state with the recorded voltage (`torch_ude.prediction.full_simulation`,
-the protocol of RESULTS.md's EMPS rows). Prints one line per run; ``--idim-ls`` adds the benchmark's IDIM-LS model
-(its script values) as an anchor (RESULTS.md: 7.99 mm / 0.991 with the values recomputed from DATA_EMPS).
+whole record is simulated open loop from its first state with the recorded voltage
+(`torch_ude.prediction.full_simulation`, the protocol of RESULTS.md's EMPS rows). Prints one line per run;
+``--idim-ls`` adds the benchmark's IDIM-LS model (its script values) as an anchor (RESULTS.md: 7.99 mm / 0.991
+with the values recomputed from DATA_EMPS).
 """
 from __future__ import annotations
 

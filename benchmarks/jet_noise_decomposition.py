@@ -192,7 +192,7 @@ def variant_overrides(variant: tuple[float | None, list[str], dict], reference: 
         block: the config's stream settings (``model.init_args.stream``).
 
     Returns:
-        The arguments for `benchmarks.jet_runs.fit` (without the noise level).
+        The arguments for `torch_ude.cli.fit_config` (without the noise level).
     """
     _, extra, changes = variant
     resolved = {k: v(reference, block) if callable(v) else v for k, v in changes.items()}
@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
                 row[variant]["ratio_vs_K40_wd"] = row[variant]["e_field_visited"]["mean"] / BASELINE_K40_WD[level]
                 row[variant]["ratio_vs_K40"] = row[variant]["e_field_visited"]["mean"] / BASELINE_K40[level]
         summary[str(level)] = row
-    print("variant" + "".join(f"  {100 * lv:>15.1f}%" for lv in levels) + "   (e_field visited mean, change vs reference)")
+    print("variant" + "".join(f"  {100 * lv:>15.1f}%" for lv in levels)
+          + "   (e_field visited mean, change vs reference)")
     for variant in variants:
         cells = "".join(f"  {summary[str(lv)][variant]['e_field_visited']['mean']:.5f} "
                         f"({100 * summary[str(lv)][variant]['change_vs_reference']:+4.0f}%)" for lv in levels)

@@ -39,7 +39,8 @@ def noise_table(data: dict) -> str:
         rows.append(
             f"| {100 * lvl:g} % | {_ms(v2['e_field_visited']) if v2 else '-'} | {_ms(v2['e_field']) if v2 else '-'} | "
             f"{c_range} | {'/'.join(map(str, ms))} | {_ms(v2p['e_field_visited']) if v2p else '-'} | "
-            f"{_ms(v1['e_field_visited']) if v1 else '-'} | {v1_c} | {PAPER_V2.get(lvl, '')} | {PAPER_V1.get(lvl, '')} |")
+            f"{_ms(v1['e_field_visited']) if v1 else '-'} | {v1_c} | {PAPER_V2.get(lvl, '')} | "
+            f"{PAPER_V1.get(lvl, '')} |")
     return "\n".join(rows)
 
 
@@ -67,8 +68,8 @@ def cases_table(data: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Print every table whose results exist."""
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    for title, name, fn in (("Noise sweep", "jet_noise_sweep", noise_table), ("Ablation", "jet_ablation", ablation_table),
-                            ("Cases", "jet_cases", cases_table)):
+    for title, name, fn in (("Noise sweep", "jet_noise_sweep", noise_table),
+                            ("Ablation", "jet_ablation", ablation_table), ("Cases", "jet_cases", cases_table)):
         data = _load(name)
         print(f"### {title}\n\n{fn(data) if data else '(not run)'}\n")
     roll = _load("jet_rollout")

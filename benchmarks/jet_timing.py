@@ -179,8 +179,8 @@ class _RSS(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if batch_idx % self.every == 0:
             st = pl_module.stream
-            self.samples.append({"stream_s": (st.last_tick or 0) / 1000.0, "rss_mb": self.proc.memory_info().rss / 2**20,
-                                 "updates": pl_module.stats["updates"]})
+            self.samples.append({"stream_s": (st.last_tick or 0) / 1000.0,
+                                 "rss_mb": self.proc.memory_info().rss / 2**20, "updates": pl_module.stats["updates"]})
 
 
 def memory(duration: float) -> dict:
@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--repeats must be >= 1; got {args.repeats}.")
     torch.set_num_threads(1)
     result = {"run": lambda: timing(args.seeds), "profile": profile, "macs": macs,
-              "memory": lambda: memory(args.duration), "compare": lambda: compare(args.seeds, args.repeats, args.before)}[args.what]()
+              "memory": lambda: memory(args.duration),
+              "compare": lambda: compare(args.seeds, args.repeats, args.before)}[args.what]()
     folder = RESULTS / "jet_timing"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{args.what}.json").write_text(json.dumps(result, indent=2))

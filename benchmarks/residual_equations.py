@@ -176,9 +176,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{setting} {term}: {truth} {s['true']:.4f}, found {s['mean']:.4f} (min {s['min']:.4f}, max "
                   f"{s['max']:.4f}){error}")
     if direct is not None:
+        terms = zip(direct["terms"], direct["coefficients"], direct["std"])
         print("dfki, the training logs regressed directly (no network, " + direct["acceleration"] + "): "
-              + ", ".join(f"{c:+.4f}(+-{d:.4f}) {t}" for t, c, d in zip(direct["terms"], direct["coefficients"],
-                                                                          direct["std"])) + f" (R^2 {direct['r2']:.3f})")
+              + ", ".join(f"{c:+.4f}(+-{d:.4f}) {t}" for t, c, d in terms) + f" (R^2 {direct['r2']:.3f})")
     print(f"saved {folder}")
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from .build import ROOT, build
 
-__all__ = ["Target", "CORTEX_M4", "RV32", "RV32IMAC", "TARGETS", "build_firmware", "run_firmware", "FirmwareRun", "sizes",
-           "export_result", "measure_instructions", "CPI", "MHZ"]
+__all__ = ["Target", "CORTEX_M4", "RV32", "RV32IMAC", "TARGETS", "build_firmware", "run_firmware", "FirmwareRun",
+           "sizes", "export_result", "measure_instructions", "CPI", "MHZ"]
 
 #: Cycles per instruction and clock (MHz) the instruction counts are projected to times with (an ESP32 class core).
 CPI = (1.0, 1.5, 2.0)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.common import KEYS, baseline_config
+from baselines.matched import baseline_config
+from benchmarks.common import KEYS
 from benchmarks.dfki_pendulum import main
 from torch_ude import HybridField
 from torch_ude.metrics import residual_torques
@@ -167,16 +168,6 @@ def test_a_data_sets_baseline_config_trains_what_its_jet_config_does(name):
     defaults = {"hidden": [16, 16], "linear": False, "input_affine": False}  # both modules' defaults
     for key, value in defaults.items():
         assert jet["model"]["init_args"].get(key, value) == base["model"]["init_args"].get(key, value)
-
-
-def test_a_variants_baseline_is_its_data_sets_and_a_missing_one_stops_the_benchmark(tmp_path):
-    configs = ROOT / "configs"
-    for name, data_set in (("dfki_pendulum_extrapolate", "dfki_pendulum"), ("emps_affine", "emps"),
-                           ("dfki_double_pendulum_linear", "dfki_double_pendulum"), ("emps", "emps")):
-        assert baseline_config(configs / f"{name}.yaml") == configs / f"baseline_{data_set}.yaml"
-    with pytest.raises(SystemExit, match=r"no RK4 baseline config for .*mine_affine.yaml: looked for "
-                                         r".*baseline_mine_affine.yaml and .*baseline_mine.yaml"):
-        baseline_config(tmp_path / "mine_affine.yaml")
 
 
 @pytest.mark.parametrize("name", ["dfki_pendulum", "dfki_double_pendulum", "emps"])

@@ -42,7 +42,8 @@ def test_torque_pendulum_rejects_bad_constants():
 
 def test_the_lab_file_gives_the_lab_model_and_a_missing_value_is_named(tmp_path):
     path = tmp_path / "system_identification.txt"
-    path.write_text("# least squares\nJ = 6.259e-2\nm*cx = 1.022e-1\nFv = 4.707e-2\nFc = 1.839e-1\noffset = -7.586e-2\n")
+    path.write_text("# least squares\nJ = 6.259e-2\nm*cx = 1.022e-1\nFv = 4.707e-2\nFc = 1.839e-1\n"
+                    "offset = -7.586e-2\n")
     model = TorquePendulumModel.from_lab_file(path, gravity=9.8)
     assert (model.inertia, model.mass_com, model.gravity) == (6.259e-2, 1.022e-1, 9.8)
     assert (model.viscous, model.coulomb, model.offset) == (4.707e-2, 1.839e-1, -7.586e-2)
