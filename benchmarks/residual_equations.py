@@ -42,7 +42,7 @@ from benchmarks.common import RESULTS, ROOT, save, trainer_job
 from torch_ude.cli import fit_config
 from torch_ude import FrictionPendulum, SinglePendulum
 from torch_ude.recorded import read_log
-from torch_ude.sparse import Library, fit_run
+from torch_ude.sparse import Library, bootstrap_fit, fit_run
 from torch_ude.systems.controlled import TorquePendulumModel
 
 #: The lab's least-squares fit of the DFKI pendulum (../shared/data/dfki_pendulum/system_identification.txt).
@@ -73,13 +73,12 @@ def direct_regression(config: Path, threshold: float, bootstrap: int = 200, seed
     ``a`` is the Savitzky–Golay derivative (window `DIRECT_WINDOW_S`, order `DIRECT_ORDER`,
     per segment, on the config's nominal grid) of the recorded velocity; ``f_known`` the
     config's `TorquePendulumModel`; the samples those of the config's training logs.
-    Uncertainties: bootstrap over the samples, as `torch_ude.sparse.fit_residual`.
+    Uncertainties: bootstrap over the samples (`torch_ude.sparse.bootstrap_fit`).
 
     Returns:
         ``{"terms", "coefficients", "std", "r2", "samples"}`` (velocity channel only).
     """
     import pysindy
-    from sklearn.base import clone
 
     data = yaml.safe_load(config.read_text())["data"]["init_args"]
     known = TorquePendulumModel(**data["known"]["init_args"])
@@ -98,11 +97,8 @@ def direct_regression(config: Path, threshold: float, bootstrap: int = 200, seed
     z, y = np.concatenate(z), np.concatenate(y)[:, None]
     library = Library(LIBRARIES["dfki"]["library"], data["states"], data["inputs"])
     theta = library(z)
-    estimator = pysindy.STLSQ(threshold=threshold)
-    coef = np.atleast_2d(clone(estimator).fit(theta, y).coef_)[0]
-    rng = np.random.default_rng(seed)
-    draws = np.stack([np.atleast_2d(clone(estimator).fit(theta[i], y[i]).coef_)[0]
-                      for i in (rng.integers(0, len(y), len(y)) for _ in range(bootstrap))])
+    coef, draws = bootstrap_fit(theta, y, pysindy.STLSQ(threshold=threshold), bootstrap, seed)
+    coef, draws = coef[0], draws[:, 0]
     misfit = y[:, 0] - theta @ coef
     return {"terms": list(library.names), "coefficients": coef.tolist(), "std": draws.std(0, ddof=1).tolist(),
             "r2": float(1.0 - (misfit**2).sum() / ((y[:, 0] - y[:, 0].mean()) ** 2).sum()), "samples": len(y),

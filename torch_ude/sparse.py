@@ -41,7 +41,8 @@ from .metrics import evaluation_states
 from .recorded import read_log
 from .systems.base import System, check_states
 
-__all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "fit_residual", "fit_run", "main"]
+__all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "bootstrap_fit", "fit_residual", "fit_run",
+           "main"]
 
 
 class OutsideVisitedRegionWarning(UserWarning):
@@ -178,6 +179,32 @@ def _default_optimizer(threshold: float):
     return pysindy.STLSQ(threshold=threshold)
 
 
+def bootstrap_fit(theta: np.ndarray, y: np.ndarray, estimator: object, bootstrap: int, seed: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """A sparse regression ``y ~ theta coef^T`` and its refits on rows resampled with replacement.
+
+    Args:
+        theta: the library evaluated at the samples, shape (N, L).
+        y: the targets, shape (N, C).
+        estimator: a PySINDy optimizer or scikit-learn linear estimator (``fit``, ``coef_`` (C, L)); cloned
+            for every fit.
+        bootstrap: number of refits.
+        seed: seed of the resampling.
+
+    Returns:
+        The coefficients, shape (C, L), and those of every refit, shape (bootstrap, C, L).
+    """
+    from sklearn.base import clone  # a dependency of pysindy and of any scikit-learn estimator
+
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():  # a channel without any selected term is a result ("0"), not a problem
+        warnings.filterwarnings("ignore", message="Sparsity parameter is too big")
+        coef = np.atleast_2d(clone(estimator).fit(theta, y).coef_)
+        draws = np.stack([np.atleast_2d(clone(estimator).fit(theta[i], y[i]).coef_)
+                          for i in (rng.integers(0, len(y), len(y)) for _ in range(bootstrap))])
+    return coef, draws
+
+
 def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, library: Library | Sequence[str],
                  states: Tensor | None = None, channels: Sequence[str] | None = None, threshold: float = 0.05,
                  optimizer: object | None = None, bootstrap: int = 200, seed: int = 0,
@@ -262,15 +289,8 @@ def fit_residual(field: Callable[[Tensor], Tensor], system: System, case: str, l
         residual = (field(*args) - system.known_field(case)(*args)).numpy()
     cols = [names.index(c) for c in channels]
     y, theta = residual[:, cols], library(torch.cat(args, dim=1).numpy())
-    estimator = _default_optimizer(threshold) if optimizer is None else optimizer
-    from sklearn.base import clone  # a dependency of pysindy and of any scikit-learn estimator
-
-    rng = np.random.default_rng(seed)
-    with warnings.catch_warnings():  # a channel without any selected term is a result ("0"), not a problem
-        warnings.filterwarnings("ignore", message="Sparsity parameter is too big")
-        coef = np.atleast_2d(clone(estimator).fit(theta, y).coef_)
-        draws = np.stack([np.atleast_2d(clone(estimator).fit(theta[i], y[i]).coef_)
-                          for i in (rng.integers(0, len(y), len(y)) for _ in range(bootstrap))])
+    coef, draws = bootstrap_fit(theta, y, _default_optimizer(threshold) if optimizer is None else optimizer,
+                                bootstrap, seed)
     misfit = y - theta @ coef.T
     centred = ((y - y.mean(0)) ** 2).sum(0)
     r2 = [1.0 - float((misfit[:, k] ** 2).sum() / centred[k]) if centred[k] > 0 else None

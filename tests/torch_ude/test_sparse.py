@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from sklearn.linear_model import Lasso
+from sklearn.linear_model import Lasso, LinearRegression
 
 from torch_ude import DoublePendulum, FrictionPendulum, HybridField, SinglePendulum, export_field
-from torch_ude.sparse import Library, OutsideVisitedRegionWarning, fit_residual, fit_run, main
+from torch_ude.sparse import Library, OutsideVisitedRegionWarning, bootstrap_fit, fit_residual, fit_run, main
 
 
 def test_case_a_damping_is_recovered_exactly_from_the_true_field():
@@ -176,3 +176,11 @@ def test_inputs_that_are_missing_extra_or_misshapen_are_errors(tmp_path):
     p = SinglePendulum()
     with pytest.raises(ValueError, match=r"SinglePendulum has no inputs; got inputs of shape \(5, 1\)"):
         fit_residual(p.true_field(), p, "A", ["omega"], inputs=torch.zeros(5, 1))
+
+
+def test_bootstrap_fit_of_an_exact_linear_law_gives_it_in_every_refit():
+    theta = np.random.default_rng(0).standard_normal((40, 3))
+    y = theta @ np.array([[1.0, 0.0, -2.0], [0.5, 3.0, 0.0]]).T
+    coef, draws = bootstrap_fit(theta, y, LinearRegression(fit_intercept=False), bootstrap=5, seed=1)
+    assert coef.shape == (2, 3) and draws.shape == (5, 2, 3)
+    assert np.allclose(coef, [[1.0, 0.0, -2.0], [0.5, 3.0, 0.0]]) and np.allclose(draws, coef)
