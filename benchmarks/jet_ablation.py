@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
-from torch_ude.cli import fit_config  # noqa: E402
 from benchmarks.common import RESULTS, save, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
 
 V1 = "configs/pendulum_v1.yaml"
 V2_MODEL = yaml.safe_load(open("configs/pendulum_case_a.yaml"))["model"]["init_args"]

@@ -50,8 +50,8 @@ import yaml
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from torch_ude.cli import fit_config  # noqa: E402
 from benchmarks.common import RESULTS, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
 from torch_ude.stream import StreamEstimator  # noqa: E402
 from torch_ude.training import JetMatchingModule, StreamDataModule  # noqa: E402
 from torch_ude.update import apply_calibration  # noqa: E402
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     for level in levels:
         for seed in args.seeds:
             ref = fit_config(config, folder / f"reference_{level}_{seed}", seed, ["--data.noise", str(level), *base],
-                      reuse=not args.fresh)
+                             reuse=not args.fresh)
             for variant in variants:
                 noise = table[variant][0]
                 m = ref if variant == "reference" else fit_config(

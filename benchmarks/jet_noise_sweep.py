@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
             for seed in args.seeds:
                 config, extra = NOISE_VARIANTS[variant]
                 m = fit_config(config, RESULTS / "jet_noise_sweep" / f"{variant}_{level}_{seed}", seed,
-                        ["--data.noise", str(level), *extra])
+                               ["--data.noise", str(level), *extra])
                 runs.append({k: m[k] for k in KEYS} | {"seed": seed})
                 print(f"{variant} noise={level:.3f} seed={seed}: e_field_visited={m['e_field_visited']:.5f} "
                       f"e_field={m['e_field']:.5f} c_hat={m['c_hat']:.4f} m={m['m']}", flush=True)

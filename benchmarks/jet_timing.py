@@ -30,8 +30,8 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from torch_ude.cli import fit_config  # noqa: E402
 from benchmarks.common import RESULTS, summarize  # noqa: E402
+from torch_ude.cli import fit_config  # noqa: E402
 from torch_ude import HybridField, JetLoss, SinglePendulum  # noqa: E402
 
 CONFIG = "configs/pendulum_case_a.yaml"

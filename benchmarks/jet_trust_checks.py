@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from torch_ude.cli import fit_config
 from benchmarks.common import RESULTS, save
+from torch_ude.cli import fit_config
 
 NAME = "jet_trust_checks"
 DUFFING = {"model": {"class_path": "torch_ude.training.JetMatchingModule"},
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"too fast {row['too_fast']}, sigma_hat {row['sigma_hat']} (true {row['sigma_true']})", flush=True)
             for share in args.physics_first:
                 m = fit_config("configs/pendulum_case_a.yaml", RESULTS / NAME / f"physics_{share:g}_{seed}", seed,
-                        ["--config", str(physics), "--model.physics_first", str(share)])
+                               ["--config", str(physics), "--model.physics_first", str(share)])
                 params = m["physical_parameters"]
                 row = {"seed": seed, "physics_first": share, "status": m["status"], "e_field": m["e_field"],
                        "c_hat": m["c_hat"],
