@@ -17,7 +17,7 @@ DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the 
   ``torch-ude fit --config configs/baseline_emps.yaml --seed_everything SEED`` (observed at its
   ``data.rate``, ``data.steps`` RK4 steps per window, ``data.n_windows`` windows, full-batch Adam
   with the discrete adjoint), the run ``torch-ude score`` scores;
-* once, f_known alone and the benchmark's inverse-model fit IDIM-LS (`idim_ls`: recomputed
+* once, f_known alone and the benchmark's inverse-model fit IDIM-LS (`torch_ude.systems.linear_axis.idim_ls`: recomputed
   here from DATA_EMPS as Script_IDIM_LS.m does) as a whole model
   ``M q'' = gtau vir - Fv q' - Fc tanh(q' / 1 mm/s) - offset``: a reference, not the truth.
 
@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.io
-import scipy.signal
 import torch
 import yaml
 from matplotlib.figure import Figure
@@ -52,47 +51,9 @@ from torch_ude.field import HybridField
 from torch_ude.metrics import residual_torques
 from torch_ude.position_only import noise_gains
 from torch_ude.prediction import full_simulation, prediction_errors
-from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel, idim_ls
 
 KEYS = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse", "simulation_rms_q_mm", "simulation_r2_q")
-
-
-def idim_ls(path: str | Path) -> dict:
-    """The benchmark's IDIM-LS fit on a record, as Script_IDIM_LS.m computes it.
-
-    ``qm`` filtered forward-backward by a 4th-order Butterworth at 100 Hz, central differences
-    for ``q'`` and ``q''`` (``diffcent`` = `numpy.gradient`), 50 samples dropped at the start
-    (the script drops 49 at the start and none at the end), every column and the force
-    ``gtau vir`` decimated by 10 (`scipy.signal.decimate`: order-8 Chebyshev, zero phase, as
-    MATLAB's ``decimate``; scipy keeps samples 0, 10, ..., MATLAB ends on the last one), then
-    least squares of ``gtau vir = M q'' + Fv q' + Fc sign(q') + offset``.
-
-    Args:
-        path: a .mat record with ``qm``, ``vir``, ``gtau`` (DATA_EMPS.mat).
-
-    Returns:
-        ``M`` (kg), ``Fv`` (N s/m), ``Fc`` (N), ``offset`` (N), their standard deviations
-        ``std`` (the script's ``std(error) sqrt(diag((X^T X)^-1))``), ``relative_error_percent``
-        (``100 ||e|| / ||y||``), ``gtau`` (N/V) and ``samples`` (rows of the regression).
-    """
-    data = scipy.io.loadmat(path)
-    qm, vir, gtau = data["qm"].ravel(), data["vir"].ravel(), float(data["gtau"].squeeze())
-    fs = 1000.0
-    b, a = scipy.signal.butter(4, 100.0 / (fs / 2))
-    q = scipy.signal.filtfilt(b, a, qm)
-    dq = np.gradient(q, 1.0 / fs)
-    ddq = np.gradient(dq, 1.0 / fs)
-    keep = slice(49, None)
-    x = np.stack((ddq[keep], dq[keep], np.sign(dq[keep]), np.ones_like(dq[keep])), axis=1)
-    x = np.stack([scipy.signal.decimate(x[:, j], 10) for j in range(4)], axis=1)
-    y = scipy.signal.decimate(gtau * vir[keep], 10)
-    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    error = y - x @ beta
-    std = error.std(ddof=1) * np.sqrt(np.diag(np.linalg.inv(x.T @ x)))
-    names = ("M", "Fv", "Fc", "offset")
-    return {**{k: float(v) for k, v in zip(names, beta)}, "std": {k: float(s) for k, s in zip(names, std)},
-            "relative_error_percent": float(100 * np.linalg.norm(error) / np.linalg.norm(y)), "gtau": gtau,
-            "samples": int(y.shape[0])}
 
 
 def pulse_steps(path: str | Path) -> dict:

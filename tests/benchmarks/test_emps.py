@@ -1,31 +1,19 @@
-"""The EMPS benchmark: the IDIM-LS recomputation, the pulses already in the voltage, and a tiny end-to-end run
-on the real records (the full-record simulation score: tests/torch_ude/test_prediction.py)."""
+"""The EMPS benchmark: the pulses already in the voltage and a tiny end-to-end run on the real records (the IDIM-LS
+recomputation: tests/torch_ude/systems/test_linear_axis.py; the full-record simulation score:
+tests/torch_ude/test_prediction.py)."""
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from benchmarks.emps import idim_ls, main, pulse_steps
-from torch_ude.systems.linear_axis import EMPS_IDIM_LS
+from benchmarks.emps import main, pulse_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "emps"
 CONFIG = ROOT / "configs" / "emps.yaml"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the EMPS records are not at {DATA} "
                                                           f"(see ../shared/data/README.md)")
-
-
-@needs_data
-def test_idim_ls_recomputes_the_benchmarks_values():
-    fit = idim_ls(DATA / "DATA_EMPS.mat")
-    # the benchmark's script values (Simulation_EMPS_Validation.m) within one of our standard deviations
-    for key in ("M", "Fv", "Fc", "offset"):
-        assert abs(fit[key] - EMPS_IDIM_LS[key]) < fit["std"][key], key
-    assert fit["M"] == pytest.approx(95.10, abs=0.01) and 3.5 < fit["relative_error_percent"] < 5.0
-    # the config's known model carries that mass
-    known = yaml.safe_load(CONFIG.read_text())["data"]["init_args"]["known"]["init_args"]
-    assert known["mass"] == pytest.approx(fit["M"], rel=1e-4) and known["gain"] == pytest.approx(fit["gtau"])
 
 
 @needs_data

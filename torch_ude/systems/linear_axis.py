@@ -11,14 +11,18 @@ position only. Its benchmark model (IDIM-LS, ``Script_IDIM_LS.m``) is
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import numpy as np
+import scipy.io
+import scipy.signal
 import torch
 from torch import Tensor
 
 from .controlled import ControlledField
 from .parameters import PhysicalParameters
 
-__all__ = ["LinearAxisModel", "EMPS_IDIM_LS"]
+__all__ = ["LinearAxisModel", "EMPS_IDIM_LS", "idim_ls"]
 
 #: The EMPS benchmark's IDIM-LS values (kg, N s/m, N, N), as Simulation_EMPS_Validation.m states them (mhe's start).
 EMPS_IDIM_LS = {"M": 95.1089, "Fv": 203.5034, "Fc": 20.3935, "offset": -3.1648}
@@ -142,3 +146,42 @@ class LinearAxisModel(PhysicalParameters, ControlledField):
         return self.acceleration_columns(
             x, mass=-b / mass ** 2, gain=udot[:, 0] / mass, viscous=-w[:, 1] / mass,
             coulomb=-slope * w[:, 1] / mass, offset=torch.zeros_like(v))
+
+
+def idim_ls(path: str | Path) -> dict:
+    """The EMPS benchmark's IDIM-LS fit on a record, as Script_IDIM_LS.m computes it (`EMPS_IDIM_LS` from
+    DATA_EMPS).
+
+    ``qm`` filtered forward-backward by a 4th-order Butterworth at 100 Hz, central differences
+    for ``q'`` and ``q''`` (``diffcent`` = `numpy.gradient`), 50 samples dropped at the start
+    (the script drops 49 at the start and none at the end), every column and the force
+    ``gtau vir`` decimated by 10 (`scipy.signal.decimate`: order-8 Chebyshev, zero phase, as
+    MATLAB's ``decimate``; scipy keeps samples 0, 10, ..., MATLAB ends on the last one), then
+    least squares of ``gtau vir = M q'' + Fv q' + Fc sign(q') + offset``.
+
+    Args:
+        path: a .mat record with ``qm`` (m), ``vir`` (V), ``gtau`` (N/V) at 1 kHz (DATA_EMPS.mat).
+
+    Returns:
+        ``M`` (kg), ``Fv`` (N s/m), ``Fc`` (N), ``offset`` (N), their standard deviations
+        ``std`` (the script's ``std(error) sqrt(diag((X^T X)^-1))``), ``relative_error_percent``
+        (``100 ||e|| / ||y||``), ``gtau`` (N/V) and ``samples`` (rows of the regression).
+    """
+    data = scipy.io.loadmat(path)
+    qm, vir, gtau = data["qm"].ravel(), data["vir"].ravel(), float(data["gtau"].squeeze())
+    fs = 1000.0
+    b, a = scipy.signal.butter(4, 100.0 / (fs / 2))
+    q = scipy.signal.filtfilt(b, a, qm)
+    dq = np.gradient(q, 1.0 / fs)
+    ddq = np.gradient(dq, 1.0 / fs)
+    keep = slice(49, None)
+    x = np.stack((ddq[keep], dq[keep], np.sign(dq[keep]), np.ones_like(dq[keep])), axis=1)
+    x = np.stack([scipy.signal.decimate(x[:, j], 10) for j in range(4)], axis=1)
+    y = scipy.signal.decimate(gtau * vir[keep], 10)
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    error = y - x @ beta
+    std = error.std(ddof=1) * np.sqrt(np.diag(np.linalg.inv(x.T @ x)))
+    names = ("M", "Fv", "Fc", "offset")
+    return {**{k: float(v) for k, v in zip(names, beta)}, "std": {k: float(s) for k, s in zip(names, std)},
+            "relative_error_percent": float(100 * np.linalg.norm(error) / np.linalg.norm(y)), "gtau": gtau,
+            "samples": int(y.shape[0])}

@@ -1,9 +1,18 @@
 """The force-driven linear axis (EMPS): hand-written Jacobians against torch.func and complex step, bad constants."""
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 from torch.func import jacrev
 
 from torch_ude.systems import LinearAxisModel
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, idim_ls
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT.parent / "shared" / "data" / "emps"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the EMPS records are not at {DATA} "
+                                                          f"(see ../shared/data/README.md)")
 
 IDIM = {"mass": 95.1089, "gain": 35.15, "viscous": 203.5034, "coulomb": 20.3935, "offset": -3.1648}
 
@@ -69,3 +78,15 @@ def test_the_field_is_the_benchmark_model():
 def test_bad_constants_are_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LinearAxisModel(**kwargs)
+
+
+@needs_data
+def test_idim_ls_recomputes_the_benchmarks_values():
+    fit = idim_ls(DATA / "DATA_EMPS.mat")
+    # the benchmark's script values (Simulation_EMPS_Validation.m) within one of our standard deviations
+    for key in ("M", "Fv", "Fc", "offset"):
+        assert abs(fit[key] - EMPS_IDIM_LS[key]) < fit["std"][key], key
+    assert fit["M"] == pytest.approx(95.10, abs=0.01) and 3.5 < fit["relative_error_percent"] < 5.0
+    # the config's known model carries that mass
+    known = yaml.safe_load((ROOT / "configs" / "emps.yaml").read_text())["data"]["init_args"]["known"]["init_args"]
+    assert known["mass"] == pytest.approx(fit["M"], rel=1e-4) and known["gain"] == pytest.approx(fit["gtau"])
