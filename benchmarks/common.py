@@ -10,14 +10,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier
-from mhe.data.logs import IACRecording
-from mhe.peers.ekf import EKFResult
-from mhe.peers.ekf_pem import ekf_pem
-from mhe.training import PEMExperiment, pem_outputs, write_pem_outputs
+if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi and Lightning when called, not when this module is imported
+    from mhe import IdentificationProblem, MovingHorizonEstimator
+    from mhe.data.logs import IACRecording
+    from mhe.peers.ekf import EKFResult
+    from mhe.training import PEMExperiment
 
 __all__ = ["BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_split_arguments",
            "fit_pem", "iac_ekf_pem_row", "markdown_table", "plot_validation", "validation_source"]
@@ -61,6 +62,9 @@ def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
         ``residual`` weights (None without a residual), the ``history`` of the iterations and the
         loop's ``result`` (`mhe.outer.report.PEMResult`).
     """
+    from mhe import PEMIdentifier
+    from mhe.training import pem_outputs, write_pem_outputs
+
     problem = exp.problem
     outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
     outputs.start()
@@ -111,6 +115,8 @@ def validation_source(args: argparse.Namespace, problem: IdentificationProblem) 
     Raises:
         ValueError: if ``problem`` does not read an `mhe.data.logs.IACRecording`.
     """
+    from mhe.data.logs import IACRecording
+
     src = problem.source
     if not isinstance(src, IACRecording):
         raise ValueError(f"{' + '.join(args.config)} must read an mhe.data.logs.IACRecording; it reads "
@@ -121,6 +127,8 @@ def validation_source(args: argparse.Namespace, problem: IdentificationProblem) 
 def iac_ekf_pem_row(problem: IdentificationProblem, build: Path, filtered: EKFResult | None = None) -> dict:
     """Table 2's EKF->PEM row (`mhe.peers.ekf_pem.ekf_pem` from the config's start; ``filtered``: the EKF, already
     run): the identified values, parameters at a bound and the times (EKF + fit)."""
+    from mhe.peers.ekf_pem import ekf_pem
+
     res = ekf_pem(problem, build, filtered=filtered)
     return {"values": res.values, "at_bounds": list(res.fit.at_bounds), "training_s": res.wall_s,
             "ekf_s": res.ekf.wall_s, "fit_s": res.fit.wall_s, "ekf_vy_rmse_vs_logged": res.hidden_rmse}
