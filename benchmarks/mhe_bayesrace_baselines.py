@@ -4,6 +4,8 @@ The data, model, 16 identified parameters and metrics are those of ``benchmarks.
 (``configs/mhe_bayesrace_physics_gn.yaml``: DYN-PP-ETHZ for training, DYN-PP-ETHZMobil for
 validation, Euler at 0.02 s, y = (vx, omega), vy unmeasured). EKF->PEM (Section 4.3, Tedrake Ch. 18):
 
+`mhe.peers.ekf_pem.ekf_pem`:
+
 1. `mhe.peers.ekf.ExtendedKalmanFilter` with the initial model over the training recording
    (Q^(1/2), R^(1/2) = the config's MHE weights; prior = the config's arrival-cost start);
 2. `mhe.peers.state_pem.fit_on_states`: the 16 parameters by one-step prediction error on the frozen
@@ -17,7 +19,7 @@ Two protocols, both reported:
 * ``start``: the initial model is the config's start (67.95 % off, `mhe.problems.racing.start_values`);
   the fit runs from 10 starts within +-5 % of it and keeps the lowest cost.
 
-Metrics at the identified parameters (``benchmarks.mhe_bayesrace.one_step_error``, the PEM-MHE row's):
+Metrics at the identified parameters (`mhe.scoring.one_step_error`, the PEM-MHE row's):
 one-step prediction error ``r = C x^_N - y~_N`` from each window's MHE (the config's weights and
 arrival-cost start, lowest cost of ``--starts`` cold starts and ``--passes`` passes of propagated starts) on
 the training and validation
@@ -51,19 +53,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import CONFIG, VALIDATION, one_step_error, print_table1, with_values
+from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
+from benchmarks.common import TABLE1, markdown_table
 from mhe import IdentificationProblem, JointMHE, JointSettings, WindowSolver
 from mhe.data.logs import BayesRaceRecording
+from mhe.models.bounds import clip_inside
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.peers.cramer_rao import cramer_rao_std, one_step_fisher
-from mhe.peers.ekf import EKFSettings, ExtendedKalmanFilter
-from mhe.peers.state_pem import fit_on_states, jittered_starts
+from mhe.peers.ekf_pem import ekf_pem, run_ekf
+from mhe.peers.state_pem import jittered_starts
+from mhe.scoring import one_step_error, with_values
 from mhe.training import load_experiment
 
 PAPER = {"ekf_pem": {"one_step_train": 1.33e-4, "one_step_validation": 6.49e-5, "mean_rel_error": 0.2299,
@@ -77,46 +81,23 @@ ONE_STEP = ("mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9), x^
             "identified parameters (config's weights and arrival)")
 
 
-def ekf_settings(problem: IdentificationProblem) -> EKFSettings:
-    """The filter's noise model from the problem's MHE weights, its prior from the arrival-cost start."""
-    return EKFSettings(problem.mhe.process_std, problem.mhe.measurement_std, problem.arrival.mean,
-                       problem.arrival.std)
-
-
-def inside_bounds(problem: IdentificationProblem, values: dict[str, float], names) -> dict[str, float]:
-    """``values`` with those of ``names`` moved 1e-6 of their range inside the bounds (a model needs them strictly inside)."""
-    out = dict(values)
-    for n in names:
-        out[n] = problem.physics.params.bounds[n].clip(out[n])
-    return out
-
-
 def ekf_one_step(problem: IdentificationProblem, build: Path) -> float:
     """Mean over samples (after the first) and outputs of the squared EKF innovations of ``problem``'s model."""
-    res = ExtendedKalmanFilter(problem.model(), ekf_settings(problem), build).run(problem.recording)
-    return float((res.innovations[1:] ** 2).mean())
+    return float((run_ekf(problem, build).innovations[1:] ** 2).mean())
 
 
-def ekf_pem(problem: IdentificationProblem, initial: dict[str, float], fit_starts: list[dict[str, float]],
-            build: Path) -> dict:
-    """EKF with the model at ``initial`` over the training recording, then the fit from ``fit_starts``."""
-    t0 = time.perf_counter()
-    model = with_values(problem, problem.source, initial, None).model()
-    est = ExtendedKalmanFilter(model, ekf_settings(problem), build).run(problem.recording)
-    rec = problem.recording
-    fit = fit_on_states(model, est.states, rec.inputs.numpy(), problem.mhe.process_std, fit_starts, rec.breaks)
-    wall = time.perf_counter() - t0
-    values = inside_bounds(problem, {**initial, **fit.values}, fit.at_bounds)
-    truth = problem.truth
+def ekf_pem_row(problem: IdentificationProblem, initial: dict[str, float], fit_starts: list[dict[str, float]],
+                build: Path) -> dict:
+    """`mhe.peers.ekf_pem.ekf_pem` with the model at ``initial`` from ``fit_starts``: the row of ``ekf_pem.json``."""
+    res = ekf_pem(with_values(problem, problem.source, initial, None), build, fit_starts)
+    fit, truth = res.fit, problem.truth
     errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in fit.values.items()}
-    hidden = [j for j in range(problem.n_x) if j not in problem.measured]
-    vy_rmse = float(np.sqrt(((est.states[:, hidden] - rec.states.numpy()[:, hidden]) ** 2).mean())) \
-        if rec.states.shape[1] else None
-    return {"initial": {n: initial[n] for n in fit.values}, "values": values,
+    return {"initial": {n: initial[n] for n in fit.values}, "values": res.values,
             "initial_mean_rel_error": float(np.mean([abs(initial[n] - truth[n]) / abs(truth[n]) for n in fit.values])),
             "mean_rel_error": float(np.mean(list(errors.values()))), "rel_errors": errors,
-            "ekf_hidden_rmse": vy_rmse, "ekf_s": est.wall_s, "fit_s": fit.wall_s, "training_s": wall,
-            "fit_cost": fit.cost, "at_bounds": list(fit.at_bounds), "fit_starts": fit.starts, "transitions": fit.transitions}
+            "ekf_hidden_rmse": res.hidden_rmse, "ekf_s": res.ekf.wall_s, "fit_s": fit.wall_s, "training_s": res.wall_s,
+            "fit_cost": fit.cost, "at_bounds": list(fit.at_bounds), "fit_starts": fit.starts,
+            "transitions": fit.transitions}
 
 
 def joint_mhe(problem: IdentificationProblem, settings: JointSettings, build: Path, every: int = 50) -> dict:
@@ -125,8 +106,8 @@ def joint_mhe(problem: IdentificationProblem, settings: JointSettings, build: Pa
     The history keeps every ``every``-th solved window's mean relative parameter error (and the last).
     """
     res = JointMHE(problem, settings, build).run()
-    start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
-    values = inside_bounds(problem, {**start, **res.values}, res.values)
+    start = problem.start_values()
+    values = clip_inside({**start, **res.values}, problem.physics.params.bounds)
     truth = problem.truth
     errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in res.values.items()}
     mean_error = lambda v: float(np.mean([abs(v[n] - truth[n]) / abs(truth[n]) for n in res.values]))  # noqa: E731
@@ -157,7 +138,7 @@ def run_joint(problem: IdentificationProblem, val_source: BayesRaceRecording, ar
 def cramer_rao(problem: IdentificationProblem, scales: list[float], threshold: float) -> dict:
     """Cramér–Rao bounds of the relative parameters at the truth on the problem's recording, per noise scale."""
     free = problem.physics.params.free_names
-    truth = {**{n: float(v.detach()) for n, v in problem.physics.params().items()},
+    truth = {**problem.start_values(),
              **{n: problem.truth[n] for n in free}}
     model, rec = with_values(problem, problem.source, truth, None).model(), problem.recording
     fisher = one_step_fisher(model, rec.states, rec.inputs, problem.mhe.measurement_std, rec.breaks)
@@ -171,10 +152,9 @@ def cramer_rao(problem: IdentificationProblem, scales: list[float], threshold: f
 
 
 def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int, passes: int) -> dict[str, float | int]:
-    """``benchmarks.mhe_bayesrace.one_step_error`` of ``problem`` at its start values (a new solver in ``build``)."""
-    est = problem.estimator()
-    with WindowSolver(est, build) as solver:
-        return one_step_error(est, problem, solver, starts, passes=passes)
+    """`mhe.scoring.one_step_error` of ``problem`` at its start values (a new solver in ``build``)."""
+    with WindowSolver(problem.estimator(), build) as solver:
+        return one_step_error(solver, problem.windows, starts, passes)
 
 
 def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: dict, build: Path, starts: int,
@@ -233,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
              "propagated_passes": args.passes,
              "one_step_error": ONE_STEP, "selection": "smallest training one-step error over parameter_std",
              "paper": PAPER["joint_mhe"], "joint_mhe": joint}, indent=1) + "\n")
-        print_table1([("Joint-MHE, from the 67.95 % start", f"{joint['train']['mse']:.3g}",
+        markdown_table(TABLE1, [("Joint-MHE, from the 67.95 % start", f"{joint['train']['mse']:.3g}",
                        f"{joint['validation']['mse']:.3g}", f"{100 * joint['mean_rel_error']:.2f} %",
                        f"{joint['training_s']:.1f} s")])
         print(f"written {args.out / 'joint_mhe.json'}")
@@ -243,7 +223,7 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
                  overrides: list[str], build: Path) -> None:
     """Both EKF->PEM protocols, printed and written to ``ekf_pem.json``."""
     free, bounds = problem.physics.params.free_names, problem.physics.params.bounds
-    start = {n: float(v.detach()) for n, v in problem.physics.params().items()}
+    start = problem.start_values()
     table: dict = {"config": args.config, "overrides": overrides, "validation": args.validation,
                    "inits": args.inits, "spread": args.spread, "seed": args.seed, "mhe_starts": args.starts,
                    "propagated_passes": args.passes,
@@ -251,7 +231,7 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
                    "paper": PAPER}
 
     # protocol "start": the config's 67.95 % start as the EKF's model, fit from 10 starts within +-5 % of it
-    row = ekf_pem(problem, start, jittered_starts(start, free, args.inits, args.spread, args.seed, bounds),
+    row = ekf_pem_row(problem, start, jittered_starts(start, free, args.inits, args.spread, args.seed, bounds),
                   build / "start")
     row = scored(problem, val_source, row, build / "start", args.starts, args.passes)
     table["ekf_pem_start"] = row
@@ -263,7 +243,7 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
     truth = {**start, **{n: BAYESRACE_TRUTH[n] for n in free}}
     runs = []
     for i, init in enumerate(jittered_starts(truth, free, args.inits, args.spread, args.seed + 1, bounds)):
-        run = ekf_pem(problem, init, [init], build / "paper")
+        run = ekf_pem_row(problem, init, [init], build / "paper")
         run = scored(problem, val_source, run, build / "paper", args.starts, args.passes, ("validation",))
         runs.append(run)
         print(f"  init {i}: {100 * run['initial_mean_rel_error']:.2f} % off -> validation "
@@ -276,7 +256,7 @@ def ekf_pem_rows(problem: IdentificationProblem, val_source: BayesRaceRecording,
                               "all": [{k: r[k] for k in ("initial_mean_rel_error", "mean_rel_error", "validation",
                                                           "training_s", "ekf_hidden_rmse")} for r in runs]}
     (args.out / "ekf_pem.json").write_text(json.dumps(table, indent=1) + "\n")
-    print_table1([(label, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
+    markdown_table(TABLE1, [(label, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
                    f"{100 * r['mean_rel_error']:.2f} %", f"{r['training_s']:.1f} s")
                   for label, r in (("EKF->PEM, 10 inits within 5 % of the truth (paper)", table["ekf_pem_paper"]),
                                    ("EKF->PEM, from the 67.95 % start", table["ekf_pem_start"]))])

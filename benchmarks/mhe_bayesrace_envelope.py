@@ -42,13 +42,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
 from mhe import PEMIdentifier, ResidualSettings, WindowSolver
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.pem import envelope_of_windows
+from mhe.scoring import one_step_error, with_values
 from mhe.training import load_experiment
-
-from .mhe_bayesrace import CONFIG, VALIDATION, one_step_error, with_values
 
 
 def _score(trained, problem, build: Path, starts: int, passes: int) -> dict:
@@ -60,7 +60,7 @@ def _score(trained, problem, build: Path, starts: int, passes: int) -> dict:
     if est.model.residual is not None:
         est.model.residual.load_state_dict(trained.model.residual.state_dict())
     with WindowSolver(est, build) as solver:
-        return one_step_error(est, prob, solver, starts, passes=passes)
+        return one_step_error(solver, prob.windows, starts, passes)
 
 
 def main(argv: list[str] | None = None) -> dict:

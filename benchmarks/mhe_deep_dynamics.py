@@ -27,7 +27,7 @@ saw ``y~_0..y~_k``) on each part:
   outputs of the squared output error, and the RMSE of each output at the end;
 * training time: EKF + training (wall time);
 * for comparison under the same ``x^`` (EKF) the constant-parameter models: the config's start,
-  EKF->PEM (``benchmarks.mhe_iac.ekf_pem``), and the mean of Deep Dynamics' coefficients over the
+  EKF->PEM (`mhe.peers.ekf_pem.ekf_pem`), and the mean of Deep Dynamics' coefficients over the
   training samples (a constant estimate, e.g. a start for PEM-MHE).
 
 Prints the table and writes ``deep_dynamics.json``, ``deep_dynamics.png`` (validation vx and omega with
@@ -52,11 +52,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import (PAPER, add_split_arguments, ekf_pem, inside, open_loop_error, rollouts, start_ekf,
-                                 validation_source, values_of)
+from benchmarks.common import IAC_PAPER as PAPER, add_split_arguments, iac_ekf_pem_row, markdown_table
+from benchmarks.common import validation_source
 from mhe import IdentificationProblem
-from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout, usable_samples)
+from mhe.models.bounds import clip_inside
+from mhe.peers.ekf_pem import run_ekf
+from mhe.scoring import open_loop_error, rollouts, with_values
+from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
+                                     usable_samples)
 from mhe.training import load_experiment
 
 __all__ = ["ROW", "one_step", "multi_step", "coefficient_summary", "main"]
@@ -152,14 +155,14 @@ def main(argv: list[str] | None = None) -> None:
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
     val_source = validation_source(args, problem)
-    start = values_of(problem)
+    start = problem.start_values()
     parts = {"train": problem, "validation": with_values(problem, val_source, start, None)}
     steps = round(args.rollout_s / problem.recording.dt)
     h = settings.history
 
     # the row: EKF on the training part, then Deep Dynamics on its estimates
     t0 = time.perf_counter()
-    filtered = {"train": start_ekf(problem, build / "deep_dynamics" / "ekf_train")}
+    filtered = {"train": run_ekf(problem, build / "deep_dynamics" / "ekf_train")}
     x_hat = {"train": torch.as_tensor(filtered["train"].states)}
     rec = problem.recording
     last = {"train": usable_samples(len(rec.outputs), h, 1, rec.breaks)}
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     training_s = time.perf_counter() - t0
     model.eval()
 
-    x_hat["validation"] = torch.as_tensor(start_ekf(parts["validation"], build / "deep_dynamics" / "ekf_val").states)
+    x_hat["validation"] = torch.as_tensor(run_ekf(parts["validation"], build / "deep_dynamics" / "ekf_val").states)
     val_rec = parts["validation"].recording
     last["validation"] = usable_samples(len(val_rec.outputs), h, 1, val_rec.breaks)
     windows = parts["validation"].windows
@@ -182,12 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     with torch.no_grad():
         theta = {p: model.coefficients(history_rows(x_hat[p].float(), parts[p].recording.inputs.float(), last[p], h))
                  for p in parts}
-    mean_values = inside({**start, **{n: float(v) for n, v in zip(model.names, theta["train"].double().mean(0))}},
-                         problem.physics.params.bounds, 1e-6)
+    mean_values = clip_inside({**start, **{n: float(v) for n, v in zip(model.names, theta["train"].double().mean(0))}},
+                              problem.physics.params.bounds)
     print(f"{ROW}: trained in {training_s:.1f} s (EKF {filtered['train'].wall_s:.1f} s, network {fit.wall_s:.1f} s, "
           f"kept epoch {fit.best_epoch})", flush=True)
     constant = {"start": {"values": start},
-                "EKF->PEM": ekf_pem(problem, build / "deep_dynamics" / "ekf_pem", filtered["train"]),
+                "EKF->PEM": iac_ekf_pem_row(problem, build / "deep_dynamics" / "ekf_pem", filtered["train"]),
                 "Deep Dynamics mean coefficients": {"values": mean_values}}
 
     rows_out: dict[str, dict] = {ROW: {"training_s": training_s, "ekf_s": filtered["train"].wall_s,
@@ -239,13 +242,12 @@ def main(argv: list[str] | None = None) -> None:
     plot(args.out / "deep_dynamics.png", t_val, val_rec.outputs.numpy(),
          {k: curves[k] for k in ("EKF->PEM", ROW)}, t_val[last["validation"].numpy()],
          ((theta["validation"].double() - lo) / (hi - lo)).numpy(), model.names)
-    print("| method (x^ = EKF) | one-step train | one-step validation | 1 s open loop, validation | training time |")
-    print("| --- | --- | --- | --- | --- |")
-    for k, r in rows_out.items():
-        wall = f"{r['training_s']:.1f} s" if "training_s" in r else "-"
-        ms = r["validation"]["multi_step"]
-        print(f"| {k} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | {ms['mse']:.3g} "
-              f"({ms['rmse_end'][0]:.3g} m/s, {ms['rmse_end'][1]:.3g} rad/s) | {wall} |")
+    multi = {k: r["validation"]["multi_step"] for k, r in rows_out.items()}
+    markdown_table(("method (x^ = EKF)", "one-step train", "one-step validation", "1 s open loop, validation",
+                    "training time"),
+                   [(k, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
+                     f"{multi[k]['mse']:.3g} ({multi[k]['rmse_end'][0]:.3g} m/s, {multi[k]['rmse_end'][1]:.3g} rad/s)",
+                     f"{r['training_s']:.1f} s" if "training_s" in r else "-") for k, r in rows_out.items()])
     print(f"written {args.out / 'deep_dynamics.json'}, {args.out / 'deep_dynamics.png'} and "
           f"{args.out / 'deep_dynamics.pt'}")
 

@@ -11,17 +11,17 @@ values (the paper: all methods from one start, Chrosniak et al.'s estimate):
 * start: the config's values, untrained (the one-step fit on the logged vx, vy, omega of the
   training part from `GUESS`, which ``--start`` recomputes and prints with the MHE weights);
 * EKF->PEM (Section 4.3): `mhe.peers.ekf.ExtendedKalmanFilter` with the start model over the training
-  part (the filter's noise model and prior from the config's MHE weights and arrival cost, as in
-  ``benchmarks.mhe_bayesrace_baselines``), then `mhe.peers.state_pem.fit_on_states` on the frozen
-  estimates from the start values;
+  part (the filter's noise model and prior from the config's MHE weights and arrival cost), then
+  `mhe.peers.state_pem.fit_on_states` on the frozen estimates from the start values (`mhe.peers.ekf_pem.ekf_pem`);
 * PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
 * PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
   (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
   the physics-only result recorded in it, Adam; variants in ``configs/mhe_iac_gray_variants/`` hold only
-  their differences and follow it: ``--gray-config configs/mhe_iac_gray.yaml VARIANT``), scored with its trained network on the physics-only
-  config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
+  their differences and follow it: ``--gray-config configs/mhe_iac_gray.yaml VARIANT``), scored with its trained
+  network on the physics-only config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
 
-Metrics at each row's parameters, from each window's MHE (`mhe.estimator.solver.lowest_cost_solve`:
+Metrics at each row's parameters (`mhe.scoring.score_problem`), from each window's MHE
+(`mhe.estimator.solver.lowest_cost_solve`:
 the lowest cost of ``--starts`` cold starts, for PEM-MHE also its warm starts on the training part;
 the config's arrival-cost start, PEM-MHE's trained one, each clipped into the box of the data it runs on):
 
@@ -61,18 +61,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import fit_pem, one_step_error, solutions_error, with_values
-from benchmarks.mhe_bayesrace_baselines import ekf_settings
-from mhe import Bound, IdentificationProblem, PEMIdentifier, WindowSolver
+from benchmarks.common import IAC_CONFIG as CONFIG, IAC_PAPER as PAPER
+from benchmarks.common import add_split_arguments, fit_pem, iac_ekf_pem_row, markdown_table, plot_validation
+from benchmarks.common import validation_source
+from mhe import IdentificationProblem, PEMIdentifier, WindowSolver
 from mhe.data.logs import IACRecording
-from mhe.estimator.solver import Start, lowest_cost_solve
-from mhe.peers.ekf import EKFResult, ExtendedKalmanFilter
-from mhe.peers.state_pem import fit_on_states
+from mhe.estimator.solver import Start
+from mhe.models.bounds import clip_inside
+from mhe.peers.state_pem import fit_on_states, state_residuals
+from mhe.scoring import one_step_error, score_problem, with_values
 from mhe.training import PEMExperiment
 from mhe.training import load_experiment
 from torch_ude.savgol import SavitzkyGolay
 
-CONFIG = "configs/mhe_iac_physics_gn.yaml"
 GRAY_CONFIG = "configs/mhe_iac_gray.yaml"
 GRAY = "PEM-MHE (gray-box)"
 GUESS: dict[str, float] = {"Bf": 10.0, "Cf": 1.3, "Df": 4500.0, "Ef": -0.5, "Shf": 0.0, "Svf": 0.0,
@@ -81,38 +82,11 @@ GUESS: dict[str, float] = {"Bf": 10.0, "Cf": 1.3, "Df": 4500.0, "Ef": -0.5, "Shf
 """Physical guess from which the start is fitted: D = the static axle load m g l_other / L (friction
 coefficient 1), B = 10 and C = 1.3 (cornering stiffness B C D about 13 times the load per rad), E = -0.5,
 no offsets; the drivetrain at the middle of Deep Dynamics' ranges except Cm1 (5000 N at full pedal)."""
-PAPER = {"subnet": {"one_step_train": 3.16e-4, "one_step_validation": 3.25e-3, "training": "3 min"},
-         "joint_mhe": {"one_step_train": 4.70e-4, "one_step_validation": 4.47e-4, "training": "4 min"},
-         "ekf_pem": {"one_step_train": 4.37e-4, "one_step_validation": 4.20e-4, "training": "1 min"},
-         "ekf_pem_adaptive": {"one_step_train": 2.20e-4, "one_step_validation": 2.62e-4, "training": "4 min"},
-         "pem_mhe_physics": {"one_step_train": 4.24e-4, "one_step_validation": 4.10e-4, "training": "2 h 50 min"},
-         "pem_mhe_gray": {"one_step_train": 2.92e-4, "one_step_validation": 2.84e-4, "training": "23 h 40 min"}}
-"""Table 2 of the paper (its normalization of the error is not stated)."""
-
-
-def inside(values: Mapping[str, float], bounds: Mapping[str, Bound], fraction: float) -> dict[str, float]:
-    """``values`` with each bounded one moved to at least ``fraction`` of its range inside its bounds."""
-    out = dict(values)
-    for n, b in bounds.items():
-        if b.lower is not None and b.upper is not None:
-            out[n] = b.clip(out[n], fraction)
-    return out
-
-
-def values_of(problem: IdentificationProblem) -> dict[str, float]:
-    """The start values of all physical parameters of ``problem``, by name."""
-    return {n: float(v.detach()) for n, v in problem.physics.params().items()}
 
 
 def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, float]) -> np.ndarray:
-    """``x_{k+1} - f_d(x_k, u~_k)`` on the logged states of ``problem``'s recording, for the transitions
-    ``k -> k + 1`` that span no gap (``recording.follows()``, in order), shape (that many, n_x)."""
-    rec = problem.recording
-    keep = rec.follows()
-    model = with_values(problem, problem.source, dict(values), None).model()
-    with torch.no_grad():
-        x = rec.states[:-1][keep]
-        return (rec.states[1:][keep] - model.step(x, rec.inputs[:-1][keep], torch.zeros_like(x))).numpy()
+    """`mhe.peers.state_pem.state_residuals` of ``problem``'s model at physical ``values`` on its recording."""
+    return state_residuals(with_values(problem, problem.source, dict(values), None).model(), problem.recording)
 
 
 def output_noise_std(problem: IdentificationProblem) -> list[float]:
@@ -130,127 +104,14 @@ def logged_state_start(problem: IdentificationProblem) -> dict:
     outputs' noise (`output_noise_std`) and ``q`` = the standard deviation of the start's one-step
     residuals on the logged states divided by ``h``.
     """
-    start = {**values_of(problem), **GUESS}
+    start = {**problem.start_values(), **GUESS}
     model = with_values(problem, problem.source, start, None).model()
     rec = problem.recording
     fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), problem.mhe.process_std, None, rec.breaks)
-    values = inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
+    values = clip_inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
     q = (one_step_residuals(problem, values).std(axis=0) / rec.dt).tolist()
     return {"values": values, "fitted": fit.values, "at_bounds": list(fit.at_bounds), "fit_s": fit.wall_s,
             "process_std": q, "measurement_std": output_noise_std(problem)}
-
-
-def start_ekf(problem: IdentificationProblem, build: Path) -> EKFResult:
-    """The EKF with ``problem``'s start model over its recording (filtered states ``x^_{k|k}``, wall time)."""
-    return ExtendedKalmanFilter(problem.model(), ekf_settings(problem), build).run(problem.recording)
-
-
-def ekf_pem(problem: IdentificationProblem, build: Path, filtered: EKFResult | None = None) -> dict:
-    """EKF with ``problem``'s start model over its recording (`start_ekf`; ``filtered``: its result, already
-    run), then the one-step fit on the frozen estimates. The training time includes the EKF's."""
-    t0 = time.perf_counter()
-    model, rec, start = problem.model(), problem.recording, values_of(problem)
-    est = start_ekf(problem, build) if filtered is None else filtered
-    fit = fit_on_states(model, est.states, rec.inputs.numpy(), problem.mhe.process_std, [start], rec.breaks)
-    wall = time.perf_counter() - t0 + (0.0 if filtered is None else est.wall_s)
-    hidden = [j for j in range(problem.n_x) if j not in problem.measured]
-    return {"values": inside({**start, **fit.values}, problem.physics.params.bounds, 1e-6),
-            "at_bounds": list(fit.at_bounds), "training_s": wall, "ekf_s": est.wall_s, "fit_s": fit.wall_s,
-            "ekf_vy_rmse_vs_logged": float(np.sqrt(((est.states[:, hidden] - rec.states.numpy()[:, hidden]) ** 2)
-                                                   .mean()))}
-
-
-def rollouts(problem: IdentificationProblem, x0: torch.Tensor, first: torch.Tensor, steps: int,
-             residual: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
-    """Open-loop outputs from states ``x0`` (M, n_x) at samples ``first`` (M,), logged inputs: (M, steps, n_y).
-
-    ``residual``: the weights (``state_dict``) of ``problem``'s neural residual; None: its start weights.
-    """
-    model, u = with_residual(problem.model(), residual), problem.recording.inputs
-    x, out = x0, []
-    with torch.no_grad():
-        for k in range(steps):
-            x = model.step(x, u[first + k], torch.zeros_like(x))
-            out.append(model.output(x))
-    return torch.stack(out, dim=1)
-
-
-def with_residual(model, residual: Mapping[str, torch.Tensor] | None):
-    """``model`` (a `mhe.models.model.StateSpaceModel`) with its neural residual's weights set to ``residual`` (if given).
-
-    Raises:
-        ValueError: for weights given to a model without a residual.
-    """
-    if residual is not None:
-        if model.residual is None:
-            raise ValueError("residual weights were given for a problem without a neural residual; give None.")
-        model.residual.load_state_dict(dict(residual))
-    return model
-
-
-def open_loop_error(pred: torch.Tensor, meas: torch.Tensor) -> dict:
-    """The multi-step error of open-loop outputs ``pred`` against the logged ``meas``, both (M, S, n_y).
-
-    Returns:
-        ``mse`` (mean over rollouts, steps and outputs of the squared error), ``steps`` S, ``rollouts`` M and
-        ``rmse_end`` (the RMSE per output at the last step).
-    """
-    err = pred - meas
-    return {"mse": float((err ** 2).mean()), "steps": err.shape[1], "rollouts": err.shape[0],
-            "rmse_end": (err[:, -1] ** 2).mean(dim=0).sqrt().tolist()}
-
-
-def score(problem: IdentificationProblem, build: Path, starts: int, rollout_steps: int = 0,
-          warm: list[Start | None] | None = None,
-          residual: Mapping[str, torch.Tensor] | None = None) -> tuple[dict, dict]:
-    """One-step error (and, for ``rollout_steps > 0``, the multi-step error) of ``problem`` at its start values.
-
-    ``residual``: the trained weights (``state_dict``) of ``problem``'s neural residual; None: its start weights.
-
-    Returns:
-        The metrics, and for plotting the sample index of each rollout's first prediction and its
-        outputs, (M',) and (M', rollout_steps, n_y).
-    """
-    est = problem.estimator()
-    with_residual(est.model, residual)
-    with WindowSolver(est, build) as solver:
-        best = lowest_cost_solve(solver, problem.windows, starts, warm)
-        out = one_step_error(est, problem, solver, starts, best=best)
-    if rollout_steps < 1:
-        return out, {}
-    windows, y = problem.windows, problem.recording.outputs
-    first = windows.start + windows.horizon - 1  # the sample of x^_{N-1}
-    keep = best.ok & (first + rollout_steps < len(y))
-    for b in problem.recording.breaks:  # no rollout runs over a gap in the log
-        keep &= (b <= first) | (b > first + rollout_steps)
-    first = first[keep]
-    pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps, residual)
-    out["multi_step"] = open_loop_error(pred, y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]])
-    return out, {"first": first + 1, "pred": pred}
-
-
-def plot(path: Path, rec_t: np.ndarray, y: np.ndarray, curves: Mapping[str, dict]) -> None:
-    """Measured vx and omega on the validation part with each row's 1 s open-loop predictions."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
-    colors = {"EKF->PEM": "tab:orange", "PEM-MHE (physics-only)": "tab:blue", GRAY: "tab:red"}
-    for j, (ax, label) in enumerate(zip(axes, ("vx (m/s)", "omega (rad/s)"))):
-        ax.plot(rec_t, y[:, j], color="k", lw=0.8, label="measured")
-        for name, c in curves.items():
-            for i, (f, p) in enumerate(zip(c["first"].tolist(), c["pred"][:, :, j].numpy())):
-                ax.plot(rec_t[f:f + len(p)], p, color=colors.get(name, "tab:green"), lw=0.8,
-                        label=f"{name}, 1 s open loop" if i == 0 else None)
-        ax.set_ylabel(label)
-    axes[0].legend(loc="lower left", fontsize=8)
-    axes[1].set_xlabel("time (s)")
-    axes[0].set_title("IAC log B, validation part: measured and 1 s open-loop predictions from the MHE estimates")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def residual_scales(problem: IdentificationProblem, values: Mapping[str, float]) -> dict[str, list[float]]:
@@ -287,7 +148,7 @@ def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, ev
     is held out (so the held-out windows cover every stretch of the training part: its first half holds
     the slow start and none of the braking of the second), the PEM loop of ``exp`` (its optimizer,
     ``max_steps``, start) runs on the others. Before the first iteration, every ``every`` iterations and
-    after the last, the one-step error (`one_step_error`'s mean of ``r^2``) of the held-out windows is
+    after the last, the one-step error (`mhe.scoring.one_step_error`'s mean of ``r^2``) of the held-out windows is
     taken at the current ``alpha`` as the validation part is scored: the lowest-cost of ``starts`` cold
     starts per window. The validation part is never read.
 
@@ -315,7 +176,7 @@ def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, ev
         est, t0 = pem.estimator, time.perf_counter()
 
         def score_held_out(i: int, loss: float, failed: int) -> None:
-            err = solutions_error(est, windows, lowest_cost_solve(solver, windows, starts))
+            err = one_step_error(solver, windows, starts)
             curve.append({"iteration": i, "loss": loss, "n_failed": failed, "held_out": err["mse"],
                           "held_out_failed": err["failed"], "wall_s": time.perf_counter() - t0})
             print(f"{i:4d} J={loss:.4e} failed={failed} held-out {curve[-1]['held_out']:.4e} "
@@ -350,31 +211,6 @@ def gray_overrides(settings: list[str]) -> list[str]:
             raise ValueError(f"--gray-set takes KEY=VALUE (e.g. data.problem.residual.seed=1); got {s!r}.")
         out += [f"--{key.strip().lstrip('-')}", value]
     return out
-
-
-def add_split_arguments(ap: argparse.ArgumentParser) -> None:
-    """``--config`` (a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it) and
-    ``--validation-part`` (a, b, ...), shared by the IAC benchmarks; `validation_source` reads them."""
-    ap.add_argument("--config", nargs="+", default=[CONFIG], metavar="CONFIG",
-                    help="a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it "
-                         "(e.g. configs/mhe_iac_split_blocked/physics.yaml)")
-    ap.add_argument("--validation-part", type=float, nargs="+", default=None, metavar="FRACTION",
-                    help="the fractions (a, b) of the gated stretch to validate on, or several pairs (a1, b1, a2, b2, "
-                         "...); default: the rest of the stretch, what the config's part leaves out")
-
-
-def validation_source(args: argparse.Namespace, problem: IdentificationProblem) -> IACRecording:
-    """The validation recording of `add_split_arguments`: ``--validation-part`` of ``problem``'s IAC log, or the
-    rest of its gated stretch (the blocks the training part leaves out).
-
-    Raises:
-        ValueError: if ``problem`` does not read an `mhe.data.logs.IACRecording`.
-    """
-    src = problem.source
-    if not isinstance(src, IACRecording):
-        raise ValueError(f"{' + '.join(args.config)} must read an mhe.data.logs.IACRecording; it reads "
-                         f"{type(src).__name__}.")
-    return src.rest() if args.validation_part is None else src.with_part(args.validation_part)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -418,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(made, indent=1))
         return
     if args.scales:
-        print(json.dumps(residual_scales(problem, values_of(problem)), indent=1))
+        print(json.dumps(residual_scales(problem, problem.start_values()), indent=1))
         return
     gray_exp = None
     if args.gray:
@@ -428,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
                              "(data.problem.residual) to a problem on an mhe.data.logs.IACRecording.")
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
-    start = values_of(problem)
+    start = problem.start_values()
     print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}, stride {problem.stride}", flush=True)
 
     rows, curves = {}, {}
@@ -438,17 +274,17 @@ def main(argv: list[str] | None = None) -> None:
     def evaluate(name: str, values: dict, arrival: tuple, warm: list | None = None, base: IdentificationProblem =
                  problem, residual: Mapping[str, torch.Tensor] | None = None) -> None:
         folder = build / re.sub(r"[^A-Za-z0-9.-]+", "_", name)  # L4CasADi's compiler command takes no spaces
-        train, _ = score(with_values(base, base.source, values, arrival), folder / "train", args.starts, 0,
-                         warm, residual)
-        val, curve = score(with_values(base, val_source, values, arrival), folder / "validation",
-                           args.starts, steps, residual=residual)
+        train, _ = score_problem(with_values(base, base.source, values, arrival), folder / "train", args.starts, 0,
+                                 warm, residual)
+        val, curve = score_problem(with_values(base, val_source, values, arrival), folder / "validation",
+                                   args.starts, steps, residual=residual)
         rows[name] = {**rows.get(name, {}), "values": values, "train": train, "validation": val}
         curves[name] = curve
         print(f"{name}: one-step train {train['mse']:.3e}, validation {val['mse']:.3e}, {args.rollout_s:g} s open "
               f"loop {val['multi_step']['mse']:.3e}", flush=True)
 
     evaluate("start", start, config_arrival)
-    rows["EKF->PEM"] = ekf_pem(problem, build / "ekf")
+    rows["EKF->PEM"] = iac_ekf_pem_row(problem, build / "ekf")
     evaluate("EKF->PEM", rows["EKF->PEM"]["values"], config_arrival)
 
     name = "PEM-MHE (physics-only)"
@@ -456,12 +292,12 @@ def main(argv: list[str] | None = None) -> None:
     values, arrival, history = phys["values"], phys["arrival"], phys["history"]
     rows[name] = phys["row"]
     evaluate(name, values, arrival, phys["warm"])
-    val_config_arrival, _ = score(with_values(problem, val_source, values, config_arrival),
-                                  build / name / "config_arrival", args.starts)
+    val_config_arrival, _ = score_problem(with_values(problem, val_source, values, config_arrival),
+                                          build / name / "config_arrival", args.starts)
     rows[name]["validation_config_arrival"] = val_config_arrival
 
     if gray_exp is not None:
-        gray_problem, gray_start = gray_exp.problem, values_of(gray_exp.problem)
+        gray_problem, gray_start = gray_exp.problem, gray_exp.problem.start_values()
         print(f"{GRAY}: {sum(p.numel() for p in gray_problem.model().parameters())} identified parameters; its start "
               f"differs from this run's physics-only result by at most "
               f"{max(abs(gray_start[n] - v) / max(abs(v), 1e-12) for n, v in values.items()):.2e} (relative)",
@@ -487,14 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "table2.json").write_text(json.dumps(table, indent=1) + "\n")
     rec = val_source.record()
     t = (torch.arange(len(rec.outputs)) * rec.dt).numpy()
-    plot(args.out / "validation.png", t, rec.outputs.numpy(),
+    plot_validation(args.out / "validation.png", t, rec.outputs.numpy(),
          {k: curves[k] for k in ("EKF->PEM", name, GRAY) if k in curves})
-    print("| method | one-step train | one-step validation | 1 s open loop, validation | training time |")
-    print("| --- | --- | --- | --- | --- |")
-    for k, r in rows.items():
-        wall = f"{r['training_s']:.1f} s" if "training_s" in r else "-"
-        print(f"| {k} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | "
-              f"{r['validation']['multi_step']['mse']:.3g} | {wall} |")
+    markdown_table(("method", "one-step train", "one-step validation", "1 s open loop, validation", "training time"),
+                   [(k, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
+                     f"{r['validation']['multi_step']['mse']:.3g}",
+                     f"{r['training_s']:.1f} s" if "training_s" in r else "-") for k, r in rows.items()])
     print(f"PEM-MHE validation with the config's arrival-cost start: {val_config_arrival['mse']:.3g}")
     if GRAY in rows:
         change = rows[GRAY]["validation"]["mse"] / rows[name]["validation"]["mse"] - 1

@@ -10,12 +10,12 @@ y = (vx, omega), vy unmeasured):
   ``--joint-stride`` samples at a time, ``--joint-passes`` times, from the config's start (the start
   of every row of Table 2). One run per ``--joint-parameter-std``; the smallest training one-step
   error is reported (the data alone), all are listed. Scored as ``benchmarks.mhe_iac`` scores its
-  rows (`benchmarks.mhe_iac.score`, the config's arrival-cost start): one-step error on the training
+  rows (`mhe.scoring.score_problem`, the config's arrival-cost start): one-step error on the training
   and validation windows, and the 1 s open loop from each validation window's ``x^_{N-1}``.
   Training time = the run's wall time (all window solves and the CasADi build).
-* ``subnet`` (Beintema et al., 2023): deepSI's SUBNET (``benchmarks.mhe_subnet.train``, latent
+* ``subnet`` (Beintema et al., 2023): deepSI's SUBNET (`mhe.peers.subnet.train_subnet`, latent
   dimension ``--subnet-nx``) on the training part, u = (delta, pedal), y = (vx, omega); one-step =
-  ``h`` of the encoded state (outputs and inputs up to t - 1; `benchmarks.mhe_subnet`'s definition)
+  ``h`` of the encoded state (outputs and inputs up to t - 1; `mhe.peers.subnet`'s definition)
   over every sample t >= max(na, nb); the 1 s open loop on validation from the encoded state at the
   same samples as the MHE rows' rollouts (the sample after each window's end: the encoder has seen
   the outputs up to the window's last sample, as ``x^_{N-1}`` has), ``h(f^k(x^_t))`` for 25 steps.
@@ -38,18 +38,18 @@ import dataclasses
 import json
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import (PAPER, add_split_arguments, inside, open_loop_error, plot, score, validation_source,
-                                 values_of)
-from benchmarks.mhe_subnet import SubnetSettings, predictions, prediction_errors, recording_data, train
+from benchmarks.common import IAC_PAPER as PAPER, add_split_arguments, markdown_table, plot_validation
+from benchmarks.common import validation_source
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.data.logs import IACRecording
+from mhe.models.bounds import clip_inside
+from mhe.peers.subnet import SubnetSettings, subnet_data, subnet_errors, subnet_rollouts, train_subnet
+from mhe.scoring import open_loop_error, score_problem, with_values
 from mhe.training import load_experiment
 
-__all__ = ["METHODS", "joint_mhe", "subnet", "subnet_rollouts", "main"]
+__all__ = ["METHODS", "joint_mhe", "subnet", "main"]
 
 METHODS = ("joint_mhe", "subnet")
 ONE_STEP = {"joint_mhe": "mean over windows and outputs (vx in m/s, omega in rad/s) of r^2, r = C x^_N - y~_N "
@@ -60,17 +60,19 @@ ONE_STEP = {"joint_mhe": "mean over windows and outputs (vx in m/s, omega in rad
 
 def joint_mhe(problem: IdentificationProblem, val_source: IACRecording, settings: JointSettings, build: Path,
               starts: int, steps: int) -> tuple[dict, dict]:
-    """One Joint-MHE run over the training part from the config's start, scored as `benchmarks.mhe_iac` scores.
+    """One Joint-MHE run over the training part from the config's start, scored as `benchmarks.mhe_iac` scores
+    (`mhe.scoring.score_problem`).
 
     Returns:
         The row (settings, identified values, one-step train and validation with the ``steps``-step open
-        loop, training time, counts) and the validation rollouts for the plot (`benchmarks.mhe_iac.score`).
+        loop, training time, counts) and the validation rollouts for the plot.
     """
     res = JointMHE(problem, settings, build / "joint").run()
-    values = inside({**values_of(problem), **res.values}, problem.physics.params.bounds, 1e-6)
+    values = clip_inside({**problem.start_values(), **res.values}, problem.physics.params.bounds)
     arrival = (list(problem.arrival.mean), list(problem.arrival.std))
-    train_row, _ = score(with_values(problem, problem.source, values, arrival), build / "train", starts)
-    val_row, curve = score(with_values(problem, val_source, values, arrival), build / "validation", starts, steps)
+    train_row, _ = score_problem(with_values(problem, problem.source, values, arrival), build / "train", starts)
+    val_row, curve = score_problem(with_values(problem, val_source, values, arrival), build / "validation", starts,
+                                   steps)
     return {"settings": dataclasses.asdict(settings), "values": values, "train": train_row, "validation": val_row,
             "training_s": res.wall_s, "window_solves": res.windows, "failed": res.failed}, curve
 
@@ -86,10 +88,10 @@ def subnet(problem: IdentificationProblem, val_source: IACRecording, settings: S
         The row and the validation rollouts for the plot (``first`` sample, ``pred`` (M, steps, n_y)).
     """
     val_problem = problem.replace(recording=val_source)
-    train_data = recording_data(problem.recording, "IAC training part")
-    val_data = recording_data(val_problem.recording, "IAC validation part")
-    model, info = train(train_data, settings)
-    rows = {label: prediction_errors(model, data, settings.horizon)
+    train_data = subnet_data(problem.recording, "IAC training part")
+    val_data = subnet_data(val_problem.recording, "IAC validation part")
+    model, info = train_subnet(train_data, settings)
+    rows = {label: subnet_errors(model, data, settings.horizon)
             for label, data in (("train", train_data), ("validation", val_data))}
     windows = val_problem.windows
     first, pred, meas = subnet_rollouts(model, val_data, windows.start + windows.horizon, steps)
@@ -98,28 +100,6 @@ def subnet(problem: IdentificationProblem, val_source: IACRecording, settings: S
            "train": {"mse": rows["train"]["one_step"]["mse"], **rows["train"]},
            "validation": {"mse": rows["validation"]["one_step"]["mse"], **rows["validation"], "multi_step": multi}}
     return row, {"first": first, "pred": torch.as_tensor(pred, dtype=torch.float64)}
-
-
-def subnet_rollouts(model: torch.nn.Module, data, first: torch.Tensor, steps: int
-                    ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """SUBNET's open-loop predictions of samples ``f .. f + steps - 1`` for each ``f`` in ``first`` (where possible).
-
-    The encoder reads u and y up to ``f - 1``; a start needs ``max(na, nb)`` samples before it and
-    ``steps`` samples from it on, all in one stretch of the recording.
-
-    Args:
-        model: a ``deepSI.SUBNET``.
-        data: ``Input_output_data``, or a list of stretches (`benchmarks.mhe_subnet.recording_data`).
-        first: the first predicted sample of each rollout, shape (M,).
-        steps: samples per rollout.
-
-    Returns:
-        The starts kept (M',), the predictions and the measured outputs, each (M', steps, n_y).
-    """
-    pred, meas, starts = predictions(model, data, steps)
-    first = first[torch.isin(first, starts)]
-    rows = torch.searchsorted(starts, first).numpy()
-    return first, pred[rows], meas[rows]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -186,14 +166,15 @@ def main(argv: list[str] | None = None) -> dict:
     rec = val_source.record()
     t = (torch.arange(len(rec.outputs)) * rec.dt).numpy()
     for name, curve in curves.items():
-        plot(args.out / f"baselines_{name.lower().replace('-', '_')}.png", t, rec.outputs.numpy(), {name: curve})
-    print("| method | one-step train | one-step validation | 1 s open loop, validation (RMSE vx, omega at 1 s) "
-          "| training time |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, r in table["rows"].items():
-        m = r["validation"]["multi_step"]
-        print(f"| {name} | {r['train']['mse']:.3g} | {r['validation']['mse']:.3g} | {m['mse']:.3g} "
-              f"({m['rmse_end'][0]:.3g} m/s, {m['rmse_end'][1]:.3g} rad/s) | {r['training_s']:.1f} s |")
+        plot_validation(args.out / f"baselines_{name.lower().replace('-', '_')}.png", t, rec.outputs.numpy(),
+                        {name: curve})
+    multi = {name: r["validation"]["multi_step"] for name, r in table["rows"].items()}
+    markdown_table(("method", "one-step train", "one-step validation",
+                    "1 s open loop, validation (RMSE vx, omega at 1 s)", "training time"),
+                   [(name, f"{r['train']['mse']:.3g}", f"{r['validation']['mse']:.3g}",
+                     f"{multi[name]['mse']:.3g} ({multi[name]['rmse_end'][0]:.3g} m/s, "
+                     f"{multi[name]['rmse_end'][1]:.3g} rad/s)", f"{r['training_s']:.1f} s")
+                    for name, r in table["rows"].items()])
     print(f"written {path}")
     return table
 

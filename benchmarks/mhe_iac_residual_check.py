@@ -4,7 +4,7 @@ Before an expensive PEM-MHE run (about 15 min on 2 cores), a residual's form (wi
 the state channels it drives) can be checked on the logged states of the training part, which the IAC
 log holds in full (vy too; PEM-MHE itself sees only vx and omega). The targets are the one-step residuals
 of the physics at the config's start values, ``(x_{k+1} - f_d(x_k, u~_k)) / h``
-(`benchmarks.mhe_iac.one_step_residuals`, dx/dt units); the config's own `mhe.models.model.NeuralResidual`
+(`mhe.peers.state_pem.state_residuals`, dx/dt units); the config's own `mhe.models.model.NeuralResidual`
 (its width, scales, input history and outputs, zero last layer, the hidden layers seeded per seed) is
 fitted by full-batch Adam to the rows of the first ``--fraction`` of the training part and scored on the
 rest: per driven state channel, ``R^2 = 1 - mean((N - target)^2) / var(target)`` on the held-out rows.
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.mhe_iac import one_step_residuals, values_of
 from mhe import IdentificationProblem
+from mhe.peers.state_pem import state_residuals
 from mhe.training import load_experiment
 
 __all__ = ["held_out_fit", "main"]
@@ -60,7 +60,7 @@ def held_out_fit(problem: IdentificationProblem, seed: int, fraction: float = 0.
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"fraction (the rows that fit) must lie in (0, 1); got {fraction}.")
     t0 = time.perf_counter()
-    target = torch.as_tensor(one_step_residuals(problem, values_of(problem)) / rec.dt)  # none across a gap
+    target = torch.as_tensor(state_residuals(problem.model(), rec) / rec.dt)  # none across a gap
     keep = rec.follows()
     x, u = rec.states[:-1][keep], rec.inputs[:-1][keep]
     net = dataclasses.replace(problem.residual, seed=seed).build(problem.n_x, problem.physics.n_u)

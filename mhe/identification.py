@@ -386,6 +386,11 @@ class IdentificationProblem:
         """True physical values by name (simulated data), or None."""
         return None if isinstance(self.source, Recording) else self.source.truth
 
+    def start_values(self) -> dict[str, float]:
+        """The start values of all physical parameters (identified and fixed), by name (physical units); {} without
+        physics."""
+        return {} if self.physics is None else {n: float(v.detach()) for n, v in self.physics.params().items()}
+
     def model(self) -> StateSpaceModel:
         """A new state-space model at the start values (its parameters are not shared with earlier models)."""
         physics = copy.deepcopy(self.physics)
@@ -452,7 +457,7 @@ class IdentificationProblem:
                 {"class": type(source).__name__, **{k: v for k, v in vars(source).items() if not k.startswith("_")}},
                 "physics": None if self.physics is None else {
                     "class": type(self.physics).__name__,
-                    "start": {n: float(v.detach()) for n, v in self.physics.params().items()},
+                    "start": self.start_values(),
                     "identified": list(self.physics.params.free_names)},
                 "residual": None if self.residual is None else asdict(self.residual),
                 "measured": list(self.measured), "stride": self.stride, "windows": self.limit,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as tf
 from torch import Tensor, nn
 
-__all__ = ["Bound", "BoundedParameters", "inverse_softplus"]
+__all__ = ["Bound", "BoundedParameters", "clip_inside", "inverse_softplus"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,24 @@ class Bound:
         if hi is not None:
             return hi - tf.softplus(raw)
         return raw
+
+
+def clip_inside(values: Mapping[str, float], bounds: Mapping[str, Bound], pad: float = 1e-6) -> dict[str, float]:
+    """``values`` with each bounded one moved inside its bound (`Bound.clip`: ``pad`` of a two-sided range, ``pad``
+    from a one-sided bound), so that a model can be built from them (`Bound.to_raw` needs them strictly inside).
+
+    Args:
+        values: parameter values by name (physical units); every name of ``bounds`` among them.
+        bounds: the bounds by name (e.g. ``physics.params.bounds``, the identified parameters').
+        pad: the share of a two-sided range kept between a value and its bound (0.01 to start 1 % inside).
+
+    Returns:
+        A new dict; names without a bound keep their values.
+    """
+    out = dict(values)
+    for n, b in bounds.items():
+        out[n] = b.clip(out[n], pad)
+    return out
 
 
 def inverse_softplus(v: float) -> float:

@@ -5,8 +5,8 @@ A gray-box PEM-MHE run trains known physics and a neural residual together (`mhe
 At its end (`mhe.pem.finish`, both front-ends) `check_residual` scores the trained model, its physics alone (the
 same trained physical and output-map parameters and arrival cost, the residual removed) and the physics the run
 started from (every parameter at the problem's start, the residual removed) by the run's own criterion, the
-one-step prediction error of Eq. (9) (`one_step_error`: each window's MHE solved as ``torch-ude validate`` solves
-it, `mhe.estimator.solver.lowest_cost_solve`, then the mean over windows and outputs of ``r^2``); where the
+one-step prediction error of Eq. (9) (`mhe.scoring.one_step_error`: each window's MHE solved as ``torch-ude validate``
+solves it, `mhe.estimator.solver.lowest_cost_solve`, then the mean over windows and outputs of ``r^2``); where the
 residual does not predict better than both, the run's model becomes the better physics. Why the start: trained
 beside a residual the physics drifts and the residual makes up for it on the fit's data (measured on the two-tank
 process and BayesRace, RESULTS.md), so a gray-box started from a physics-only fit must not end worse than that fit.
@@ -48,8 +48,8 @@ from ..estimator.solver import WindowSolver, lowest_cost_solve
 from ..models.model import NeuralResidual, StateSpaceModel
 from .free_run import estimate_initial_states
 
-__all__ = ["CHECK_PASSES", "check_residual", "free_run_error", "one_step_error", "remove_residual",
-           "residual_removed", "window_errors", "without_residual"]
+__all__ = ["CHECK_PASSES", "check_residual", "free_run_error", "remove_residual", "residual_removed", "window_errors",
+           "without_residual"]
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +79,11 @@ def window_errors(solver: WindowSolver, windows: Windows, starts: int, passes: i
     return r, best.ok
 
 
-def one_step_error(solver: WindowSolver, windows: Windows, starts: int, passes: int = 0) -> dict[str, float | int]:
-    """The one-step prediction error of Table 1 (Eq. 9): the mean of ``r^2`` over the windows that solved and the
-    outputs (`window_errors`); ``torch-ude validate``'s ``val/one_step_mse``.
-
-    Returns:
-        ``mse`` (output units squared; NaN when no window solved), ``windows`` (M) and ``failed``.
-    """
-    r, ok = window_errors(solver, windows, starts, passes)
-    return {"mse": float((r[ok] ** 2).mean()) if bool(ok.any()) else math.nan, "windows": len(windows),
-            "failed": int((~ok).sum())}
-
-
 def free_run_error(estimator: MovingHorizonEstimator, recording: Recording) -> float:
     """The free-run error of the estimator's model on ``recording``: each stretch simulated from the initial state
     that fits it best, the parameters fixed (`mhe.outer.free_run.estimate_initial_states`), then the mean over the
-    outputs of the squared RMSE (output units squared; NaN where the run diverged), as `one_step_error` averages."""
+    outputs of the squared RMSE (output units squared; NaN where the run diverged), as
+    `mhe.scoring.one_step_error` averages."""
     _, rmse = estimate_initial_states(estimator, recording)
     return float((rmse ** 2).mean())
 
@@ -160,8 +149,8 @@ def check_residual(solver: WindowSolver, windows: Windows, starts: int = 1, pass
     """Score the solver's gray-box model and the physics it could fall back to on held-out windows; keep the residual
     only where it predicts better than each (module docstring).
 
-    The candidates, each scored by the one-step error (`one_step_error`) on the windows where all of them solved:
-    the trained model (``hybrid``), its trained physics alone (``physics``: the residual removed) and, given
+    The candidates, each scored by the one-step error (`mhe.scoring.one_step_error`) on the windows where all of them
+    solved: the trained model (``hybrid``), its trained physics alone (``physics``: the residual removed) and, given
     ``start``, the physics the run started from (``start_physics``: every parameter at ``start``, the residual
     removed; a gray-box started from a physics-only fit, as docs/mhe.md advises, falls back to that fit). Given
     ``tail``, each is also scored by free run over it (`free_run_error`). The residual is rejected unless the

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 import casadi as cs
 import numpy as np
 import scipy.optimize
+import torch
 
 from ..models.casadi_model import CasadiDynamics
 from ..models.checks import require
+from ..data.recording import Recording
 from ..models.model import StateSpaceModel
 
-__all__ = ["StateFit", "fit_on_states", "jittered_starts"]
+__all__ = ["StateFit", "fit_on_states", "jittered_starts", "state_residuals"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,21 @@ def fit_on_states(model: StateSpaceModel, states: np.ndarray, inputs: np.ndarray
     at_bounds = tuple(n for n, v, lo, hi in zip(free, best.x, lower, upper)
                       if min(v - lo, hi - v) <= 1e-9 * (hi - lo if np.isfinite(hi - lo) else max(abs(v), 1.0)))
     return StateFit(values, float(best.cost), outcomes, count, time.perf_counter() - t0, at_bounds)
+
+
+def state_residuals(model: StateSpaceModel, recording: Recording) -> np.ndarray:
+    """The one-step residuals of ``model`` on the logged states of ``recording``: ``x_{k+1} - f_d(x_k, u~_k, 0)``.
+
+    Args:
+        model: the model (its current parameters, its discretization over the recording's sample time).
+        recording: a recording with logged states (T, n_x) and step inputs (T, n_u_step).
+
+    Returns:
+        One row per transition ``k -> k + 1`` that spans no gap (``recording.follows()``, in order),
+        shape (that many, n_x), state units (divide by ``h`` for the units of dx/dt).
+    """
+    keep = recording.follows()
+    with torch.no_grad():
+        x = recording.states[:-1][keep]
+        nxt = model.step(x, recording.inputs[:-1][keep], torch.zeros_like(x))
+        return (recording.states[1:][keep] - nxt).numpy()

@@ -21,8 +21,8 @@ at the checkpoint's parameters from ``validation_starts`` cold starts and up to
 ``validation_passes`` passes of propagated starts (`mhe.estimator.solver.propagated_solve`: each window
 from its neighbour's estimate, among the windows of one validation batch; lowest cost per window:
 `mhe.estimator.solver.lowest_cost_solve`)
-and logs the one-step prediction error of Table 1, ``val/one_step_mse`` = the mean over the
-windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
+and logs the one-step prediction error of Table 1 (`mhe.scoring.one_step_error`), ``val/one_step_mse`` = the mean
+over the windows that solved and the outputs of ``r^2``, ``r = C x^_N - y~_N`` (Eq. 9), with
 ``val/failed`` and ``val/windows``. The arrival cost's bounds come from the data (`mhe.estimator.arrival`),
 so the checkpoint also holds the physical ``s_bar`` and ``sigma``; outside a fit they are clipped
 into the box of the data being validated (the raw values would mean other numbers there), and the config's
@@ -55,8 +55,8 @@ from ..estimator.solver import SolverSettings, WindowSolver
 from ..identification import IdentificationProblem
 from ..outer.outer import LOCAL, Collective, OuterSettings, PEMLoop
 from ..outer.report import PEMResult, PEMStep
-from ..outer.residual_check import one_step_error
 from ..pem import finish
+from ..scoring import one_step_error
 from .outputs import pem_outputs, write_pem_outputs
 from .resume import restore_warm_state, warm_state
 

@@ -1,4 +1,4 @@
-"""Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the rollout indexing, the config's start,
+"""Table 2 on the IAC log (benchmarks.mhe_iac): a tiny end-to-end run, the config's start,
 the blocked split."""
 import argparse
 import json
@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, inside, logged_state_start, main,
-                                 on_windows_of, output_noise_std, residual_scales, score, validation_source, values_of,
-                                 with_residual)
-from mhe import Bound
+from benchmarks.common import validation_source
+from benchmarks.mhe_iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, logged_state_start, main, on_windows_of,
+                                output_noise_std, residual_scales)
 from mhe.training import load_experiment
 from tests.mhe.datasets import data_file
 
@@ -48,18 +47,7 @@ def test_a_tiny_run_writes_both_rows_the_table_and_the_plot(tmp_path, monkeypatc
     assert (out / "validation.png").stat().st_size > 10_000
 
 
-def test_the_first_rollout_step_is_the_one_step_prediction(tmp_path, monkeypatch):
-    data_file(DATA)
-    problem = tiny_problem(monkeypatch, tmp_path).problem
-    one, curve = score(problem, tmp_path / "score", 1, rollout_steps=1)
-    assert one["failed"] == 0 and one["multi_step"]["rollouts"] == 5
-    assert one["multi_step"]["mse"] == pytest.approx(one["mse"], rel=1e-6)
-    first = problem.windows.start + problem.windows.horizon  # the sample of y~_N
-    assert torch.equal(curve["first"], first)
-
-
-def test_a_blocked_split_validates_on_the_rest_and_no_rollout_residual_or_noise_window_spans_its_gap(
-        tmp_path, monkeypatch):
+def test_a_blocked_split_validates_on_the_rest_and_no_residual_or_noise_window_spans_its_gap(monkeypatch):
     data_file(DATA)
     monkeypatch.chdir(ROOT)
     blocked = ["--data.problem.recording.init_args.part", "[0.0, 0.03, 0.04, 0.07]"]
@@ -68,14 +56,11 @@ def test_a_blocked_split_validates_on_the_rest_and_no_rollout_residual_or_noise_
     assert validation_source(args, problem).part == (0.03, 0.04, 0.07, 1.0)
     args.validation_part = [0.5, 0.6]
     assert validation_source(args, problem).part == (0.5, 0.6)
-    gap = problem.recording.breaks[0]
-    assert problem.recording.breaks == (301,) and problem.windows.start[-1] == 280  # 280 + 9 + 25 > 301
-    one, curve = score(problem, tmp_path / "score", 1, rollout_steps=25)
-    assert one["failed"] == 0 and one["multi_step"]["rollouts"] == 14 and int(curve["first"].max()) < gap - 25
+    assert problem.recording.breaks == (301,)  # no rollout over it: tests/mhe/test_scoring.py
     # the scales and the noise estimate pool the two blocks as if each were read alone
     parts = [load_experiment(CONFIG, [*TINY, "--data.problem.recording.init_args.part", p]).problem
              for p in ("[0.0, 0.03]", "[0.04, 0.07]")]
-    values = values_of(problem)
+    values = problem.start_values()
     alone = [residual_scales(p, values)["out_scale"] for p in parts]
     n = [len(p.recording.outputs) - 1 for p in parts]
     pooled = [((n[0] * a ** 2 + n[1] * b ** 2) / sum(n)) ** 0.5 for a, b in zip(*alone)]
@@ -98,13 +83,6 @@ def test_a_gray_box_trained_at_another_stride_is_scored_on_the_reference_windows
     assert kept == ["start of window 0", "start of window 2", "start of window 4", "start of window 6", None]
 
 
-def test_inside_moves_values_off_the_bounds_only():
-    bounds = {"a": Bound(0.0, 1.0), "b": Bound(5.0, 30.0, log=True), "c": Bound(lower=0.0)}
-    assert inside({"a": 0.0, "b": 17.0, "c": 0.0, "m": 3.0}, bounds, 0.01) == {"a": 0.01, "b": 17.0, "c": 0.0,
-                                                                             "m": 3.0}
-    assert inside({"a": 1.0, "b": 30.0, "c": 2.0}, bounds, 0.01) == {"a": 0.99, "b": 29.75, "c": 2.0}
-
-
 def test_a_config_on_another_recording_is_an_error(monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(ValueError, match=r"must read an mhe.data.logs.IACRecording; it reads BayesRaceRecording"):
@@ -118,7 +96,7 @@ def test_the_config_holds_the_start_and_weights_that_start_computes(configs, mon
     monkeypatch.chdir(ROOT)
     problem = load_experiment(configs, ["--trainer.logger", "false"]).problem
     made = logged_state_start(problem)
-    config = values_of(problem)
+    config = problem.start_values()
     for n, v in made["values"].items():
         assert v == pytest.approx(config[n], rel=1e-6, abs=1e-9), n
     # Q is a fixed point of (fit the start with Q, set Q from its residuals) to within 1 %
@@ -159,21 +137,13 @@ def test_gray_config_without_a_residual_is_an_error(monkeypatch):
         main(["--gray", "--gray-config", CONFIG, "--trainer.logger", "false"])
 
 
-def test_residual_weights_for_a_model_without_a_residual_are_an_error(monkeypatch):
-    data_file(DATA)  # the config reads the log when it builds the model
-    monkeypatch.chdir(ROOT)
-    model = load_experiment(CONFIG, ["--trainer.logger", "false"]).problem.model()
-    with pytest.raises(ValueError, match="problem without a neural residual"):
-        with_residual(model, {})
-
-
 @pytest.mark.parametrize("configs", [[GRAY_CONFIG], [GRAY_CONFIG, BLOCKED, "configs/mhe_iac_split_blocked/gray.yaml"]],
                          ids=["split_70_30", "split_blocked"])
 def test_the_gray_config_holds_the_residual_scales_measured_at_its_start(configs, monkeypatch):
     data_file(DATA)
     monkeypatch.chdir(ROOT)
     problem = load_experiment(configs, ["--trainer.logger", "false"]).problem
-    made = residual_scales(problem, values_of(problem))
+    made = residual_scales(problem, problem.start_values())
     assert [float(f"{v:.2g}") for v in made["in_scale"]] == list(problem.residual.in_scale)
     assert [float(f"{v:.2g}") for v in made["out_scale"]] == list(problem.residual.out_scale)
 

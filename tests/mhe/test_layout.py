@@ -6,7 +6,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "mhe"
 
 FLOOR = {"models": 0, "data": 1, "estimator": 2, "identification": 3, "outer": 3, "problems": 4, "peers": 4,
-         "pem": 4, "training": 5}
+         "pem": 4, "scoring": 4, "training": 5}
 """The room order of docs/mhe.md: a module imports only from its own room or from a room on a lower floor; two
 rooms on one floor do not import each other."""
 

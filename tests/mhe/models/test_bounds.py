@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from mhe import Bound, BoundedParameters
+from mhe.models.bounds import clip_inside
 
 
 @pytest.mark.parametrize("bound,value", [(Bound(5.0, 30.0), 5.579), (Bound(5.0, 30.0, log=True), 5.579),
@@ -49,3 +50,12 @@ def test_clip_moves_values_strictly_inside_and_leaves_inner_ones():
     assert Bound(lower=0.0).clip(-3.0, pad=0.1) == 0.1 and Bound(upper=1.0).clip(4.0) == 1.0 - 1e-6
     assert Bound().clip(-7.0) == -7.0
     assert b.contains(b.clip(2.0)) and math.isfinite(b.to_raw(b.clip(2.0)))
+
+
+def test_clip_inside_moves_values_off_the_bounds_only():
+    bounds = {"a": Bound(0.0, 1.0), "b": Bound(5.0, 30.0, log=True), "c": Bound(lower=0.0)}
+    assert clip_inside({"a": 0.0, "b": 17.0, "c": 0.0, "m": 3.0}, bounds, 0.01) == {"a": 0.01, "b": 17.0, "c": 0.01,
+                                                                                   "m": 3.0}
+    assert clip_inside({"a": 1.0, "b": 30.0, "c": 2.0}, bounds, 0.01) == {"a": 0.99, "b": 29.75, "c": 2.0}
+    assert clip_inside({"a": 1.0, "b": 5.0, "c": 2.0}, bounds) == {"a": 1.0 - 1e-6, "b": 5.0 + 25e-6, "c": 2.0}
+

@@ -8,7 +8,8 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from mhe import MovingHorizonEstimator, OuterSettings, PEMIdentifier, SolverSettings, WindowSolver
 from mhe.outer import residual_check
-from mhe.outer.residual_check import CHECK_PASSES, check_residual, free_run_error, one_step_error, without_residual
+from mhe.outer.residual_check import CHECK_PASSES, check_residual, free_run_error, without_residual
+from mhe.scoring import one_step_error
 from tests.mhe.helpers import leak_problem
 
 

@@ -6,7 +6,7 @@ import torch
 from mhe import SingleTrackVehicle, StateSpaceModel
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED
-from mhe.peers.state_pem import fit_on_states, jittered_starts
+from mhe.peers.state_pem import fit_on_states, jittered_starts, state_residuals
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
 from tests.mhe.datasets import bayesrace_file
 
@@ -67,3 +67,16 @@ def test_bad_input_is_an_error():
         fit_on_states(model, x + 1.0, u, (0.01, 0.01, 0.1), [{"Bf": 100.0}])
     with pytest.raises(ValueError, match="count must be >= 1"):
         jittered_starts(BAYESRACE_TRUTH, IDENTIFIED, 0, 0.05, seed=0)
+
+
+def test_state_residuals_are_zero_for_the_true_model_and_skip_the_gaps():
+    truth = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=MEASURED)
+    rec = RacingSimulation(steps=60, measurement_std=(0.0, 0.0), process_std=(0.0, 0.0, 0.0)).record()
+    assert np.abs(state_residuals(truth, rec)).max() < 1e-12
+    gapped = type(rec)(rec.states, rec.inputs, rec.outputs, rec.dt, breaks=(20, 40))
+    res = state_residuals(truth, gapped)
+    assert res.shape == (len(rec.outputs) - 1 - 2, 3)
+    off = StateSpaceModel(SingleTrackVehicle({**BAYESRACE_TRUTH, "Df": 1.1 * BAYESRACE_TRUTH["Df"]}), dt=0.02,
+                          measured=MEASURED)
+    assert np.abs(state_residuals(off, rec)).max() > 1e-6
+

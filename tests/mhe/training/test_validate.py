@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.mhe_bayesrace import one_step_error, with_values
 from mhe import WindowSolver
 from mhe.data.logs import BayesRaceRecording
+from mhe.scoring import one_step_error, with_values
 from mhe.training import PEMModule, load_experiment
 from tests.mhe.datasets import bayesrace_file
 from torch_ude.cli import main
@@ -52,9 +52,8 @@ def test_validate_scores_the_trained_run_on_another_recording_as_the_benchmark_d
     src = problem.source
     val = with_values(problem, BayesRaceRecording(str(other), src.trajectory, src.first, src.dt, src.dt_rtol), values,
                       (est.arrival_mean.tolist(), est.arrival_std().tolist()))
-    est = val.estimator()
-    with WindowSolver(est, tmp_path / "b" / "check") as solver:
-        expected = one_step_error(est, val, solver, 3, passes=3)
+    with WindowSolver(val.estimator(), tmp_path / "b" / "check") as solver:
+        expected = one_step_error(solver, val.windows, 3, passes=3)
     assert metrics["val/one_step_mse"] == pytest.approx(expected["mse"], rel=1e-6)
     # on the training recording the same checkpoint scores another number
     train = main(["validate", "--config", CONFIG, *TINY, "--ckpt_path", str(ckpt), "--trainer.default_root_dir",

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.mhe_bayesrace import with_values
-from benchmarks.mhe_iac import score
 from mhe.data.logs import IACRecording
+from mhe.scoring import score_problem, with_values
 from mhe.training import load_experiment
 from torch_ude.cli import main
 
@@ -103,5 +102,5 @@ def test_validate_gives_the_benchmark_number_on_the_same_weights(fit, monkeypatc
     saved = torch.load(ckpt, weights_only=False)["arrival"]
     problem = load_experiment(CONFIG).problem
     val = with_values(problem, problem.source.with_part((0.7, 1.0)), values, (saved["mean"], saved["std"]))
-    expected, _ = score(val, folder / "b" / "bench", 3)
+    expected, _ = score_problem(val, folder / "b" / "bench", 3)
     assert metrics["val/one_step_mse"] == pytest.approx(expected["mse"], rel=1e-6)
