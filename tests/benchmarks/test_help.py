@@ -48,5 +48,4 @@ def test_a_benchmark_imports_no_other_benchmark_but_the_shared_helpers():
     """Issue 34: what a script or a user needs lives in the packages; `benchmarks.common` is the one helper."""
     shared = {"common"}
     for name in MODULES:
-        if not name.startswith("mhe_"):  # the mhe_* half of the issue is done apart
-            assert _imports(name) <= shared, name
+        assert _imports(name) <= shared, name
