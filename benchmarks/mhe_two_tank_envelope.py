@@ -27,6 +27,11 @@ levels and pump voltage) outside the envelope.
 
     python -m benchmarks.mhe_two_tank_envelope                         # results/mhe_two_tank_envelope/
     python -m benchmarks.mhe_two_tank_envelope --train-range 1.5 10 --val-range 1.5 10 --out results/x
+    python -m benchmarks.mhe_two_tank_envelope --runs runs/A runs/B --train-range 1.5 10   # score torch-ude fit runs
+
+With ``--runs`` nothing is fitted: each PEM-MHE run folder (``torch-ude fit`` of the two-tank configs, e.g. a
+gray-box started with ``--data.problem.start``) is scored by free run on the same two recordings, as exported
+(`torch_ude.score.pem_run_estimator`).
 
 Any further argument is a ``torch-ude`` override of both configs (e.g. ``--trainer.max_steps 10`` for the
 gray-box; the physics-only run takes the GN config's own).
@@ -47,6 +52,7 @@ from mhe.outer.free_run import estimate_initial_states, simulate_free_run
 from mhe.pem import envelope_of_windows
 from mhe.problems.two_tank import TwoTankSimulation
 from mhe.training import load_experiment
+from torch_ude.score import pem_run_estimator
 
 BASE, GRAY = "configs/mhe_two_tank_gn.yaml", "configs/mhe_two_tank_variants/gray.yaml"
 
@@ -72,6 +78,32 @@ def _from_physics(problem: IdentificationProblem, est_p) -> IdentificationProble
                                                a.std_range))
 
 
+def _validation(problem: IdentificationProblem, args: argparse.Namespace) -> TwoTankSimulation:
+    """The validation recording's source: the training one's plant, sensor and length, ``--val-range``'s pump."""
+    rec = problem.logged
+    return TwoTankSimulation(steps=rec.outputs.shape[0], dt=rec.dt, noise=problem.source.noise,
+                             offset=problem.source.offset, u_range=tuple(args.val_range), seed=args.val_seed)
+
+
+def _score_runs(args: argparse.Namespace, problem: IdentificationProblem) -> dict:
+    """``--runs``: the free-run RMSE of each run folder's exported model on the training and validation recordings."""
+    train_rec, val_rec = problem.logged, _validation(problem, args).record()
+    rows = {}
+    for run in args.runs:
+        est = pem_run_estimator(Path(run), json.loads((Path(run) / "field.json").read_text()))
+        rows[run] = {"train_free_run_rmse": _free_run_rmse(est, train_rec),
+                     "val_free_run_rmse": _free_run_rmse(est, val_rec),
+                     "status": json.loads((Path(run) / "metrics.json").read_text())["status"]}
+        print(f"{run}: free-run RMSE train {rows[run]['train_free_run_rmse']:.4f} V   validation "
+              f"{rows[run]['val_free_run_rmse']:.4f} V   ({rows[run]['status']})", flush=True)
+    report = {"runs": rows, "seed": args.seed, "val_seed": args.val_seed, "train_range": args.train_range,
+              "val_range": args.val_range}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="the training recording's seed")
@@ -81,9 +113,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--margin", type=float, default=0.5, help="the envelope's fade band (fraction of width)")
     parser.add_argument("--out", default="results/mhe_two_tank_envelope")
     parser.add_argument("--build", default="build/l4casadi/mhe_two_tank_envelope")
+    parser.add_argument("--runs", nargs="+", metavar="RUN", help="score these run folders instead of fitting")
     args, overrides = parser.parse_known_args(argv)
     rec_args = ["--data.problem.recording.init_args.seed", str(args.seed),
                 "--data.problem.recording.init_args.u_range", json.dumps(args.train_range)]
+    if args.runs:
+        return _score_runs(args, load_experiment(BASE, [*rec_args, *overrides]).problem)
     t0 = time.perf_counter()
     phys = load_experiment(BASE, [*rec_args, "--model.outer.criterion", "prediction",
                                   "--model.solver.build_dir", args.build + "/physics"])
@@ -115,10 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     checked_s = time.perf_counter() - t0
     print(f"residual check: {res_c.residual_check}", flush=True)
 
-    train_rec = phys.problem.logged
-    val_source = TwoTankSimulation(steps=train_rec.outputs.shape[0], dt=train_rec.dt, noise=phys.problem.source.noise,
-                                   offset=phys.problem.source.offset, u_range=tuple(args.val_range),
-                                   seed=args.val_seed)
+    train_rec, val_source = phys.problem.logged, _validation(phys.problem, args)
     val_rec = val_source.record()
     net = est_e.model.residual
     outside = float(net.outside(val_rec.states, val_rec.inputs).double().mean())

@@ -64,6 +64,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -77,9 +78,12 @@ from .position_only import VelocityFromPosition, velocity_name, with_velocities
 from .prediction import nrmse, open_loop_rollouts, prediction_errors
 from .recorded import RecordedLog, read_log
 
+if TYPE_CHECKING:  # CasADi loads only for a PEM-MHE run
+    from mhe import MovingHorizonEstimator
+
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
            "score_table", "rollout_figure", "score", "main", "plausible_limits", "class_of", "SCORE_FILE",
-           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS", "pem_free_run"]
+           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS", "pem_free_run", "pem_run_estimator"]
 
 SCORE_FILE = "score.json"
 #: A value more than this many training RMS of its channel from zero is implausible (a corrupted sample):
@@ -342,8 +346,9 @@ def score_logs(field, logs: Sequence[RecordedLog], horizons: Sequence[float],
     return {"files": files, "pooled": pooled}
 
 
-def _pem_estimator(folder: Path, sidecar: dict | None = None):
-    """The trained MHE of a PEM-MHE run folder (module doc): the run's newest complete checkpoint
+def pem_run_estimator(folder: Path, sidecar: dict | None = None) -> MovingHorizonEstimator:
+    """The trained MHE (`mhe.MovingHorizonEstimator`, float64) of a PEM-MHE run folder, to score it on a recording
+    of one's own (module doc): the run's newest complete checkpoint
     (`torch_ude.training.run_folder.newest_checkpoint`, under a logger's version folder or not) and the
     ``config.yaml`` beside its ``checkpoints/``; a residual's trust envelope comes from the checkpoint or, for a
     checkpoint written before the run recorded it, from ``field.json`` (``sidecar``).
@@ -637,7 +642,7 @@ def score(model: str | Path, files: Sequence[str | Path], horizons: Sequence[flo
     estimator, skipped = None, None
     if field.separate_inputs and Path(model).is_dir():
         try:
-            estimator = _pem_estimator(folder, field.sidecar)
+            estimator = pem_run_estimator(folder, field.sidecar)
         except Exception as error:  # noqa: BLE001 - whatever stops the rebuild, the open-loop score stands
             skipped = (f"the free run is not scored: the run's estimator could not be rebuilt from {folder} "
                        f"({type(error).__name__}: {error}); if the run's config names its files relative to "

@@ -121,7 +121,7 @@ def test_a_pem_mhe_run_is_also_scored_by_free_run_from_estimated_states(run, mon
         # the MHE's start needs the N = 50 samples (1 s at 50 Hz) before it: 1 s + 5 s is more than the file's 6 s
         assert entry["mhe_free_run_5s_nrmse"] is None and entry["mhe_free_run_20s_nrmse"] is None
     assert "too short" in out
-    estimator = score_module._pem_estimator(run)
+    estimator = score_module.pem_run_estimator(run)
     log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(load_field(run)))
     trained = score_module.pem_free_run(estimator, [log], [1.0])["pooled"]
     assert trained["free_run_1s_nrmse"] == pytest.approx(scored["pooled"]["free_run_1s_nrmse"], rel=1e-6)
@@ -180,7 +180,7 @@ def test_a_gray_box_pem_mhe_run_is_scored_with_its_trust_envelope(gray_run, monk
     assert np.isfinite(scored["pooled"]["free_run_1s_nrmse"])
     state = torch.load(gray_run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
     assert state["estimator.model.residual.envelope_low"].tolist() == env["low"]  # the checkpoint has it too
-    estimator = score_module._pem_estimator(gray_run, sidecar)
+    estimator = score_module.pem_run_estimator(gray_run, sidecar)
     net = estimator.model.residual
     assert [t.tolist() for t in net.envelope] == [env["low"], env["high"], env["margin"]]
     field = load_field(gray_run)
@@ -198,7 +198,7 @@ def test_a_gray_box_pem_mhe_run_is_scored_with_its_trust_envelope(gray_run, monk
 def test_the_mhe_start_of_a_free_run_reads_only_the_samples_before_it(run):
     """issue 35: the ``mhe`` columns start each window from the MHE's estimate of the N samples before it, so changing
     every sample from the start on leaves the start unchanged, while the fitted start moves with them."""
-    estimator = score_module._pem_estimator(run)
+    estimator = score_module.pem_run_estimator(run)
     log = score_module.read_scored_log(DFKI / "ddp.csv", score_module.columns_of(load_field(run)))
     rows = torch.as_tensor(log.segments[0], dtype=torch.float64)
     n, at = estimator.settings.horizon, [estimator.settings.horizon, 2 * estimator.settings.horizon + 7]

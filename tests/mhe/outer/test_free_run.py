@@ -109,7 +109,7 @@ def test_a_run_with_the_simulation_criterion_writes_both_criteria_to_its_metrics
     assert cr["free_run_success"] and cr["free_run_rmse_refined"] < cr["free_run_rmse_pem"]
     assert metrics["parameters"]["k"] != 0.07 and metrics["status"] == "finished"
     # the run's last checkpoint holds the refined model, as field.json does (torch-ude score rebuilds from it)
-    from torch_ude.score import _pem_estimator
-    rebuilt = _pem_estimator(tmp_path).model.physics.params()
+    from torch_ude.score import pem_run_estimator
+    rebuilt = pem_run_estimator(tmp_path).model.physics.params()
     field = json.loads((tmp_path / "field.json").read_text())["parameters"]
     assert {n: float(v) for n, v in rebuilt.items()} == pytest.approx(field, rel=1e-12)
