@@ -592,6 +592,19 @@ static int test_damaged_checkpoints_are_refused(void)
            "restore of good bytes");
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof trained - 1) == TU_ERR_ARGUMENT, "restore of short bytes");
     EXPECT(tu_trainer_restore(NULL, TU_DEFAULT_CONFIG, bytes, sizeof trained) == TU_ERR_NULL, "restore into NULL");
+    memcpy(&trainer, &trained, sizeof trainer); /* the restored copy and the original continue bit for bit */
+    EXPECT(tu_trainer_steps(&copy, 10, &due) == TU_OK && due == 10 && tu_trainer_steps(&trainer, 10, &due) == TU_OK
+               && memcmp(&copy, &trainer, sizeof copy) == 0,
+           "a restored trainer continues as the original");
+    memcpy(bytes, &trained, sizeof trained);
+#if TU_PHYSICAL
+    memcpy(&copy, &trained, sizeof copy);
+    copy.params[TU_NUM_PARAMS] = TU_DEFAULT_CONFIG->theta_high[0] + 1.0f; /* theta outside its bounds */
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT,
+           "restore of theta outside its bounds");
+    memcpy(bytes, &trained, sizeof trained);
+#endif
     memcpy(bytes + 1, &trained, sizeof trained); /* unaligned */
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes + 1, sizeof trained) == TU_OK, "restore from unaligned bytes");
     copy.params[3] = NAN;
