@@ -10,7 +10,9 @@ weights) driven by the same stream and the same PCG32 draws (`reference_run`). F
 recorded inputs every stream-side golden covers the states and the inputs (``n + n_u`` channels),
 the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``. With the
 residual's linear term (``model.linear``, and the input-affine residual) the network's goldens
-start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it.
+start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it. With
+trained physical parameters of the known model the jet stage and the known field's goldens are at a random ``theta``
+inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``.
 """
 from __future__ import annotations
 
@@ -96,7 +98,8 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     xddots = _t(rng.normal(size=(spec.batch_size, n)) * 3.0)
     s1, s2 = _t([2.0, 5.3][:n] + [8.0] * (n - 2)), _t([5.2, 17.8][:n] + [30.0] * (n - 2))
     scales = field.in_scale if not n_u else torch.cat([field.in_scale, field.input_scale])
-    out |= {"jet_params": flat(field.parameters_list()), "jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots, "jet_u": us, "jet_udot": udots, "jet_in": scales,
+    out |= {"jet_params": flat(field.parameters_list()), "jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots,
+            "jet_u": us, "jet_udot": udots, "jet_in": scales,
             "jet_out": field.out_scale, "jet_s1": s1, "jet_s2": s2}
     inputs = {"u": us, "udot": udots} if n_u else {}
     for name, lam2 in (("jet0", 0.0), ("jet2", 0.1)):
@@ -183,7 +186,10 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
     (`torch_ude.update.due_updates`) are made once the reservoir is full, then the
     reservoir is replayed until ``spec.max_steps`` updates, all through
     `torch_ude.update.jet_update`, exactly as the C test and the C backend drive
-    ``tu_trainer_push_chunk`` and ``tu_trainer_step``.
+    ``tu_trainer_push_chunk`` and ``tu_trainer_step``. For a known model that trains physical
+    parameters the optimizer is `torch_ude.training.JetMatchingModule`'s: the network's flat
+    weights, then ``theta`` in a group that is never decayed, the network's gradient zeroed for the
+    first ``physics_first`` share of the updates (`microcontroller.headers.physics_updates`).
 
     Args:
         spec: the settings the C build was generated from.

@@ -35,7 +35,8 @@ from .plant_code import CODE_FILE, float_literal, plant_source
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["GENERATOR", "input_map", "physics_updates", "config_header", "model_header", "plant_header", "build_maxima", "write_headers",
+__all__ = ["GENERATOR", "input_map", "physics_updates", "config_header", "model_header", "plant_header", "build_maxima",
+           "write_headers",
            "headers_for"]
 
 GENERATOR = "microcontroller.generate 1.0"

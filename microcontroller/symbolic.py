@@ -232,7 +232,7 @@ def _physical_symbols(field: torch.nn.Module, theta: cs.SX) -> dict:
     dtype = field.p0.dtype
     p0 = field.p0.detach().numpy()
     spans = field.spans().detach().to(dtype).numpy()
-    out = dict(field._values)
+    out = field.values()  # (the trained ones replaced below)
     for i, name in enumerate(field.trainable_names):
         out[name] = _Row(float(p0[i]) + float(spans[i]) * theta[i], 0, name)
     return out

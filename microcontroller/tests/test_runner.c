@@ -610,7 +610,8 @@ static int test_damaged_checkpoints_are_refused(void)
     copy.params[3] = NAN;
     memcpy(bytes, &copy, sizeof copy);
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN weight");
-    EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_WEIGHTS) == TU_ERR_UNINITIALIZED, "a refused restore leaves it unset");
+    EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_WEIGHTS) == TU_ERR_UNINITIALIZED,
+           "a refused restore leaves it unset");
     memcpy(&copy, &trained, sizeof copy);
     copy.exp_avg_sq[0] = -1.0f;
     memcpy(bytes, &copy, sizeof copy);
