@@ -82,28 +82,33 @@ TU_KERNEL void tu_net_input(int n, int nu, const tu_field *field, const float *x
     }
 }
 
-/* f_known(x, u) of the configuration, at theta = params[num_params ..] for one that trains physical parameters
- * (TU_PHYSICAL); with jx and ju (non-NULL jx) its Jacobians too. A build without TU_PHYSICAL calls field and
- * jacobians as it did before. */
-static void tu_known(const tu_field *field, const float *x, const float *u, float *f, float *jx, float *ju)
+/* f_known(x, u) of the configuration, and with its Jacobians J_x, J_u: at theta = params[num_params ..] for one that
+ * trains physical parameters (TU_PHYSICAL). A build without TU_PHYSICAL calls field and jacobians as before. */
+TU_KERNEL void tu_known_field(const tu_config *cfg, const float *params, const float *x, const float *u, float *f)
 {
-    const tu_config *cfg = field->config;
 #if TU_PHYSICAL
     if (cfg->num_physical > 0) {
-        const float *theta = field->params + cfg->num_params;
-        if (jx != NULL) {
-            cfg->jacobians_p(x, u, theta, f, jx, ju);
-        } else {
-            cfg->field_p(x, u, theta, f);
-        }
+        cfg->field_p(x, u, params + cfg->num_params, f);
         return;
     }
+#else
+    (void)params;
 #endif
-    if (jx != NULL) {
-        cfg->jacobians(x, u, f, jx, ju);
-    } else {
-        cfg->field(x, u, f);
+    cfg->field(x, u, f);
+}
+
+TU_KERNEL void tu_known_jacobians(const tu_config *cfg, const float *params, const float *x, const float *u, float *f,
+                                  float *jx, float *ju)
+{
+#if TU_PHYSICAL
+    if (cfg->num_physical > 0) {
+        cfg->jacobians_p(x, u, params + cfg->num_params, f, jx, ju);
+        return;
     }
+#else
+    (void)params;
+#endif
+    cfg->jacobians(x, u, f, jx, ju);
 }
 
 void tu_field_eval(const tu_field *field, const float *x, const float *u, float *value)
@@ -114,7 +119,7 @@ void tu_field_eval(const tu_field *field, const float *x, const float *u, float 
     int i;
     tu_net_input(cfg->n, cfg->nu, field, x, u, z);
     tu_mlp_forward(cfg, field->params, z, &acts);
-    tu_known(field, x, u, value, NULL, NULL);
+    tu_known_field(cfg, field->params, x, u, value);
     for (i = 0; i < cfg->n; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
     }
@@ -152,8 +157,12 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
     int i, j;
     tu_net_input(n, nu, field, x, u, z);
     tu_mlp_forward(cfg, field->params, z, &acts);
-    tu_known(field, x, u, value, second || report_r2 ? &jac[0][0] : NULL, ju); /* f_known (and its Jacobians:
-                                                                                   they share their terms) */
+    if (second || report_r2) {
+        tu_known_jacobians(cfg, field->params, x, u, value, &jac[0][0], ju); /* f_known and its Jacobians share
+                                                                                their terms */
+    } else {
+        tu_known_field(cfg, field->params, x, u, value);
+    }
     for (i = 0; i < n; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
         r1[i] = (xdot[i] - value[i]) / loss->s1[i];
