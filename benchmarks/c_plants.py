@@ -124,6 +124,15 @@ PLANTS = {
     "DFKI torque pendulum, periodic angle, envelope": ("configs/dfki_pendulum_c.yaml",
                                                        ["--model.periodic", "true", "--model.envelope", "true"],
                                                        "../shared/data/dfki_pendulum"),
+    # ... with the known model's five constants trained as configs/dfki_pendulum.yaml trains them (issue 32): its
+    # bounds and physics_first 1 (the constants alone, the residual held at zero); the refit stays on the host
+    "DFKI torque pendulum, physical parameters": (
+        "configs/dfki_pendulum_c.yaml",
+        ["--model.periodic", "true", "--model.envelope", "true", "--model.physics_first", "1",
+         "--model.physics_refit", "false", "--data.known.init_args.trainable",
+         "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], coulomb: [0.0, 1.0], "
+         "offset: [-1.0, 1.0]}"],
+        "../shared/data/dfki_pendulum"),
     "EMPS axis": ("configs/emps_c.yaml", [], "../shared/data/emps"),
     "user's Duffing oscillator": ("configs/pendulum_case_a_c.yaml",
                                   ["--data.system.class_path", "benchmarks.c_plants.UserDuffing"], None),

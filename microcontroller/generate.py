@@ -85,6 +85,9 @@ class DeviceSpec:
         envelope_margin: the envelope's fade band as a fraction of its width per input column (used at export
             only, `torch_ude.envelope.install_span`: not a device setting, not in `settings`).
         source: where the settings came from (recorded in the stamp).
+        physics_first: for a known model that trains physical parameters (``field.physical``), the share of
+            ``max_steps`` in which they train alone (`torch_ude.training.JetMatchingModule`'s ``physics_first``;
+            1: the residual never trains and starts at zero, ``HybridField.without_residual``); unused otherwise.
     """
 
     system: System
@@ -110,6 +113,7 @@ class DeviceSpec:
     envelope: bool = False
     envelope_margin: float = DEFAULT_MARGIN
     source: str = dataclass_field(default="")
+    physics_first: float = 0.0
 
     def validate(self) -> None:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
@@ -167,6 +171,8 @@ class DeviceSpec:
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
             **({"input_map": input_map(self.field)} if input_map(self.field) else {}),
             **({"envelope": True} if self.envelope else {}),
+            **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first}}
+               if self.field.physical else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
@@ -206,11 +212,14 @@ def _device_stream(stream: StreamSettings) -> dict:
 def _unsupported_trust_features(field: HybridField, model: dict) -> list[str]:
     """The trust features of `torch_ude.training.JetMatchingModule` (issue 31) that ``model`` turns on and the
     C trainer cannot run, each with the setting that turns it off. A setting absent from ``model`` (a run made
-    before the feature existed) is off. (Periodic and invariant states, the network's input map, and the trust
-    envelope run on the device: `microcontroller.headers.input_map`, `envelope_wanted`.)"""
+    before the feature existed) takes the module's default. (Periodic and invariant states, the network's input
+    map, the trust envelope and trainable physical parameters with ``physics_first`` run on the device:
+    `microcontroller.headers.input_map`, `envelope_wanted`, `microcontroller.headers.physics_updates`.)"""
     out = []
-    if field.physical:
-        out.append("trainable physical parameters (drop the known model's trainable setting)")
+    if field.physical and model.get("physics_refit", True):
+        out.append("the end-of-run refit of the physical parameters where a run exports the physics alone "
+                   "(set model.physics_refit: false: the device exports the EMA of the physical parameters it "
+                   "trained, unrefitted)")
     return out
 
 
@@ -255,6 +264,9 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
             f"(model.class_path torch_ude.training.JetMatchingModule).")
     stream = model.get("stream")
     stream = stream if isinstance(stream, StreamSettings) else StreamSettings(**(stream or {}))
+    physics_first = float(model.get("physics_first", 0.25)) if field.physical else 0.0
+    if physics_first >= 1.0:  # the residual stays at zero, as JetMatchingModule.setup starts it
+        field = field.without_residual()
     spec = DeviceSpec(
         system=system, case=case, field=field, pretrained=pretrained, stream=stream,
         batch_size=int(model.get("batch_size", 64)), lr=float(model.get("lr", 5e-3)),
@@ -264,7 +276,7 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
         seed=int(seed), envelope=envelope_wanted(model, data),
-        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source)
+        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first)
     spec.validate()
     return spec
 

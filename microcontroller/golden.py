@@ -10,7 +10,9 @@ weights) driven by the same stream and the same PCG32 draws (`reference_run`). F
 recorded inputs every stream-side golden covers the states and the inputs (``n + n_u`` channels),
 the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and ``udot``. With the
 residual's linear term (``model.linear``, and the input-affine residual) the network's goldens
-start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it.
+start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it. With
+trained physical parameters of the known model the jet stage and the known field's goldens are at a random ``theta``
+inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from torch_ude.reservoir import stored_jets
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamEstimator
 from torch_ude.training.data import StreamDataModule
-from torch_ude.update import apply_calibration, due_updates, jet_update
+from torch_ude.update import apply_calibration, due_updates, flatten_parameters, jet_update
 
+from . import headers
 from .generate import DeviceSpec, _quiet_cli
 
 __all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "data_module", "data_stream", "golden_stream",
@@ -77,7 +80,14 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     out |= {"mlp_params": flat(mlp.ordered_parameters()), "mlp_z": z, "mlp_zdot": zdot, "mlp_obar": obar,
             "mlp_tbar": tbar, "mlp_out": acts.output, "mlp_jvp": tan.output, "mlp_vjp": mlp.vjp_input(acts, obar),
             "mlp_grad": flat(mlp.backward(acts, obar)), "mlp_grad_tangent": flat(mlp.backward(acts, obar, tan, tbar))}
-    # the jet loss and its gradient at calibrated-looking scales
+    # the jet loss and its gradient at calibrated-looking scales (and trained physical parameters inside their
+    # bounds, so that the generated functions of theta are checked away from theta = 0)
+    if field.physical:
+        known = field.known
+        with torch.no_grad():
+            s = known.spans().to(F32)
+            low, high = (known.p_low - known.p0) / s, (known.p_high - known.p0) / s
+            known.theta.copy_(low + (high - low) * _t(rng.uniform(0.25, 0.75, size=len(known.trainable_names))))
     input_scale = _t([0.3 + 0.2 * k for k in range(n_u)]) if n_u else None
     field.set_scales(_t([0.6, 2.0][:n] + [1.0] * (n - 2)), _t([2.0, 5.3][:n] + [8.0] * (n - 2)), input_scale)
     xs = _t(rng.normal(size=(spec.batch_size, n)) * 0.7)
@@ -88,7 +98,8 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     xddots = _t(rng.normal(size=(spec.batch_size, n)) * 3.0)
     s1, s2 = _t([2.0, 5.3][:n] + [8.0] * (n - 2)), _t([5.2, 17.8][:n] + [30.0] * (n - 2))
     scales = field.in_scale if not n_u else torch.cat([field.in_scale, field.input_scale])
-    out |= {"jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots, "jet_u": us, "jet_udot": udots, "jet_in": scales,
+    out |= {"jet_params": flat(field.parameters_list()), "jet_x": xs, "jet_xdot": xdots, "jet_xddot": xddots,
+            "jet_u": us, "jet_udot": udots, "jet_in": scales,
             "jet_out": field.out_scale, "jet_s1": s1, "jet_s2": s2}
     inputs = {"u": us, "udot": udots} if n_u else {}
     for name, lam2 in (("jet0", 0.0), ("jet2", 0.1)):
@@ -126,14 +137,15 @@ def stage_goldens(spec: DeviceSpec, seed: int = 0) -> dict[str, np.ndarray]:
     jets[:4] *= 1e4
     store_scale = _t(np.abs(rng.normal(size=ch)) + 0.2)
     out |= {"store_jets": _t(jets), "store_scale": store_scale, "store_values": stored_jets(_t(jets), store_scale)}
-    # the known field and its hand-written Jacobians J_x, J_u (what the generated C replaces)
-    known = copy.deepcopy(spec.field.known).to(F32)
+    # the known field and its hand-written Jacobians J_x, J_u (what the generated C replaces), at the jet stage's
+    # physical parameters when it trains them
+    known = copy.deepcopy(field.known)
     px, pu = _t(rng.normal(size=(32, n)) * 1.5), _t(rng.normal(size=(32, n_u)) * 0.5)
     if n_u:
         out |= {"plant_f": known(px, pu), "plant_jac": known.jacobian(px, pu), "plant_ju": known.input_jacobian(px, pu)}
     else:
         out |= {"plant_f": known(px), "plant_jac": known.jacobian(px), "plant_ju": torch.zeros(32, n, 0)}
-    out |= {"plant_x": px, "plant_u": pu}
+    out |= {"plant_x": px, "plant_u": pu, **({"plant_theta": known.theta} if field.physical else {})}
     return {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
 
@@ -174,7 +186,10 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
     (`torch_ude.update.due_updates`) are made once the reservoir is full, then the
     reservoir is replayed until ``spec.max_steps`` updates, all through
     `torch_ude.update.jet_update`, exactly as the C test and the C backend drive
-    ``tu_trainer_push_chunk`` and ``tu_trainer_step``.
+    ``tu_trainer_push_chunk`` and ``tu_trainer_step``. For a known model that trains physical
+    parameters the optimizer is `torch_ude.training.JetMatchingModule`'s: the network's flat
+    weights, then ``theta`` in a group that is never decayed, the network's gradient zeroed for the
+    first ``physics_first`` share of the updates (`microcontroller.headers.physics_updates`).
 
     Args:
         spec: the settings the C build was generated from.
@@ -193,10 +208,16 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
     ema = None if spec.ema_decay is None else AveragedModel(field, multi_avg_fn=get_ema_multi_avg_fn(spec.ema_decay))
     ones = torch.ones(n, dtype=F32)
     loss = JetLoss(ones, ones, spec.lambda1, spec.stream.lambda2)
+    groups, weights, physics_updates = field.parameters_list(), None, 0
+    if field.physical:  # as JetMatchingModule: the network's flat weights, then theta in a group never decayed
+        weights = flatten_parameters(field.mlp.ordered_parameters())
+        field.known.theta.grad = torch.zeros_like(field.known.theta)
+        groups = [{"params": [weights]}, {"params": [field.known.theta], "weight_decay": 0.0, "physical": True}]
+        physics_updates = min(headers.physics_updates(spec), spec.max_steps)
     if spec.weight_decay > 0:
-        opt = torch.optim.AdamW(field.parameters_list(), lr=spec.lr, weight_decay=spec.weight_decay, fused=True)
+        opt = torch.optim.AdamW(groups, lr=spec.lr, weight_decay=spec.weight_decay, fused=True)
     else:
-        opt = torch.optim.Adam(field.parameters_list(), lr=spec.lr, fused=True)
+        opt = torch.optim.Adam(groups, lr=spec.lr, fused=True)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=spec.max_steps, eta_min=spec.lr_min) \
         if spec.cosine else torch.optim.lr_scheduler.ConstantLR(opt, factor=1.0, total_iters=0)
     gen = Pcg32(seed, STREAM_BATCH)
@@ -205,7 +226,8 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
 
     def update() -> None:
         nonlocal updates, skipped
-        res = jet_update(field, loss, est.buffer, spec.batch_size, gen, opt, sched, ema, spec.grad_clip)
+        frozen = weights.grad if updates < physics_updates else None  # physics first: the network's gradient zeroed
+        res = jet_update(field, loss, est.buffer, spec.batch_size, gen, opt, sched, ema, spec.grad_clip, frozen=frozen)
         skipped += res.skipped
         updates += not res.skipped
 

@@ -14,6 +14,7 @@ test headers do). `write_headers` and `headers_for` put them in a folder
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 from pathlib import Path
@@ -27,13 +28,15 @@ from torch_ude.field import HybridField
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
 
-from .memory import _as_list, _sizes, build_maxima, check_ram, reservoir_half
+from .memory import _as_list, _sizes, build_maxima, check_ram, network_parameters, physical_count, physical_max, \
+    reservoir_half
 from .plant_code import CODE_FILE, float_literal, plant_source
 
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["GENERATOR", "input_map", "config_header", "model_header", "plant_header", "build_maxima", "write_headers",
+__all__ = ["GENERATOR", "input_map", "physics_updates", "config_header", "model_header", "plant_header", "build_maxima",
+           "write_headers",
            "headers_for"]
 
 GENERATOR = "microcontroller.generate 1.0"
@@ -72,7 +75,7 @@ def _stamps(specs: list[DeviceSpec]) -> str:
 def _mlp_shape(spec: DeviceSpec) -> tuple:
     """(n, ch, layer sizes, weights, linear, tanh input columns) of a configuration's network."""
     return (spec.field.n_states, spec.field.n_states + spec.field.n_inputs, tuple(spec.field.mlp.sizes),
-            spec.field.num_parameters(), int(spec.field.linear), spec.field.mlp.reads)
+            network_parameters(spec), int(spec.field.linear), spec.field.mlp.reads)
 
 
 def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
@@ -85,7 +88,7 @@ def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
         ("TU_N", len(spec.system.state_names), "state channels n"),
         ("TU_NUM_LAYERS", len(sizes) - 1, "affine layers of the MLP"),
         ("TU_LAYER_SIZES", "{" + ", ".join(str(s) for s in sizes) + "}", "layer widths"),
-        ("TU_NUM_PARAMS", spec.field.num_parameters(), "trainable weights"),
+        ("TU_NUM_PARAMS", network_parameters(spec), "trainable weights"),
         ("TU_LINEAR", int(spec.field.linear), "1: the residual's linear term L z (model.linear)"),
         ("TU_MLP_READS", spec.field.mlp.reads,
          "input columns the tanh layers read (TU_N: input-affine, the inputs enter through L alone)"),
@@ -141,6 +144,10 @@ def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
         ("TU_DUE_SPAN", "((int64_t)TU_FS > (int64_t)TU_TRAIN_EVERY ? (int64_t)TU_FS : (int64_t)TU_TRAIN_EVERY)",
          "the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick"),
     ]
+    if physical_count(spec):  # absent otherwise (tu_model.h: 0)
+        macros.append(("TU_NUM_PHYSICAL", physical_count(spec),
+                       "trained physical parameters " + ", ".join(spec.field.known.trainable_names)
+                       + " (theta, after the network's weights)"))
     if isinstance(spec.system, SinglePendulum):  # the firmware's own simulated plant (support/tu_eval.c)
         p = spec.system
         macros += [
@@ -181,6 +188,9 @@ def config_header(specs, ram_budget: int = 0) -> str:
         build += [("TU_INPUT_MAP", 1, "1: a configuration reads angles as (sin, cos) or leaves states out")]
     if any(spec.envelope for spec in specs):  # absent otherwise: the instance records no span
         build += [("TU_ENVELOPE", 1, "1: the trainer records the span of its jets (the trust envelope)")]
+    if physical_max(specs):  # absent otherwise: the library has no physical-parameter code or memory
+        build += [("TU_PHYSICAL", 1, "1: a configuration trains physical parameters of its known model"),
+                  ("TU_PHYSICAL_MAX", physical_max(specs), "most trained physical parameters of a configuration")]
     shapes = {_mlp_shape(spec) for spec in specs}
     if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
         n, ch, sizes, params, linear, reads = shapes.pop()
@@ -211,12 +221,46 @@ def _map_fields(spec: DeviceSpec) -> str:
             f"/* invariant: {list(im.invariant)} */\n")
 
 
+def _plant_fields(spec: DeviceSpec, k: int) -> str:
+    """The plant-field members of configuration k's `tu_config`: ``field`` and ``jacobians``, or for a known model
+    that trains physical parameters none (NULL: `_physical_fields` names its functions of theta)."""
+    if physical_count(spec):
+        return ""
+    return f"    .field = tu_plant_field_{k},\n    .jacobians = tu_plant_jacobians_{k},\n"
+
+
+def physics_updates(spec: DeviceSpec) -> int:
+    """The first updates in which only the physical parameters train, as
+    `torch_ude.training.JetMatchingModule.physics_updates` counts them (``physics_first`` of ``max_steps``); with
+    ``physics_first`` 1 INT64_MAX: the device, which may train past the schedule, never trains the residual."""
+    if spec.physics_first >= 1.0:
+        return 2 ** 63 - 1
+    return int(spec.physics_first * spec.max_steps)
+
+
+def _physical_fields(spec: DeviceSpec, k: int) -> str:
+    """The trained physical parameters' members of configuration k's `tu_config` (none without): the functions
+    of theta, the bounds of theta, ``(low - p0) / s`` and ``(high - p0) / s`` in float32 as
+    `torch_ude.systems.PhysicalParameters.project` computes them, and ``physics_updates``."""
+    count = physical_count(spec)
+    if not count:
+        return ""
+    known = copy.deepcopy(spec.field.known).to(torch.float32)
+    s = known.spans().to(torch.float32)
+    low, high = (known.p_low - known.p0) / s, (known.p_high - known.p0) / s
+    return (f"    .num_physical = {count}, .field_p = tu_plant_field_{k}, .jacobians_p = tu_plant_jacobians_{k}, "
+            f".physical = tu_plant_physical_{k},\n"
+            f"    .theta_low = {_array(low)}, .theta_high = {_array(high)},  "
+            f"/* {', '.join(known.trainable_names)} */\n"
+            f"    .physics_updates = {'INT64_MAX' if spec.physics_first >= 1.0 else physics_updates(spec)},\n")
+
+
 def _config_body(spec: DeviceSpec, k: int) -> str:
     """Configuration k's tables and its `tu_config` (see microcontroller/include/tu_model.h)."""
     st, sizes = spec.stream, list(spec.field.mlp.sizes)
     sg = SavitzkyGolay(st.half_width, st.order)
     norms = torch.linalg.vector_norm(sg.rows, dim=1)
-    params = torch.cat([p.detach().flatten() for p in spec.field.parameters_list()])
+    params = torch.cat([p.detach().flatten() for p in spec.field.mlp.ordered_parameters()])  # (theta starts at 0)
     in_scale = spec.field.in_scale if not spec.field.n_inputs else torch.cat([spec.field.in_scale,
                                                                               spec.field.input_scale])
     boxes = [SavitzkyGolay(st.half_width, st.order, bin_width=b)
@@ -249,8 +293,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f"    .hash = \"{spec.config_hash()}\",\n"
         f"    .state_hash = \"{spec.state_hash()}\",\n"
         f"    .model = &tu_model_{k},\n"
-        f"    .field = tu_plant_field_{k},\n"
-        f"    .jacobians = tu_plant_jacobians_{k},\n"
+        f"{_plant_fields(spec, k)}"
         f"    .truth = {truth},\n"
         f"    .n = {s['N']}, .nu = {s['NU']}, .ch = {s['CH']},\n"
         f"    .num_layers = {s['NUM_LAYERS']},\n"
@@ -287,6 +330,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f".weight_decay_full_at = {float_literal(spec.weight_decay_full_at or 0.0)}, "
         f".grad_clip = {float_literal(spec.grad_clip)},\n"
         f"{_map_fields(spec)}"
+        f"{_physical_fields(spec, k)}"
         "};\n")
 
 

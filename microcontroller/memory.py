@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .generate import DeviceSpec
 
 __all__ = ["static_bytes", "build_maxima", "reservoir_half", "check_ram", "firmware_ram", "FIRMWARE_RESERVE",
-           "default_ram_budget"]
+           "default_ram_budget", "network_parameters", "physical_count", "physical_max"]
 
 #: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
 #: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
@@ -40,6 +40,23 @@ def _as_list(specs) -> list:
     return specs
 
 
+def network_parameters(spec: DeviceSpec) -> int:
+    """The network's trainable weights (``TU_NUM_PARAMS``): the field's parameters without the known model's
+    ``theta`` (`physical_count`), which the C trainer holds after them."""
+    return sum(p.numel() for p in spec.field.mlp.ordered_parameters())
+
+
+def physical_count(spec: DeviceSpec) -> int:
+    """The trained physical parameters of a configuration's known model, P (0: none; `torch_ude.systems.parameters`)."""
+    return len(spec.field.known.trainable_names) if spec.field.physical else 0
+
+
+def physical_max(specs) -> int:
+    """The most trained physical parameters of a build's configurations (``TU_PHYSICAL_MAX``; 0: the build has
+    no ``TU_PHYSICAL`` code)."""
+    return max(physical_count(spec) for spec in _as_list(specs))
+
+
 def _sizes(spec: DeviceSpec) -> dict[str, int]:
     """The sizes of one configuration that bound the instance buffers (the TU_*_MAX of a build)."""
     st, sizes = spec.stream, spec.field.mlp.sizes
@@ -47,7 +64,7 @@ def _sizes(spec: DeviceSpec) -> dict[str, int]:
     return {
         "N": len(spec.system.state_names), "NU": spec.field.n_inputs,
         "CH": spec.field.n_states + spec.field.n_inputs, "NUM_LAYERS": len(sizes) - 1, "WIDTH": max(sizes),
-        "NUM_PARAMS": spec.field.num_parameters(), "TAPS": taps, "CAL_LEN": st.calibration_ticks(spec.fs),
+        "NUM_PARAMS": network_parameters(spec), "TAPS": taps, "CAL_LEN": st.calibration_ticks(spec.fs),
         "RING_LEN": (taps - 1) * st.m_max + (st.m_max if st.tap_average else 1),
         "GATE_HISTORY": st.gate_history, "CAPACITY": st.capacity, "JET_ROWS": 3 if st.lambda2 > 0 else 2,
         "TRAIN_EVERY": round(spec.fs / spec.train_rate),  # (the stream readers' chunks, not the instance)
@@ -102,7 +119,8 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     gate = mx["GATE_HISTORY"] * ch * _F32 + 2 * 4                 # history, head, count
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
     union = max(capacity * rows * ch * _value_bytes(spec), record)
-    network = (5 * params + ch + n + 4) * _F32 + 4                # weights .. EMA, scales, last losses, digest
+    weights = params + physical_max(spec)                         # the network's, then theta (TU_PHYSICAL)
+    network = (5 * weights + ch + n + 4) * _F32 + 4               # weights .. EMA, scales, last losses, digest
     span = 2 * ch * _F32 if any(s.envelope for s in _as_list(spec)) else 0  # the envelope's span (TU_ENVELOPE)
     return _round_up(head + stream + ring + gate + union + network + span, 8)
 

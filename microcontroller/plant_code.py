@@ -4,7 +4,11 @@
 (`microcontroller.symbolic`), differentiates it there (``J_x = df/dx``, ``J_u = df/du``,
 exact, by CasADi's algorithmic differentiation) and keeps the expression graph as CasADi
 ``SX`` functions, whose instruction lists share every common subexpression between ``f`` and
-its Jacobians. `plant_source` writes those instructions as C99 in ``float``: one ``const
+its Jacobians. A known model that trains physical parameters (`torch_ude.systems.parameters`)
+is traced as a function of its ``theta`` too (``p = p0 + s theta``), and a third function gives
+the physical part of the jet gradient, ``d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)]``
+with ``v`` and ``udot`` held fixed (`torch_ude.field.HybridField.physical_vjp`), by CasADi's
+reverse mode. `plant_source` writes those instructions as C99 in ``float``: one ``const
 float`` per instruction, ``sinf``/``cosf``/... from ``<math.h>``, float literals that
 round-trip float32, no work array, no allocation, no global state.
 
@@ -65,12 +69,18 @@ class PlantCode:
 
     Attributes:
         n, n_u: states and inputs.
-        field: ``casadi.Function('f', [x, u], [f])``: f_known, (n,) per second.
+        field: ``casadi.Function('f', [x, u], [f])``: f_known, (n,) per second; with trained
+            physical parameters ``[x, u, theta]``.
         jacobians: ``casadi.Function('fj', [x, u], [f, J_x, J_u])``: f_known, its dense
-            state Jacobian (n, n) and input Jacobian (n, n_u).
+            state Jacobian (n, n) and input Jacobian (n, n_u); with trained physical
+            parameters ``[x, u, theta]``.
         truth: ``casadi.Function('t', [x, u], [f])`` of the true field when the firmware
             simulates the plant (the single pendulum), else None.
         describes: what the code is of (for the file's comment).
+        n_p: trained physical parameters P (0: none).
+        physical: with ``n_p`` > 0, ``casadi.Function('fp', [x, u, theta, v, udot, ubar, wbar], [g])``:
+            ``g = d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)]`` (P,), ``v`` and ``udot`` held
+            fixed (`torch_ude.field.HybridField.physical_vjp`); else None.
     """
 
     n: int
@@ -79,11 +89,14 @@ class PlantCode:
     jacobians: cs.Function
     truth: cs.Function | None
     describes: str
+    n_p: int = 0
+    physical: cs.Function | None = None
 
 
-def _symbolic(field: nn.Module, n: int, n_u: int, what: str) -> tuple[cs.SX, cs.SX, cs.SX]:
+def _symbolic(field: nn.Module, n: int, n_u: int, what: str, theta: cs.SX | None = None
+              ) -> tuple[cs.SX, cs.SX, cs.SX]:
     try:
-        return trace_field(field, n, n_u)
+        return trace_field(field, n, n_u, theta)
     except TraceError as err:
         raise ValueError(f"{what} {type(field).__name__}.forward has no CasADi form for the C generator: it {err}; "
                          f"write forward with the torch operations listed in microcontroller.symbolic.SUPPORTED, "
@@ -112,7 +125,9 @@ def plant_code(system: System, case: str, known: nn.Module) -> PlantCode:
         raise ValueError(f"{type(system).__name__} names {len(names)} input(s) {list(names)} but its known field "
                          f"{type(known).__name__} reads {n_u} (n_inputs); the input columns of the log and the known "
                          f"model must agree: fix data.inputs or the known model.")
-    x, u, f = _symbolic(known, n, n_u, what)
+    n_p = len(known.trainable_names) if getattr(known, "trainable", False) else 0
+    theta = cs.SX.sym("p", n_p) if n_p else None
+    x, u, f = _symbolic(known, n, n_u, what, theta)
     jx, ju = cs.densify(cs.jacobian(f, x)), cs.densify(cs.jacobian(f, u))
     truth = None
     if isinstance(system, SinglePendulum):
@@ -120,7 +135,15 @@ def plant_code(system: System, case: str, known: nn.Module) -> PlantCode:
         truth = cs.Function("t", [tx, tu], [tf])
     describes = (f"{type(system).__name__} case {case}: f_known = {type(known).__module__}."
                  f"{type(known).__qualname__}")
-    return PlantCode(n, n_u, cs.Function("f", [x, u], [f]), cs.Function("fj", [x, u], [f, jx, ju]), truth, describes)
+    if not n_p:
+        return PlantCode(n, n_u, cs.Function("f", [x, u], [f]), cs.Function("fj", [x, u], [f, jx, ju]), truth,
+                         describes)
+    v, udot, ubar, wbar = cs.SX.sym("v", n), cs.SX.sym("ud", n_u), cs.SX.sym("ub", n), cs.SX.sym("wb", n)
+    lie = cs.mtimes(jx, v) + (cs.mtimes(ju, udot) if n_u else 0)
+    grad = cs.densify(cs.gradient(cs.dot(ubar, f) + cs.dot(wbar, lie), theta))
+    describes += f", trained physical parameters {list(known.trainable_names)} (theta)"
+    return PlantCode(n, n_u, cs.Function("f", [x, u, theta], [f]), cs.Function("fj", [x, u, theta], [f, jx, ju]),
+                     truth, describes, n_p, cs.Function("fp", [x, u, theta, v, udot, ubar, wbar], [grad]))
 
 
 def float_literal(value: float) -> str:
@@ -136,16 +159,19 @@ def float_literal(value: float) -> str:
     return f"({text}f)" if text.startswith("-") else text + "f"
 
 
+_INPUTS = ("x", "u", "theta", "v", "udot", "ubar", "wbar")  # the C names of a function's inputs, in CasADi's order
+
+
 def _body(fn: cs.Function, outputs: list[Callable[[int], str]]) -> tuple[list[str], set[str]]:
     """The C statements of an ``SX`` function's instruction list and the inputs they read (``x``,
-    ``u``); ``outputs[k](nz)`` names the destination of output ``k``'s nonzero ``nz``
-    (column-major, the outputs are dense)."""
+    ``u``, and for trained physical parameters ``theta`` ... ``wbar``: `_INPUTS`); ``outputs[k](nz)``
+    names the destination of output ``k``'s nonzero ``nz`` (column-major, the outputs are dense)."""
     lines, names, constants, read = [], {}, {}, set()
     for k in range(fn.n_instructions()):
         op, args, out = fn.instruction_id(k), fn.instruction_input(k), fn.instruction_output(k)
         if op == cs.OP_INPUT:
-            names[out[0]] = f"{'xu'[args[0]]}[{args[1]}]"
-            read.add("xu"[args[0]])
+            names[out[0]] = f"{_INPUTS[args[0]]}[{args[1]}]"
+            read.add(_INPUTS[args[0]])
         elif op == cs.OP_CONST:
             value = float(fn.instruction_constant(k))
             names[out[0]] = float_literal(value)
@@ -184,14 +210,23 @@ def plant_source(code: PlantCode, stamp: str, tag: str = "0") -> str:
     f_out = lambda nz: f"f[{nz}]"  # noqa: E731
     jx_out = lambda nz: f"jx[{nz % n} * TU_N_MAX + {nz // n}]"  # noqa: E731
     ju_out = lambda nz: f"ju[{nz % n} * {code.n_u} + {nz // n}]"  # noqa: E731
+    theta, of = (", const float *theta", ", theta") if code.n_p else ("", "")
+    args = ("x", "u", "theta") if code.n_p else ("x", "u")
     parts = [
-        _function(f"static void tu_plant_field_{tag}(const float *x, const float *u, float *f)",
-                  "f_known(x, u)", code.field, [f_out], ("x", "u")),
-        _function(f"static void tu_plant_jacobians_{tag}(const float *x, const float *u, float *f, float *jx, "
-                  "float *ju)", f"f_known(x, u), J_x (rows TU_N_MAX apart) and J_u ({n} x {code.n_u}, row-major): "
-                  "CasADi's exact derivatives", code.jacobians,
-                  [f_out, jx_out, ju_out], ("x", "u"), ("ju",) if code.n_u == 0 else ()),
+        _function(f"static void tu_plant_field_{tag}(const float *x, const float *u{theta}, float *f)",
+                  f"f_known(x, u{of})", code.field, [f_out], args),
+        _function(f"static void tu_plant_jacobians_{tag}(const float *x, const float *u{theta}, float *f, float *jx, "
+                  f"float *ju)", f"f_known(x, u{of}), J_x (rows TU_N_MAX apart) and J_u ({n} x {code.n_u}, "
+                  "row-major): CasADi's exact derivatives", code.jacobians,
+                  [f_out, jx_out, ju_out], args, ("ju",) if code.n_u == 0 else ()),
     ]
+    if code.n_p:
+        parts.append(_function(
+            f"static void tu_plant_physical_{tag}(const float *x, const float *u, const float *theta, const float *v, "
+            "const float *udot, const float *ubar, const float *wbar, float *g)",
+            f"g[0 .. {code.n_p}) = d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)], v and udot held fixed: "
+            "the physical part of the jet gradient (CasADi's reverse mode)", code.physical,
+            [lambda nz: f"g[{nz}]"], _INPUTS))
     if code.truth is not None:
         parts.append(_function(f"static void tu_plant_truth_{tag}(const float *x, float *f)",
                                "f*(x), the simulated plant's true field", code.truth, [f_out], ("x",)))

@@ -56,7 +56,8 @@ besides ``+ - * / **``, comparisons and indexing ``x[:, j]``."""
 
 class _Row:
     """A torch tensor of shape (N,) (``ndim`` 1) or (N, k) (``ndim`` 2) for a batch of one row:
-    ``expr`` is a ``casadi.SX`` of shape (1, 1) or (1, k)."""
+    ``expr`` is a ``casadi.SX`` of shape (1, 1) or (1, k); ``ndim`` 0: a 0-dim tensor, a trained
+    physical constant ``p0 + s theta`` of the known model (1, 1)."""
 
     def __init__(self, expr, ndim: int, name: str = "a tensor") -> None:
         self.expr, self.ndim, self.name = expr, ndim, name
@@ -64,7 +65,7 @@ class _Row:
     # what torch code reads off a tensor
     @property
     def shape(self) -> tuple[int, ...]:
-        return (1,) if self.ndim == 1 else (1, int(self.expr.shape[1]))
+        return () if self.ndim == 0 else (1,) if self.ndim == 1 else (1, int(self.expr.shape[1]))
 
     dtype = torch.float64
     device = torch.device("cpu")
@@ -152,6 +153,8 @@ class _Row:
 def _operand(value, ndim: int):
     """``value`` (a `_Row`, a number or a constant tensor) as a CasADi operand for a row of ``ndim``."""
     if isinstance(value, _Row):
+        if value.ndim == 0:  # a trained physical constant: the same symbol for every row and column
+            return value.expr
         if value.ndim != ndim and value.ndim == 1 and ndim == 2:
             raise TraceError("combines a (N,) tensor with a (N, k) one (torch broadcasts them along the wrong axis); "
                              "index or stack the channels first")
@@ -222,14 +225,32 @@ def _call(name: str, args: Sequence, kwargs: dict) -> _Row:
     raise TraceError(f"calls torch.{name}, which has no CasADi form here (supported: {', '.join(SUPPORTED)})")
 
 
-def trace_field(field: torch.nn.Module, n: int, n_u: int) -> tuple[cs.SX, cs.SX, cs.SX]:
+def _physical_symbols(field: torch.nn.Module, theta: cs.SX) -> dict:
+    """The constants of a known model that trains physical parameters (`torch_ude.systems.parameters`) with
+    each trained one ``p0_i + s_i theta_i`` on the symbol ``theta_i`` (``p0``, ``s`` rounded as the field's
+    dtype rounds them: float32 for a float32 field), the fixed ones as their floats."""
+    dtype = field.p0.dtype
+    p0 = field.p0.detach().numpy()
+    spans = field.spans().detach().to(dtype).numpy()
+    out = field.values()  # (the trained ones replaced below)
+    for i, name in enumerate(field.trainable_names):
+        out[name] = _Row(float(p0[i]) + float(spans[i]) * theta[i], 0, name)
+    return out
+
+
+def trace_field(field: torch.nn.Module, n: int, n_u: int, theta: cs.SX | None = None) -> tuple[cs.SX, cs.SX, cs.SX]:
     """The field's ``forward`` on symbols: ``(x, u, f)`` as ``casadi.SX`` columns.
 
     Args:
         field: a `VectorField` (``forward(x)``, ``n_u == 0``) or a `ControlledField`
-            (``forward(x, u)``); its constants are baked in.
+            (``forward(x, u)``); its constants are baked in, but for its trained physical parameters
+            when ``theta`` is given.
         n: the state count.
         n_u: the input count (0: ``forward(x)``).
+        theta: for a known model that trains physical parameters (a `PhysicalParameters` with ``P``
+            trainable names), a (P, 1) symbol of its ``theta``: the model then reads each trained
+            constant (`PhysicalParameters.value`, `PhysicalParameters.constants`) as ``p0 + s theta``
+            on that symbol, so ``f`` is a function of ``theta`` too (None: every constant baked in).
 
     Returns:
         ``x`` (n, 1) and ``u`` (n_u, 1) symbols and ``f(x, u)`` (n, 1).
@@ -241,12 +262,18 @@ def trace_field(field: torch.nn.Module, n: int, n_u: int) -> tuple[cs.SX, cs.SX,
     x, u = cs.SX.sym("x", n), cs.SX.sym("u", n_u)
     states, inputs = _Row(x.T, 2, "the states x"), _Row(u.T, 2, f"the inputs u (n_inputs = {n_u})")
     args = (states,) if n_u == 0 else (states, inputs)
+    if theta is not None:  # the instance's value/constants shadow the class's for the trace only
+        constants = _physical_symbols(field, theta)
+        field.value, field.constants = constants.__getitem__, lambda: constants
     try:
         out = field(*args)
     except TraceError:
         raise
     except (TypeError, IndexError, RuntimeError, AttributeError, NotImplementedError) as err:
         raise TraceError(f"fails on symbols ({type(err).__name__}: {' '.join(str(err).split())})") from None
+    finally:
+        if theta is not None:
+            del field.value, field.constants
     if not isinstance(out, _Row):
         raise TraceError(f"returns a {type(out).__name__}, not a tensor computed from the states")
     if out.ndim != 2 or int(out.expr.shape[1]) != n:

@@ -110,6 +110,19 @@ class CJetMatchingModule(JetMatchingModule):
             return None
         return torch.from_numpy(span[0]).double(), torch.from_numpy(span[1]).double()
 
+    def physical_parameters(self, field: HybridField) -> dict | None:
+        """The physical parameters ``field`` carries (the C trainer's EMA of theta, `averaged_field`), as
+        `torch_ude.physical.physical_report` lists them but without standard errors (``None``: they need the jets
+        of the reservoir, which stay on the device); None when nothing is trained."""
+        if not field.physical:
+            return None
+        known, values = field.known, field.known.values()
+        out = {name: {"value": values[name], "initial": float(known.p0[i]), "low": float(known.p_low[i]),
+                      "high": float(known.p_high[i]), "standard_error": None}
+               for i, name in enumerate(known.trainable_names)}
+        out["note"] = "trained by the C trainer (float32 EMA); no standard errors (the jets stay on the device)"
+        return out
+
     def state_bytes(self) -> int:
         """``sizeof(tu_trainer)``: all the C trainer's state."""
         return self.engine.static_bytes

@@ -13,7 +13,7 @@
  * borrowed. */
 typedef struct {
     const tu_config *config; /**< sizes, plant and network shape */
-    const float *params;     /**< TU_NUM_PARAMS weights */
+    const float *params;     /**< num_params network weights, then num_physical theta (TU_PHYSICAL) */
     const float *in_scale;   /**< TU_CH network input scales: the TU_N state RMS, then the TU_NU input RMS
                                   (calibrated x_rms of every channel; the map reads those of its plain states) */
     const float *out_scale;  /**< TU_N output scales (calibrated first-derivative RMS s1) */

@@ -33,6 +33,27 @@
 #define TU_NET_IN_MAX TU_CH_MAX
 #endif
 
+/* Trainable physical parameters of the known model (torch_ude/systems/parameters.py): tu_config.h defines
+ * TU_PHYSICAL 1 and TU_PHYSICAL_MAX (the most of a configuration) only when a configuration of the build trains
+ * them; its known field then reads theta (tu_plant.h's *_p functions), the instance's weight vectors hold
+ * num_params network weights followed by num_physical theta values (as torch_ude.field.HybridField.parameters_list
+ * orders them), and a build without (TU_PHYSICAL 0) has none of this code or memory. */
+#ifndef TU_PHYSICAL
+#define TU_PHYSICAL 0
+#endif
+#ifndef TU_PHYSICAL_MAX
+#define TU_PHYSICAL_MAX 0
+#endif
+#define TU_WEIGHTS_MAX (TU_NUM_PARAMS_MAX + TU_PHYSICAL_MAX)  /* network weights and theta */
+#if TU_PHYSICAL
+#define TU_NUM_PHYSICAL_OF(cfg) ((cfg)->num_physical)
+#else
+#define TU_NUM_PHYSICAL_OF(cfg) 0
+#endif
+#if !defined(TU_LIBRARY) && !defined(TU_NUM_PHYSICAL)
+#define TU_NUM_PHYSICAL 0  /* configuration 0 trains no physical parameter */
+#endif
+
 /* A kernel the library specializes: its body is compiled once with the build's maxima as constant
  * sizes (the only sizes of a single-configuration build, so the loops are those of constant bounds) and
  * once with the configuration's sizes. */
@@ -104,6 +125,19 @@ typedef struct {
     int n_plain, n_periodic;        /**< states read scaled; states read as (sin, cos) */
     int plain[TU_N_MAX];            /**< their indices, ascending */
     int periodic[TU_N_MAX];         /**< their indices, ascending */
+#if TU_PHYSICAL
+    /* Trained physical parameters (num_physical 0: none; field and jacobians above are then used, else NULL and
+     * the *_p functions below). theta starts at 0 (p = p0), is stepped by Adam with the network's learning rate
+     * and schedule but never decayed, clamped into [theta_low, theta_high] after each step (the bounds,
+     * (low - p0) / s), averaged by the EMA, and while the update count is below physics_updates only theta
+     * trains (the network's gradient is zeroed: torch_ude.training.JetMatchingModule's physics_first). */
+    int num_physical;               /**< P */
+    tu_plant_field_p_fn field_p;    /**< f_known(x, u; theta) */
+    tu_plant_jacobians_p_fn jacobians_p; /**< with J_x and J_u */
+    tu_plant_physical_fn physical;  /**< the physical part of the jet gradient */
+    float theta_low[TU_PHYSICAL_MAX], theta_high[TU_PHYSICAL_MAX]; /**< theta's bounds */
+    int64_t physics_updates;        /**< updates in which only theta trains (INT64_MAX: physics_first 1, always) */
+#endif
 } tu_config;
 
 /** TU_OK if `config` can run in this build: TU_ERR_NULL for NULL, TU_ERR_CONFIG when it is not a

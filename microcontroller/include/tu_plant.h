@@ -17,6 +17,23 @@ typedef void (*tu_plant_field_fn)(const float *x, const float *u, float *f);
  * Jacobian ju[i * nu + k] = d f_i / d u_k (n x nu, row-major; NULL when nu is 0). */
 typedef void (*tu_plant_jacobians_fn)(const float *x, const float *u, float *f, float *jx, float *ju);
 
+/* A known model that trains physical parameters (torch_ude/systems/parameters.py; tu_model.h's TU_PHYSICAL):
+ * its field and Jacobians read theta (P values, p = p0 + s theta for each trained constant) too, and a third
+ * function gives the physical part of the jet gradient. Float32. */
+
+/** f_known(x, u; theta), as tu_plant_field_fn. */
+typedef void (*tu_plant_field_p_fn)(const float *x, const float *u, const float *theta, float *f);
+
+/** f_known(x, u; theta) with J_x and J_u, as tu_plant_jacobians_fn. */
+typedef void (*tu_plant_jacobians_p_fn)(const float *x, const float *u, const float *theta, float *f, float *jx,
+                                        float *ju);
+
+/** g (P) = d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)] at (x, u, theta) with the tangent v (n) and the
+ * input rates udot (nu; NULL when nu is 0) held fixed, ubar and wbar (n) the cotangents of f and of the tangent
+ * term (torch_ude.field.HybridField.physical_vjp). */
+typedef void (*tu_plant_physical_fn)(const float *x, const float *u, const float *theta, const float *v,
+                                     const float *udot, const float *ubar, const float *wbar, float *g);
+
 /** f*(x) of the true plant the firmware simulates (support/tu_eval.c), n -> n. */
 typedef void (*tu_plant_truth_fn)(const float *x, float *f);
 

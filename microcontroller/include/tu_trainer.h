@@ -140,11 +140,11 @@ typedef struct {
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
     } mem;
     /* network and optimizer */
-    float params[TU_NUM_PARAMS_MAX];
-    float grad[TU_NUM_PARAMS_MAX];
-    float exp_avg[TU_NUM_PARAMS_MAX];
-    float exp_avg_sq[TU_NUM_PARAMS_MAX];
-    float ema[TU_NUM_PARAMS_MAX];
+    float params[TU_WEIGHTS_MAX];  /**< the network's weights, then theta of trained physical parameters */
+    float grad[TU_WEIGHTS_MAX];
+    float exp_avg[TU_WEIGHTS_MAX];
+    float exp_avg_sq[TU_WEIGHTS_MAX];
+    float ema[TU_WEIGHTS_MAX];
     float in_scale[TU_CH_MAX];   /**< network input scales: the states' RMS, then the inputs' */
     float out_scale[TU_N_MAX];
     float last_loss, last_loss_r1, last_loss_r2, last_grad_norm;
@@ -218,7 +218,8 @@ tu_status tu_trainer_step(tu_trainer *self);
  * applied (skipped ones are counted in counters.skipped_updates, not here). */
 tu_status tu_trainer_steps(tu_trainer *self, int count, int *done);
 
-/** Copy TU_NUM_PARAMS weights into out: which = 0 the raw weights, 1 the EMA (the raw weights
+/** Copy n = TU_NUM_PARAMS + TU_NUM_PHYSICAL weights into out (the network's, then theta of the trained physical
+ * parameters, p = p0 + s theta: none without TU_PHYSICAL): which = 0 the raw weights, 1 the EMA (the raw weights
  * before the first update or without TU_EMA). */
 tu_status tu_trainer_weights(const tu_trainer *self, int which, float *out, int n);
 

@@ -82,6 +82,35 @@ TU_KERNEL void tu_net_input(int n, int nu, const tu_field *field, const float *x
     }
 }
 
+/* f_known(x, u) of the configuration, and with its Jacobians J_x, J_u: at theta = params[num_params ..] for one that
+ * trains physical parameters (TU_PHYSICAL). A build without TU_PHYSICAL calls field and jacobians as before. */
+TU_KERNEL void tu_known_field(const tu_config *cfg, const float *params, const float *x, const float *u, float *f)
+{
+#if TU_PHYSICAL
+    if (cfg->num_physical > 0) {
+        cfg->field_p(x, u, params + cfg->num_params, f);
+        return;
+    }
+#else
+    (void)params;
+#endif
+    cfg->field(x, u, f);
+}
+
+TU_KERNEL void tu_known_jacobians(const tu_config *cfg, const float *params, const float *x, const float *u, float *f,
+                                  float *jx, float *ju)
+{
+#if TU_PHYSICAL
+    if (cfg->num_physical > 0) {
+        cfg->jacobians_p(x, u, params + cfg->num_params, f, jx, ju);
+        return;
+    }
+#else
+    (void)params;
+#endif
+    cfg->jacobians(x, u, f, jx, ju);
+}
+
 void tu_field_eval(const tu_field *field, const float *x, const float *u, float *value)
 {
     const tu_config *cfg = field->config;
@@ -90,11 +119,27 @@ void tu_field_eval(const tu_field *field, const float *x, const float *u, float 
     int i;
     tu_net_input(cfg->n, cfg->nu, field, x, u, z);
     tu_mlp_forward(cfg, field->params, z, &acts);
-    cfg->field(x, u, value);
+    tu_known_field(cfg, field->params, x, u, value);
     for (i = 0; i < cfg->n; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
     }
 }
+
+#if TU_PHYSICAL
+/* grad[num_params + k] += d/dtheta_k [ubar . f + wbar . (J_x f v + J_u f udot)] at the sample (the generated
+ * tu_plant_physical_fn; torch_ude.field.HybridField.physical_vjp). */
+static void tu_physical_accumulate(const tu_field *field, const float *x, const float *u, const float *v,
+                                   const float *udot, const float *ubar, const float *wbar, float *grad)
+{
+    const tu_config *cfg = field->config;
+    float g[TU_PHYSICAL_MAX];
+    int k;
+    cfg->physical(x, u, field->params + cfg->num_params, v, udot, ubar, wbar, g);
+    for (k = 0; k < cfg->num_physical; ++k) {
+        grad[cfg->num_params + k] += g[k];
+    }
+}
+#endif
 
 /* The body of tu_jet_accumulate for n states and nu inputs. */
 TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_loss *loss, int batch, const float *x,
@@ -113,9 +158,10 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
     tu_net_input(n, nu, field, x, u, z);
     tu_mlp_forward(cfg, field->params, z, &acts);
     if (second || report_r2) {
-        cfg->jacobians(x, u, value, &jac[0][0], ju); /* f_known and its Jacobians share their terms */
+        tu_known_jacobians(cfg, field->params, x, u, value, &jac[0][0], ju); /* f_known and its Jacobians share
+                                                                                their terms */
     } else {
-        cfg->field(x, u, value);
+        tu_known_field(cfg, field->params, x, u, value);
     }
     for (i = 0; i < n; ++i) {
         value[i] += field->out_scale[i] * acts.out[i];
@@ -173,11 +219,26 @@ TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_
             tbar[i] = field->out_scale[i] * (loss->lambda2 * w[i]);
         }
         tu_mlp_backward(cfg, field->params, &acts, obar, &tan, tbar, grad);
+#if TU_PHYSICAL
+        if (cfg->num_physical > 0) {  /* theta's part: ubar through f, lambda2 w through the tangent term */
+            float wbar[TU_N_MAX];
+            for (i = 0; i < n; ++i) {
+                wbar[i] = loss->lambda2 * w[i];
+            }
+            tu_physical_accumulate(field, x, u, value, udot, ubar, wbar, grad);
+        }
+#endif
     } else {
         for (i = 0; i < n; ++i) {
             obar[i] = field->out_scale[i] * ubar[i];
         }
         tu_mlp_backward(cfg, field->params, &acts, obar, NULL, NULL, grad);
+#if TU_PHYSICAL
+        if (cfg->num_physical > 0) {  /* theta's part: ubar through f (no tangent term: wbar 0) */
+            float wbar[TU_N_MAX] = {0.0f};
+            tu_physical_accumulate(field, x, u, value, udot, ubar, wbar, grad);
+        }
+#endif
     }
 }
 

@@ -105,13 +105,38 @@ static int tu_config_sizes_valid(const tu_config *c)
            && c->due_span >= 1 && c->fs > 0.0f;
 }
 
+#if TU_PHYSICAL
+/* The plant functions a configuration computes with: field and jacobians, or for one that trains physical
+ * parameters the *_p functions, the gradient's and theta's bounds (low <= 0 <= high). */
+static int tu_config_fields_valid(const tu_config *c)
+{
+    int k;
+    if (c->num_physical < 0 || c->num_physical > TU_PHYSICAL_MAX
+        || c->num_params + c->num_physical > TU_WEIGHTS_MAX || c->physics_updates < 0) {
+        return 0;
+    }
+    if (c->num_physical > 0) {
+        for (k = 0; k < c->num_physical; ++k) {
+            if (!(c->theta_low[k] <= 0.0f && c->theta_high[k] >= 0.0f)) {
+                return 0;
+            }
+        }
+        return c->field_p != NULL && c->jacobians_p != NULL && c->physical != NULL;
+    }
+    return c->field != NULL && c->jacobians != NULL;
+}
+#define TU_FIELDS_MISSING(c) (!tu_config_fields_valid(c))
+#else
+#define TU_FIELDS_MISSING(c) ((c)->field == NULL || (c)->jacobians == NULL)
+#endif
+
 tu_status tu_config_check(const tu_config *config)
 {
     if (config == NULL) {
         return TU_ERR_NULL;
     }
     if (config->magic != TU_CONFIG_MAGIC || config->hash == NULL || config->state_hash == NULL || config->model == NULL
-        || config->model->hash == NULL || config->field == NULL || config->jacobians == NULL
+        || config->model->hash == NULL || TU_FIELDS_MISSING(config)
         || config->model->box_rows == NULL || config->model->box_row2_norm == NULL
         || config->model->box_projection == NULL || !tu_config_sizes_valid(config)) {
         return TU_ERR_CONFIG;

@@ -67,7 +67,7 @@ static int tu_values_valid(const tu_trainer *self)
 {
     const tu_config *cfg = TU_CFG(self);
     const tu_calibration *cal = &self->cal;
-    const int ch = cfg->ch, p = cfg->num_params;
+    const int ch = cfg->ch, p = cfg->num_params + TU_NUM_PHYSICAL_OF(cfg);
     const int calibration = self->calibrated != 1
                             || (tu_all_finite(cal->s1, ch, FLT_MIN) && tu_all_finite(cal->s2, ch, FLT_MIN)
                                 && tu_all_finite(cal->x_rms, ch, FLT_MIN)
@@ -80,6 +80,15 @@ static int tu_values_valid(const tu_trainer *self)
         if (empty ? self->span_low[c] != INFINITY || self->span_high[c] != -INFINITY
                   : !tu_finite(self->span_low[c]) || !tu_finite(self->span_high[c])
                         || !(self->span_low[c] <= self->span_high[c])) {
+            return 0;
+        }
+    }
+#endif
+#if TU_PHYSICAL
+    int k;
+    for (k = 0; k < cfg->num_physical; ++k) {  /* theta inside its bounds (NaN fails too) */
+        const float t = self->params[cfg->num_params + k];
+        if (!(t >= cfg->theta_low[k] && t <= cfg->theta_high[k])) {
             return 0;
         }
     }
@@ -177,7 +186,7 @@ tu_status tu_trainer_init(tu_trainer *self, const tu_config *config, uint64_t se
     self->config_digest = tu_config_digest(config->state_hash);
     tu_prng_seed(&self->reservoir_rng, seed, TU_STREAM_RESERVOIR);
     tu_prng_seed(&self->batch_rng, seed, TU_STREAM_BATCH);
-    memcpy(self->params, config->model->init_params, sizeof self->params);
+    memcpy(self->params, config->model->init_params, sizeof config->model->init_params); /* theta: 0 */
     memcpy(self->ema, self->params, sizeof self->ema);
     for (c = 0; c < config->ch; ++c) {
         self->in_scale[c] = config->pretrained ? config->model->in_scale[c] : 1.0f;
@@ -681,7 +690,7 @@ tu_status tu_trainer_step(tu_trainer *self)
 {
     tu_status st = tu_check(self);
     const tu_config *cfg;
-    int sizes[TU_MLP_TENSORS_MAX];
+    int sizes[TU_MLP_TENSORS_MAX + TU_PHYSICAL];  /* the network's tensors, then theta's */
     int fill, b, k, finite = 1, n, tensors, xddot_row, u_row, batch;
     uint32_t threshold;
     float sq1 = 0.0f, sq2 = 0.0f, lr, loss, norm, scale[TU_CH_MAX];
@@ -734,6 +743,14 @@ tu_status tu_trainer_step(tu_trainer *self)
     for (k = 0; k < tensors; ++k) {
         sizes[k] = tu_mlp_tensor_size(cfg, k);
     }
+#if TU_PHYSICAL
+    if (cfg->num_physical > 0) {
+        if (self->adam_step < cfg->physics_updates) {  /* physics first: the network's gradient is zeroed */
+            memset(self->grad, 0, (size_t)cfg->num_params * sizeof(float));
+        }
+        sizes[tensors++] = cfg->num_physical;
+    }
+#endif
     norm = tu_clip_grad_norm(self->grad, sizes, tensors, cfg->grad_clip);
     self->last_loss = loss;
     self->last_loss_r1 = sq1;
@@ -749,8 +766,23 @@ tu_status tu_trainer_step(tu_trainer *self)
     adam.n = cfg->num_params;
     adam.step = self->adam_step;
     tu_adamw_step(&adam, self->params, self->grad, lr, self->cal.weight_decay);
+#if TU_PHYSICAL
+    if (cfg->num_physical > 0) {  /* theta: the same Adam step, never decayed, then clamped into its bounds */
+        const int np = cfg->num_params;
+        adam.exp_avg = self->exp_avg + np;
+        adam.exp_avg_sq = self->exp_avg_sq + np;
+        adam.n = cfg->num_physical;
+        adam.step = self->adam_step;
+        tu_adamw_step(&adam, self->params + np, self->grad + np, lr, 0.0f);
+        for (k = 0; k < cfg->num_physical; ++k) {
+            float *t = &self->params[np + k];
+            *t = *t < cfg->theta_low[k] ? cfg->theta_low[k] : *t > cfg->theta_high[k] ? cfg->theta_high[k] : *t;
+        }
+    }
+#endif
     if (cfg->ema) {
-        tu_ema_update(self->ema, self->params, cfg->num_params, cfg->ema_weight, self->adam_step == 0);
+        tu_ema_update(self->ema, self->params, cfg->num_params + TU_NUM_PHYSICAL_OF(cfg), cfg->ema_weight,
+                      self->adam_step == 0);
     }
     self->adam_step = adam.step;
     return TU_OK;
@@ -792,7 +824,7 @@ tu_status tu_trainer_weights(const tu_trainer *self, int which, float *out, int 
     if (out == NULL) {
         return TU_ERR_NULL;
     }
-    if (n != TU_CFG(self)->num_params || (which != 0 && which != 1)) {
+    if (n != TU_CFG(self)->num_params + TU_NUM_PHYSICAL_OF(TU_CFG(self)) || (which != 0 && which != 1)) {
         return TU_ERR_ARGUMENT;
     }
     memcpy(out, which == 1 && TU_CFG(self)->ema && self->adam_step > 0 ? self->ema : self->params,

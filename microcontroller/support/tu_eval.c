@@ -21,14 +21,14 @@ float tu_pendulum_damping(const tu_trainer *trainer)
     const float k = TU_SIM_K;
     const float level = tu_energy(k, x0);
     const tu_config *cfg = tu_trainer_config(trainer);
-    float params[TU_NUM_PARAMS_MAX], known[2], value[2], num = 0.0f, den = 0.0f;
+    float params[TU_WEIGHTS_MAX], known[2], value[2], num = 0.0f, den = 0.0f;
     tu_field field;
     tu_report rep;
     int i, j;
     if (cfg == NULL) {
         return NAN;
     }
-    tu_trainer_weights(trainer, 1, params, cfg->num_params);
+    tu_trainer_weights(trainer, 1, params, cfg->num_params + TU_NUM_PHYSICAL_OF(cfg));
     tu_trainer_report(trainer, &rep);
     field.config = cfg;
     field.params = params;
@@ -41,7 +41,15 @@ float tu_pendulum_damping(const tu_trainer *trainer)
                 continue;
             }
             tu_field_eval(&field, x, NULL, value);
+#if TU_PHYSICAL
+            if (cfg->num_physical > 0) {  /* the known field at the trained physical parameters */
+                cfg->field_p(x, NULL, params + cfg->num_params, known);
+            } else {
+                cfg->field(x, NULL, known);
+            }
+#else
             cfg->field(x, NULL, known);
+#endif
             num += (value[1] - known[1]) * x[1];
             den += x[1] * x[1];
         }

@@ -98,9 +98,9 @@ int tu_result_file_write(const char *path, const tu_trainer *trainer)
 {
     static const char magic[8] = {'T', 'U', 'R', 'S', 'L', 'T', '0', '1'};
     const tu_config *cfg = tu_trainer_config(trainer);
-    const int n = cfg != NULL ? cfg->num_params : 0;
+    const int n = cfg != NULL ? cfg->num_params + TU_NUM_PHYSICAL_OF(cfg) : 0;  /* the network's, then theta */
     const uint32_t sizes[2] = {(uint32_t)n, (uint32_t)sizeof(tu_report)};
-    float weights[TU_NUM_PARAMS_MAX];
+    float weights[TU_WEIGHTS_MAX];
     tu_report report;
     FILE *f;
     int ok;

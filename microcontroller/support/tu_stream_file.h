@@ -37,7 +37,8 @@ tu_file_status tu_stream_file_next(tu_stream_file *self, int64_t *tick, int32_t 
 /** Close (safe to call twice). */
 void tu_stream_file_close(tu_stream_file *self);
 
-/** Write the EMA and raw weights (its configuration's num_params) and the report of a trainer; 0 on success. */
+/** Write the EMA and raw weights (its configuration's num_params, then theta of trained physical parameters) and
+ * the report of a trainer; 0 on success. */
 int tu_result_file_write(const char *path, const tu_trainer *trainer);
 
 #endif /* TU_STREAM_FILE_H */

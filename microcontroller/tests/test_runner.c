@@ -27,6 +27,9 @@
 #define TU_RUN_ATOL 1e-5f /* whole run: largest weight difference to the float32 reference (seen: 2e-7) */
 #endif
 
+/* the network's weights, then theta of the trained physical parameters (TU_NUM_PHYSICAL, tu_model.h: 0 without) */
+#define TU_NUM_WEIGHTS (TU_NUM_PARAMS + TU_NUM_PHYSICAL)
+
 static const char *stream_path;
 static tu_trainer trainer;
 static tu_trainer trained; /* the trainer after test_whole_run: calibrated, reservoir full */
@@ -135,8 +138,14 @@ static int test_plant(void)
     EXPECT(b <= 32, "%d golden states, room for 32", b);
     for (k = 0; k < b; ++k) {
         const float *uk = TU_NU > 0 ? u + k * TU_NU : NULL;
+#if TU_PHYSICAL /* the known field of theta at the golden theta */
+        const float *theta = tu_golden("plant_theta").f;
+        TU_DEFAULT_CONFIG->jacobians_p(x.f + k * TU_N, uk, theta, f[k], &jac[k][0][0], ju + k * TU_N * TU_NU);
+        TU_DEFAULT_CONFIG->field_p(x.f + k * TU_N, uk, theta, g[k]);
+#else
         TU_DEFAULT_CONFIG->jacobians(x.f + k * TU_N, uk, f[k], &jac[k][0][0], ju + k * TU_N * TU_NU);
         TU_DEFAULT_CONFIG->field(x.f + k * TU_N, uk, g[k]);
+#endif
     }
     return near("f", &f[0][0], tu_golden("plant_f").f, b * TU_N, 1e-5f, 1e-5f)
            && near("jacobian", &jac[0][0][0], tu_golden("plant_jac").f, b * TU_N * TU_N, 1e-5f, 1e-5f)
@@ -191,7 +200,7 @@ static float jet_loss(const float *params, float lambda2, float *grad, float *sq
     loss.lambda1 = 1.0f;
     loss.lambda2 = lambda2;
     *sq1 = *sq2 = 0.0f;
-    memset(grad, 0, TU_NUM_PARAMS * sizeof(float));
+    memset(grad, 0, TU_NUM_WEIGHTS * sizeof(float));
     for (k = 0; k < b; ++k) {
         tu_jet_accumulate(&field, &loss, b, x.f + k * TU_N, tu_golden("jet_xdot").f + k * TU_N,
                           tu_golden("jet_xddot").f + k * TU_N, TU_NU > 0 ? tu_golden("jet_u").f + k * TU_NU : NULL,
@@ -204,45 +213,45 @@ static float jet_loss(const float *params, float lambda2, float *grad, float *sq
 
 static int test_jet_gradient(void)
 {
-    static float grad[TU_NUM_PARAMS];
-    const float *params = tu_golden("mlp_params").f;
+    static float grad[TU_NUM_WEIGHTS];
+    const float *params = tu_golden("jet_params").f;
     float sq1, sq2;
     jet_loss(params, 0.0f, grad, &sq1, &sq2);
     if (!(near("loss_r1 (lambda2 0)", &sq1, tu_golden("jet0_sq1").f, 1, 1e-5f, 0.0f)
           && near("loss_r2 (lambda2 0)", &sq2, tu_golden("jet0_sq2").f, 1, 1e-5f, 0.0f)
-          && near("grad (lambda2 0)", grad, tu_golden("jet0_grad").f, TU_NUM_PARAMS, 1e-4f, 1e-6f))) {
+          && near("grad (lambda2 0)", grad, tu_golden("jet0_grad").f, TU_NUM_WEIGHTS, 1e-4f, 1e-6f))) {
         return 0;
     }
     jet_loss(params, 0.1f, grad, &sq1, &sq2);
     return near("loss_r1", &sq1, tu_golden("jet2_sq1").f, 1, 1e-5f, 0.0f)
            && near("loss_r2", &sq2, tu_golden("jet2_sq2").f, 1, 1e-5f, 0.0f)
-           && near("grad", grad, tu_golden("jet2_grad").f, TU_NUM_PARAMS, 1e-4f, 1e-6f);
+           && near("grad", grad, tu_golden("jet2_grad").f, TU_NUM_WEIGHTS, 1e-4f, 1e-6f);
 }
 
 /* A directional finite-difference check of the whole jet gradient (KANN's kad_check_grad):
  * (L(p + h d) - L(p - h d)) / 2h against <grad, d> for a random unit direction d. */
 static int test_finite_differences(void)
 {
-    static float grad[TU_NUM_PARAMS], scratch[TU_NUM_PARAMS], plus[TU_NUM_PARAMS], minus[TU_NUM_PARAMS];
-    static float dir[TU_NUM_PARAMS];
-    const float *params = tu_golden("mlp_params").f;
+    static float grad[TU_NUM_WEIGHTS], scratch[TU_NUM_WEIGHTS], plus[TU_NUM_WEIGHTS], minus[TU_NUM_WEIGHTS];
+    static float dir[TU_NUM_WEIGHTS];
+    const float *params = tu_golden("jet_params").f;
     const float lambdas[2] = {0.0f, 0.1f};
     const float h = 1e-2f;
     tu_prng p;
     float sq1, sq2, norm = 0.0f;
     int i, k;
     tu_prng_seed(&p, 7u, 0u);
-    for (i = 0; i < TU_NUM_PARAMS; ++i) {
+    for (i = 0; i < TU_NUM_WEIGHTS; ++i) {
         dir[i] = tu_prng_normal(&p);
         norm += dir[i] * dir[i];
     }
-    for (i = 0; i < TU_NUM_PARAMS; ++i) {
+    for (i = 0; i < TU_NUM_WEIGHTS; ++i) {
         dir[i] /= sqrtf(norm);
     }
     for (k = 0; k < 2; ++k) {
         float analytic = 0.0f, numeric;
         jet_loss(params, lambdas[k], grad, &sq1, &sq2);
-        for (i = 0; i < TU_NUM_PARAMS; ++i) {
+        for (i = 0; i < TU_NUM_WEIGHTS; ++i) {
             analytic += grad[i] * dir[i];
             plus[i] = params[i] + h * dir[i];
             minus[i] = params[i] - h * dir[i];
@@ -320,7 +329,7 @@ static int test_half_storage(void)
  * updates, then the reservoir to TU_MAX_STEPS), against the float32 reference. */
 static int test_whole_run(void)
 {
-    static float ema[TU_NUM_PARAMS], raw[TU_NUM_PARAMS];
+    static float ema[TU_NUM_WEIGHTS], raw[TU_NUM_WEIGHTS];
     float low[TU_CH], high[TU_CH];
     const tu_golden_array want = tu_golden("run_counters");
     tu_replay_result result;
@@ -351,8 +360,8 @@ static int test_whole_run(void)
     EXPECT(rep.updates == tu_golden("run_updates").q[0], "updates %lld, want %lld", (long long)rep.updates,
            (long long)tu_golden("run_updates").q[0]);
     memcpy(&trained, &trainer, sizeof trained);
-    tu_trainer_weights(&trainer, 1, ema, TU_NUM_PARAMS);
-    tu_trainer_weights(&trainer, 0, raw, TU_NUM_PARAMS);
+    tu_trainer_weights(&trainer, 1, ema, TU_NUM_WEIGHTS);
+    tu_trainer_weights(&trainer, 0, raw, TU_NUM_WEIGHTS);
     EXPECT(tu_trainer_span(&trainer, low, high, TU_CH - 1) == TU_ERR_ARGUMENT, "span of a wrong channel count");
 #if TU_ENVELOPE
     /* the envelope's span: the reference's, bit for bit (same jets, same stored values) */
@@ -368,8 +377,8 @@ static int test_whole_run(void)
            && near("s2", rep.calibration.s2, tu_golden("run_s2").f, TU_CH, 1e-4f, 0.0f)
            && near("lambda2", &rep.calibration.lambda2, tu_golden("run_lambda2").f, 1, 0.0f, 0.0f)
            && near("weight_decay", &rep.calibration.weight_decay, tu_golden("run_weight_decay").f, 1, 1e-4f, 0.0f)
-           && near("raw weights", raw, tu_golden("run_raw").f, TU_NUM_PARAMS, 0.0f, TU_RUN_ATOL)
-           && near("EMA weights", ema, tu_golden("run_ema").f, TU_NUM_PARAMS, 0.0f, TU_RUN_ATOL);
+           && near("raw weights", raw, tu_golden("run_raw").f, TU_NUM_WEIGHTS, 0.0f, TU_RUN_ATOL)
+           && near("EMA weights", ema, tu_golden("run_ema").f, TU_NUM_WEIGHTS, 0.0f, TU_RUN_ATOL);
 }
 
 /* A weight made non-finite: every update is skipped and counted, none applied or reported as made.
@@ -395,7 +404,7 @@ static int test_api_misuse(void)
     static tu_trainer blank; /* zeroed: never initialized */
     const float good[TU_CH] = {0.0f}, bad[TU_CH] = {NAN};
     const int64_t tick12 = 12;
-    float w[TU_NUM_PARAMS];
+    float w[TU_NUM_WEIGHTS];
     tu_report rep;
     int due, s;
     EXPECT(tu_trainer_init(NULL, TU_DEFAULT_CONFIG, 0u) == TU_ERR_NULL, "init(NULL)");
@@ -427,8 +436,8 @@ static int test_api_misuse(void)
                "push_chunk of the states without inputs");
         EXPECT(tu_trainer_push(&trainer, 12, 0, nan_input, TU_CH) == TU_OK, "push of a NaN input");
     }
-    EXPECT(tu_trainer_weights(&trainer, 2, w, TU_NUM_PARAMS) == TU_ERR_ARGUMENT, "weights(which 2)");
-    EXPECT(tu_trainer_weights(&trainer, 1, w, TU_NUM_PARAMS - 1) == TU_ERR_ARGUMENT, "weights(short)");
+    EXPECT(tu_trainer_weights(&trainer, 2, w, TU_NUM_WEIGHTS) == TU_ERR_ARGUMENT, "weights(which 2)");
+    EXPECT(tu_trainer_weights(&trainer, 1, w, TU_NUM_WEIGHTS - 1) == TU_ERR_ARGUMENT, "weights(short)");
     EXPECT(tu_trainer_report(&trainer, &rep) == TU_OK, "report");
     EXPECT(rep.counters.samples == 2u + (TU_NU > 0) && rep.counters.out_of_order == 2
                && rep.counters.nonfinite_samples == 1u + (TU_NU > 0),
@@ -558,7 +567,7 @@ static int test_damaged_checkpoints_are_refused(void)
     static tu_trainer copy;
     static unsigned char bytes[sizeof(tu_trainer) + 1];
     static const float zero[TU_CH] = {0.0f};
-    float w[TU_NUM_PARAMS];
+    float w[TU_NUM_WEIGHTS];
     int due = 0;
     /* an index out of range in a live instance (bytes written over it) */
     tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u);
@@ -583,12 +592,26 @@ static int test_damaged_checkpoints_are_refused(void)
            "restore of good bytes");
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof trained - 1) == TU_ERR_ARGUMENT, "restore of short bytes");
     EXPECT(tu_trainer_restore(NULL, TU_DEFAULT_CONFIG, bytes, sizeof trained) == TU_ERR_NULL, "restore into NULL");
+    memcpy(&trainer, &trained, sizeof trainer); /* the restored copy and the original continue bit for bit */
+    EXPECT(tu_trainer_steps(&copy, 10, &due) == TU_OK && due == 10 && tu_trainer_steps(&trainer, 10, &due) == TU_OK
+               && memcmp(&copy, &trainer, sizeof copy) == 0,
+           "a restored trainer continues as the original");
+    memcpy(bytes, &trained, sizeof trained);
+#if TU_PHYSICAL
+    memcpy(&copy, &trained, sizeof copy);
+    copy.params[TU_NUM_PARAMS] = TU_DEFAULT_CONFIG->theta_high[0] + 1.0f; /* theta outside its bounds */
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT,
+           "restore of theta outside its bounds");
+    memcpy(bytes, &trained, sizeof trained);
+#endif
     memcpy(bytes + 1, &trained, sizeof trained); /* unaligned */
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes + 1, sizeof trained) == TU_OK, "restore from unaligned bytes");
     copy.params[3] = NAN;
     memcpy(bytes, &copy, sizeof copy);
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN weight");
-    EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_PARAMS) == TU_ERR_UNINITIALIZED, "a refused restore leaves it unset");
+    EXPECT(tu_trainer_weights(&copy, 0, w, TU_NUM_WEIGHTS) == TU_ERR_UNINITIALIZED,
+           "a refused restore leaves it unset");
     memcpy(&copy, &trained, sizeof copy);
     copy.exp_avg_sq[0] = -1.0f;
     memcpy(bytes, &copy, sizeof copy);

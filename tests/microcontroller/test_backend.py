@@ -107,3 +107,31 @@ def test_a_c_run_on_a_log_exports_the_envelope_of_the_span_it_recorded(tmp_path)
     sidecar = json.loads((tmp_path / "run" / "field.json").read_text())
     assert sidecar["envelope"]["low"] == metrics["envelope"]["low"]
     assert sidecar["envelope"]["margin"] == metrics["envelope"]["margin"]
+
+
+def test_a_c_run_exports_the_physical_parameters_it_trained(tmp_path):
+    # issue 32: the known model's inertia and torque offset trained on the device beside the residual; field.json's
+    # known model carries p = p0 + s theta of the C trainer's EMA, and metrics.json lists them
+    config, _ = forced_log(tmp_path, 12.0)
+    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
+              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false", "--model.physics_refit", "false",
+              "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
+    cli = main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule",
+                *device, "--trainer.max_steps", "400", "--trainer.enable_progress_bar", "false",
+                "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
+                str(tmp_path / "run")])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["updates"] == 400
+    theta = cli.model.engine.weights(ema=True)[-2:].astype(np.float64)
+    p0, spans = np.array([0.06259, 0.0]), np.array([0.235, 1.0])
+    trained = p0 + spans * theta
+    assert np.abs(theta).min() > 1e-4  # both moved
+    known = json.loads((tmp_path / "run" / "field.json").read_text())["plant"]["init_args"]["known"]["init_args"]
+    assert [known["inertia"], known["offset"]] == pytest.approx(trained.tolist(), rel=1e-6)
+    reported = metrics["physical_parameters"]
+    assert [reported[k]["value"] for k in ("inertia", "offset")] == pytest.approx(trained.tolist(), rel=1e-6)
+    field = cli.model.exported
+    assert [field.known.values()[k] for k in ("inertia", "offset")] == pytest.approx(trained.tolist(), rel=1e-6)
+    module, _ = load_field(tmp_path / "run")  # the TorchScript field computes with them
+    x, u = torch.tensor([[0.3, -0.2]], dtype=torch.float64), torch.tensor([[0.1]], dtype=torch.float64)
+    assert torch.allclose(module(torch.cat([x, u], dim=1)), field(x, u))

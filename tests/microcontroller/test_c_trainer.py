@@ -62,6 +62,20 @@ CASES = {
     "pendulum_half_envelope": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
                                                                 "--model.stream.reservoir_precision", "float16",
                                                                 "--model.envelope", "true"], 8.0),
+    # trainable physical parameters of the known model (issue 32): theta in the weight vector after the network's,
+    # the known field generated as a function of theta, physics first for a quarter of the updates, then both ...
+    "pendulum_physical": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
+                                                           "--data.system.init_args.trainable",
+                                                           "{damping: [0.0, 1.0], length: [0.5, 2.0]}",
+                                                           "--model.physics_refit", "false", "--model.periodic", "true",
+                                                           "--model.weight_decay", "0.01"], 8.0),
+    # ... and the DFKI torque pendulum's five constants beside the input-affine residual, as configs/dfki_pendulum.yaml
+    # bounds them (a recorded torque; the physics alone for the first half of the updates)
+    "torque_pendulum_physical": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
+                                                "--model.input_affine", "true", "--model.physics_first", "0.5",
+                                                "--model.physics_refit", "false", "--data.known.init_args.trainable",
+                                                "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], "
+                                                "coulomb: [0.0, 1.0], offset: [-1.0, 1.0]}"], 12.0),
     # (the torque_pendulum cases stream a recorded log, so they take the recorded logs' default, an envelope: its span
     # there covers the torque and the angle that torque_pendulum_periodic's network reads as (sin, cos))
 }

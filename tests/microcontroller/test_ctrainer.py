@@ -146,6 +146,23 @@ def test_a_float16_reservoir_resumes_from_a_checkpoint_exactly():
         CTrainer(spec_from_config("configs/pendulum_case_a.yaml", SMALL)).load_state_bytes(bad.tobytes())
 
 
+def test_trained_physical_parameters_match_the_reference_and_resume_from_a_checkpoint_exactly():
+    # issue 32: theta after the network's weights, physics first for a quarter of the updates; a checkpoint
+    # taken halfway (in the physics-only phase's wake) resumes bit for bit, and the EMA of theta is the
+    # float32 reference's
+    physical = spec_from_config("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "120",
+                                                                 "--data.system.init_args.trainable",
+                                                                 "{damping: [0.0, 1.0], length: [0.5, 2.0]}",
+                                                                 "--model.physics_refit", "false"])
+    y, ticks, segment = golden_stream(physical, 4.0, 0.01)
+    straight = _run(physical, y, ticks, segment, resume=False)
+    assert straight.shape == (physical.field.num_parameters(),)
+    assert np.array_equal(_run(physical, y, ticks, segment, resume=True), straight)
+    ref = reference_run(physical, np.asarray(y, dtype=np.float32), ticks, segment)
+    assert ref.updates == 120 and np.abs(ref.ema_weights[-2:]).min() > 1e-3  # theta moved
+    np.testing.assert_allclose(straight, ref.ema_weights, rtol=0, atol=1e-5)
+
+
 def test_the_binding_carries_recorded_inputs(tmp_path):
     # a plant with a recorded torque (issue 32, item 2): samples are (q, qdot, tau); the report's input
     # scales cover the three channels and load_weights gives the torque's to the field's input_scale

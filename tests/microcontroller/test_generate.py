@@ -50,9 +50,11 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
                                                     r"calibration_replay: false for a device config"),
     # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
-    # states, the input map, and the envelope it learns: test_the_input_map_is_generated_and_hashed,
-    # test_the_envelope_is_generated_and_hashed)
-    (["--data.system.trainable", "{damping: [0.0, 1.0]}"], "trainable physical parameters"),
+    # states, the input map, the envelope and trainable physical parameters it learns:
+    # test_the_input_map_is_generated_and_hashed, test_the_envelope_is_generated_and_hashed,
+    # test_physical_parameters_are_generated_only_where_trained): the end-of-run refit of the physics
+    (["--data.system.trainable", "{damping: [0.0, 1.0]}"], r"refit of the physical parameters .*"
+                                                            r"model.physics_refit: false"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -284,3 +286,20 @@ def test_the_envelope_is_generated_and_hashed(tmp_path):
     cfg = write_headers(spec, tmp_path / "envelope")[0].read_text()
     assert re.search(r"#define TU_ENVELOPE\s+1\b", cfg)
     assert "TU_ENVELOPE" not in write_headers(plain, tmp_path / "plain")[0].read_text()
+
+
+def test_physical_parameters_are_generated_only_where_trained(tmp_path):
+    """Trainable physical parameters (issue 32): the known field and the gradient's physical part are functions of
+    theta, the configuration holds theta's bounds and the physics-first updates, and the settings hash covers
+    them; a configuration without them has none of it (no TU_PHYSICAL)."""
+    trained = ["--data.system.trainable", "{damping: [0.0, 1.0]}", "--model.physics_refit", "false"]
+    spec = spec_from_config(CONFIG, [*POINT, *trained])
+    cfg, data, code = (p.read_text() for p in write_headers(spec, tmp_path / "a"))
+    assert re.search(r"#define TU_PHYSICAL\s+1\b", cfg) and re.search(r"#define TU_NUM_PHYSICAL\s+1\b", cfg)
+    assert "tu_plant_physical_0(const float *x, const float *u, const float *theta" in code
+    assert ".field_p = tu_plant_field_0" in data and ".theta_low = {0.0f}, .theta_high = {2.0f}" in data
+    assert f".physics_updates = {int(0.25 * spec.max_steps)}," in data
+    first = spec_from_config(CONFIG, [*POINT, *trained, "--model.physics_first", "0.5"])
+    assert first.config_hash() != spec.config_hash() and first.state_hash() != spec.state_hash()
+    plain = write_headers(spec_from_config(CONFIG, POINT), tmp_path / "b")
+    assert not any("PHYSICAL" in p.read_text() or "theta" in p.read_text() for p in plain)
