@@ -1,26 +1,15 @@
 """The EKF->PEM row, Joint-MHE and the Cramér–Rao subset of benchmarks.mhe_bayesrace_baselines on BayesRace's data."""
-from pathlib import Path
-
 import pytest
 
 from benchmarks.mhe_bayesrace_baselines import cramer_rao, ekf_pem_row, joint_mhe
 from mhe import JointSettings
 from mhe.models.vehicle import BAYESRACE_TRUTH
-from mhe.training import load_experiment
-from tests.mhe.datasets import bayesrace_file
-
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.mhe.datasets import bayesrace_problem
 
 
 @pytest.fixture(scope="module")
 def problem():
-    bayesrace_file("DYN-PP-ETHZ")
-    with pytest.MonkeyPatch.context() as mp:  # the config's paths are relative to the repository
-        mp.chdir(ROOT)
-        prob = load_experiment("configs/mhe_bayesrace_physics_gn.yaml", ["--trainer.logger", "false"]).problem
-        prob.recording  # read while in ROOT
-    return prob
+    return bayesrace_problem()
 
 
 def test_the_ekf_pem_row_from_the_67_percent_start_keeps_its_books(problem, tmp_path):

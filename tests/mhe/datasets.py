@@ -26,3 +26,16 @@ def data_file(relative: str) -> Path:
 def bayesrace_file(name: str) -> Path:
     """A BayesRace recording, e.g. ``DYN-PP-ETHZ``."""
     return data_file(f"bayesrace/{name}.npz")
+
+
+def bayesrace_problem():
+    """The problem of ``configs/mhe_bayesrace_physics_gn.yaml`` with its recording read (its paths are relative to the
+    repository, so both happen there); skips the calling test without the BayesRace data."""
+    from mhe.training import load_experiment
+
+    bayesrace_file("DYN-PP-ETHZ")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        problem = load_experiment("configs/mhe_bayesrace_physics_gn.yaml", ["--trainer.logger", "false"]).problem
+        problem.recording  # read while in ROOT
+    return problem

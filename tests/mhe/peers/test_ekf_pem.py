@@ -1,26 +1,16 @@
 """EKF->PEM as one pipeline (`mhe.peers.ekf_pem`) on BayesRace's noise-free data: from the truth it stays there,
 from the config's 67.95 % start the filter loses the unmeasured vy; identified values end inside their bounds."""
-from pathlib import Path
-
 import pytest
 
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.peers.ekf_pem import ekf_pem, ekf_settings, run_ekf
 from mhe.scoring import with_values
-from mhe.training import load_experiment
-from tests.mhe.datasets import bayesrace_file
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.mhe.datasets import bayesrace_problem
 
 
 @pytest.fixture(scope="module")
 def problem():
-    bayesrace_file("DYN-PP-ETHZ")
-    with pytest.MonkeyPatch.context() as mp:  # the config's paths are relative to the repository
-        mp.chdir(ROOT)
-        prob = load_experiment("configs/mhe_bayesrace_physics_gn.yaml", ["--trainer.logger", "false"]).problem
-        prob.recording  # read while in ROOT
-    return prob
+    return bayesrace_problem()
 
 
 def test_from_the_truth_the_ekf_and_the_fit_stay_at_the_truth(problem, tmp_path):
