@@ -3,7 +3,7 @@
 Complex-step differentiation recovers ``dL/dp = Im L(p + i h) / h`` to machine precision
 (no cancellation, so ``h = 1e-30``), one coordinate at a time, on a complex128 copy of the
 field. The adjoint tests (``tests/baselines/test_adjoint.py``) and
-``python -m benchmarks.baseline_gradcheck`` compare `baselines.ShootingObjective.gradient`
+``python -m benchmarks.baseline.gradcheck`` compare `baselines.ShootingObjective.gradient`
 with it.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ argparse options and table/plot helpers. What a user needs lives in the packages
 runs a config, `baselines.peers` the peers, `torch_ude.prediction` and `torch_ude.metrics` the scores,
 `mhe.scoring` and `mhe.peers` the PEM-MHE scorer and its peers).
 
-PEM-MHE benchmarks (``benchmarks.mhe_*``): the BayesRace and IAC configs and data paths, Table 2's paper row,
+PEM-MHE benchmarks (``benchmarks.mhe.*``): the BayesRace and IAC configs and data paths, Table 2's paper row,
 the IAC split arguments, the in-process PEM run with progress lines, Markdown tables and the IAC validation plot
 (their CasADi and Lightning imports happen when a function is called).
 """

@@ -11,7 +11,7 @@ promise, a non-finite weight, inconsistent counters) makes a run fail.
 
 Every run starts from the corpus kept in the repository, ``tests/fuzz_corpus/`` (`CORPUS`;
 read only: new inputs go to a temporary folder unless `fuzz` is given one), which
-`seed_inputs` started and the long run of ``python -m benchmarks.c_fuzz`` extends.
+`seed_inputs` started and the long run of ``python -m benchmarks.device.fuzz`` extends.
 `coverage` runs a corpus once through a build with clang's source coverage and reports, per
 file of the library, the share of lines executed (llvm-cov).
 """

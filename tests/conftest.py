@@ -32,9 +32,9 @@ def _float64_and_seeds():
 #: rather than one worker running a long file alone at the end (pyproject.toml keeps this
 #: order with --no-loadscope-reorder).
 LONG_FILES = ("tests/notebooks/test_notebooks.py", "tests/torch_ude/training/test_run_folder.py",
-              "tests/benchmarks/test_emps.py", "tests/microcontroller/test_firmware.py",
+              "tests/benchmarks/real/test_emps.py", "tests/microcontroller/test_firmware.py",
               "tests/microcontroller/test_c_trainer.py", "tests/torch_ude/training/test_trust.py",
-              "tests/torch_ude/training/test_module.py", "tests/benchmarks/test_dfki_pem.py")
+              "tests/torch_ude/training/test_module.py", "tests/benchmarks/real/test_dfki_pem.py")
 
 
 def pytest_collection_modifyitems(config, items):

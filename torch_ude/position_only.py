@@ -32,7 +32,7 @@ that noise plus the bias below (``forced_axis_log``). The price of smoothing is 
 P = 1 or 2, ``E[qdot_hat] - qdot = qdddot (3 M^2 + 3 M - 1) / (30 fs^2) + O(fs^-4)``;
 P = 3 or 4 removes that term at about 2.5 times the noise for large M (2.50 at M = 25).
 Choose M so that ``sigma_v`` is small against the velocity while ``(M / fs)`` stays well
-below the fastest period of the motion. On the EMPS axis (``python -m benchmarks.emps``, M = 5
+below the fastest period of the motion. On the EMPS axis (``python -m benchmarks.real.emps``, M = 5
 at 1 kHz) the stream estimates sigma_q = 1.99e-8 m, so sigma_v = 1.9e-6 m/s, 2e-5 of the
 velocity's RMS: there position only costs nothing measurable in noise.
 

@@ -1,6 +1,6 @@
 """Solve the M independent MHE windows, in-process or in a process pool, and verify each solution.
 
-Parallelism (measured in ``benchmarks/mhe_pem_iteration.py``, see RESULTS.md): a
+Parallelism (measured in ``benchmarks/mhe/pem_iteration.py``, see RESULTS.md): a
 persistent pool of ``workers`` processes, each holding its own CasADi model (and, for
 neural models, its own L4CasADi library in ``build_dir/worker-<pid>``), receives
 contiguous chunks of windows with their warm starts and the current ``alpha``;

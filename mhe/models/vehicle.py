@@ -14,7 +14,7 @@ By default 16 parameters are identified (`IDENTIFIED`): the Magic-Formula coeffi
 B, C, D, Sh, Sv front and rear, the front curvature Ef, the 4 drivetrain coefficients
 and the yaw inertia Iz. The rear curvature Er is not identifiable from (vx, omega) at
 the slip angles a racing line produces (its term changes the rear force by under 1 %;
-Cramer-Rao standard deviation 150 % of its value in ``benchmarks/mhe_vehicle_recovery.py``),
+Cramer-Rao standard deviation 150 % of its value in ``benchmarks/mhe/vehicle_recovery.py``),
 so it is not identified; the specs m, lf, lr are known (``../shared/data/README.md``).
 BayesRace's code takes ``|vx|`` inside both ``atan2`` (so a car rolling backwards sees the
 slip angles of one rolling forwards); ``abs_vx=True`` does the same, which the BayesRace files

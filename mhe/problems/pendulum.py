@@ -12,7 +12,7 @@ plant, noise and seed sees (`torch_ude.systems.simulate`), decimated to the MHE'
 with its re-excitations as the recording's breaks, so that no MHE window straddles one
 (`mhe.data.windows.make_windows`). `pendulum_problem` builds the identification problem on it
 with the settings below, which the PEM–MHE paper does not give for this plant (chosen
-here; measured with ``python -m benchmarks.peers ... --name jet_vs_pem``, see RESULTS.md):
+here; measured with ``python -m benchmarks.peers.pendulums ... --name jet_vs_pem``, see RESULTS.md):
 
 * rate 50 Hz, the RK4 baseline's observation rate; RK4 discretization of the field;
 * horizon N = 50 samples (1 s, half the pendulum's 2 s period) every 25 samples: with N = 20

@@ -1,4 +1,8 @@
-"""Every benchmark runs as ``python -m benchmarks.NAME`` with ``--help``, and none imports the tests."""
+"""Every benchmark runs as ``python -m benchmarks.SUBJECT.NAME`` with ``--help``, and none imports the tests.
+
+Issue 34: benchmarks/ is grouped by subject (jet, baseline, mhe, device, real, peers); the top level holds only
+the shared helper `benchmarks.common` and the page writer `benchmarks.results_md`.
+"""
 import importlib
 import re
 from pathlib import Path
@@ -6,8 +10,30 @@ from pathlib import Path
 import pytest
 
 FOLDER = Path(__file__).resolve().parents[2] / "benchmarks"
-MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
-SCRIPTS = [m for m in MODULES if 'if __name__ == "__main__":' in (FOLDER / f"{m}.py").read_text()]
+SUBJECTS = ("jet", "baseline", "mhe", "device", "real", "peers")
+TOP = ("common", "results_md")
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(path.relative_to(FOLDER).with_suffix("").parts)
+
+
+MODULES = sorted(_dotted(p) for p in FOLDER.rglob("*.py") if p.stem != "__init__" and "__pycache__" not in p.parts)
+SCRIPTS = [m for m in MODULES
+           if 'if __name__ == "__main__":' in (FOLDER / f"{m.replace('.', '/')}.py").read_text()]
+
+
+def _source(name: str) -> str:
+    return (FOLDER / f"{name.replace('.', '/')}.py").read_text()
+
+
+def test_benchmarks_are_grouped_by_subject():
+    folders = sorted(p.name for p in FOLDER.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted(SUBJECTS)
+    assert sorted(m for m in MODULES if "." not in m) == sorted(TOP)
+    for subject in SUBJECTS:
+        assert (FOLDER / subject / "__init__.py").is_file(), subject
+        assert any(m.startswith(f"{subject}.") for m in SCRIPTS), subject
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -22,15 +48,29 @@ def test_help(name, capsys):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_imports_no_tests_and_runs_one_way(name):
-    source = (FOLDER / f"{name}.py").read_text()
+    source = _source(name)
     assert not re.search(r"^\s*(from|import) tests\b", source, re.M)
     assert "python benchmarks/" not in source
     importlib.import_module(f"benchmarks.{name}")
 
 
 def _imports(name: str) -> set[str]:
-    source = (FOLDER / f"{name}.py").read_text()
-    return {m for m in MODULES if re.search(rf"(from benchmarks\.|from \.|import benchmarks\.){m}\b", source)}
+    source = _source(name)
+    found = set()
+    for m in MODULES:
+        package, _, leaf = m.rpartition(".")
+        dotted = re.escape(m)
+        if re.search(rf"(from benchmarks\.|import benchmarks\.){dotted}\b", source) or (
+                package and re.search(rf"from benchmarks\.{re.escape(package)} import [^\n]*\b{leaf}\b", source)) or (
+                not package and re.search(rf"from benchmarks import [^\n]*\b{leaf}\b", source)):
+            found.add(m)
+    return found - {name}
+
+
+def test_the_import_scan_sees_the_shared_helper():
+    """The scan the two tests below rely on finds ``from benchmarks.common import ...`` where a script has it."""
+    scripts = [m for m in SCRIPTS if "from benchmarks.common import" in _source(m)]
+    assert scripts and all("common" in _imports(m) for m in scripts)
 
 
 def test_every_helper_module_is_used_by_a_script():

@@ -1,5 +1,5 @@
 """A short libFuzzer run over the C trainer's whole public API in every test run, from the corpus
-kept in the repository (the long run and the line coverage are ``python -m benchmarks.c_fuzz``)."""
+kept in the repository (the long run and the line coverage are ``python -m benchmarks.device.fuzz``)."""
 from microcontroller.fuzz import CORPUS, fuzz, seed_inputs
 
 

@@ -90,7 +90,7 @@ def test_baseline_vs_jet_runs_a_matched_pair(tmp_path, monkeypatch):
 
 
 def _benchmark_payload() -> dict:
-    """A made-up result in the layout `benchmarks/baseline_comparison.py` writes."""
+    """A made-up result in the layout `benchmarks/baseline/comparison.py` writes."""
     def stat(mean: float) -> dict:
         return {"mean": mean, "std": 0.1 * mean, "min": 0.9 * mean, "max": 1.1 * mean, "n": 3}
 

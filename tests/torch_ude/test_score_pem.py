@@ -1,5 +1,5 @@
 """``torch-ude score`` of a PEM-MHE model (issue 35, items 1-3): configs/mhe_dfki_pendulum.yaml trained by
-``torch-ude fit`` leaves a field that ``score`` reads, scored as benchmarks.dfki_pem scores it, and the
+``torch-ude fit`` leaves a field that ``score`` reads, scored as benchmarks.real.dfki_pem scores it, and the
 one-line refusals of a config that describes another model."""
 import json
 import re
@@ -47,7 +47,7 @@ def test_a_pem_mhe_run_is_scored_as_the_benchmark_scores_its_model(run, monkeypa
                         "--horizons", "1", "5", "--out", str(tmp_path))
     assert code == 0 and "ddp.csv" in out and "all files (pooled)" in out
     scored = json.loads((tmp_path / "score.json").read_text())
-    # benchmarks.dfki_pem: the identified parameters as the known model with the residual switched off
+    # benchmarks.real.dfki_pem: the identified parameters as the known model with the residual switched off
     p = sidecar["parameters"]
     model = TorquePendulumModel(inertia=p["J"], mass_com=p["m_cx"], gravity=9.81, viscous=p["Fv"], coulomb=p["Fc"],
                                 offset=p["offset"])

@@ -2,7 +2,7 @@
 
 The missing physics of this plant is a friction curve that no small polynomial or
 Fourier library holds: a smoothed sign function with a Stribeck bump at rest. It is
-the plant on which the peers of `benchmarks.peers` are compared with jet matching
+the plant on which the peers of `benchmarks.peers.pendulums` are compared with jet matching
 where sparse regression cannot simply pick the missing term out of its library.
 """
 from __future__ import annotations

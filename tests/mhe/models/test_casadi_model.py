@@ -2,7 +2,7 @@
 
 L4CasADi traces the network with example inputs in the default dtype: float32 in the CLI (``torch-ude
 validate``) and in a window solver's worker processes, float64 where a benchmark sets it. Traced in float32,
-the derivatives IPOPT sees were rounded to float32, and on the same weights the CLI and ``benchmarks.mhe_iac``
+the derivatives IPOPT sees were rounded to float32, and on the same weights the CLI and ``benchmarks.mhe.iac``
 scored the gray-box IAC model differently (one of 151 validation windows in another local minimum).
 """
 import casadi as cs

@@ -103,7 +103,7 @@ def test_configs_parse(path, tmp_path):
     data_named = {"mhe_dfki_pendulum", "mhe_dfki_double_pendulum", "mhe_emps"}
     assert exp.outer.optimizer == ("gauss_newton" if path.stem.endswith("_gn") or path.stem in data_named else "adam")
     # a bounded arrival cost: every Gauss-Newton config, and every real log (the gray-box IAC run is Adam)
-    # (the real rigs' arrival costs are unbounded, as benchmarks.dfki_pem's problem was: its results are kept,
+    # (the real rigs' arrival costs are unbounded, as benchmarks.real.dfki_pem's problem was: its results are kept,
     # and the EMPS and double-pendulum configs follow it)
     bounded = (exp.outer.optimizer == "gauss_newton" or real_log) and path.stem not in data_named
     assert (exp.problem.arrival.box is not None) == bounded

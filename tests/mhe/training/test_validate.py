@@ -45,7 +45,7 @@ def test_validate_scores_the_trained_run_on_another_recording_as_the_benchmark_d
         assert now == pytest.approx(bound.clip(value), rel=1e-12, abs=1e-12)
     for now, value, bound in zip(est.arrival_std().tolist(), saved["std"], est.arrival_std_bounds):
         assert now == pytest.approx(bound.clip(value), rel=1e-12)
-    # the same number as benchmarks.mhe_bayesrace's validation at the run's parameters (3 cold starts per window,
+    # the same number as benchmarks.mhe.bayesrace's validation at the run's parameters (3 cold starts per window,
     # 3 passes of propagated starts)
     values = json.loads((tmp_path / "run" / "field.json").read_text())["parameters"]
     problem = load_experiment(CONFIG, whole).problem

@@ -97,7 +97,7 @@ def test_validate_gives_the_benchmark_number_on_the_same_weights(fit, monkeypatc
     ckpt, folder = fit
     part = ["--data.problem.recording.init_args.part", "[0.7, 1.0]"]
     _, metrics = _validate(fit, "val_bench", *part)
-    # benchmarks.mhe_iac's validation row at the run's parameters and trained arrival cost (3 cold starts)
+    # benchmarks.mhe.iac's validation row at the run's parameters and trained arrival cost (3 cold starts)
     values = json.loads((folder / "run" / "field.json").read_text())["parameters"]
     saved = torch.load(ckpt, weights_only=False)["arrival"]
     problem = load_experiment(CONFIG).problem

@@ -1,0 +1,89 @@
+"""The discrete adjoint against complex-step differentiation and autograd, across K, plants and cases.
+
+For each condition: a random field whose every weight matters (seeded Glorot weights with
+the output layer at full gain, random calibration scales in [0.5, 1.5]), windows from a
+short 1 % noise stream with the shooting states moved off the observations, and the
+relative errors ``||g - g_ref|| / ||g_ref||`` of the gradients in theta and in the
+shooting states against complex step (complex128, h = 1e-30, one parameter at a time,
+`baselines.gradcheck`) and against ``torch.autograd`` through the core's unrolled RK4
+(Section 4.1 and Figure 11 of the jet-matching paper).
+
+    python -m benchmarks.baseline.gradcheck [--steps 1 3 5 10] [--windows 3]
+
+Writes ``results/baseline_gradcheck/baseline_gradcheck.json``.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from baselines import ShootingObjective, observe, shooting_windows
+from baselines.gradcheck import complex_copy, complex_step_gradient
+from benchmarks.common import save
+from torch_ude import DoublePendulum, HybridField, SinglePendulum, simulate
+from torch_ude.rk4 import rk4_rollout
+
+PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``||a - b|| / ||b||``."""
+    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
+
+
+def condition(plant: str, case: str, steps: int, n_windows: int, seed: int) -> dict:
+    """Errors of one condition."""
+    system = PLANTS[plant]()
+    gen = torch.Generator().manual_seed(seed)
+    field = HybridField(system.known_field(case), generator=gen, last_layer_gain=1.0)
+    field.set_scales(0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64),
+                     0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64))
+    windows = shooting_windows(observe(simulate(system, 6.0, noise=0.01, seed=seed), 50.0), steps, n_windows)
+    scale = torch.linspace(0.5, 1.5, system.n_states, dtype=torch.float64)
+    objective = ShootingObjective(field, windows, scale)
+    objective.shooting_states += 0.01
+    result = objective.gradient()
+    theta = torch.cat([g.reshape(-1) for g in result.grads])
+
+    cobj = ShootingObjective(complex_copy(field), windows, scale)
+    cobj.shooting_states.copy_(objective.shooting_states)
+    theta_cs, states_cs = complex_step_gradient(cobj)
+
+    params = field.parameters_list()
+    x0 = objective.shooting_states.clone().requires_grad_(True)
+    r = rk4_rollout(field.evaluate, x0, windows.h, steps) - objective.windows.observations
+    loss = objective.scale * (objective.weight * r * r).sum()
+    ag = torch.autograd.grad(loss, [*params, x0])
+    theta_ag = torch.cat([g.reshape(-1) for g in ag[:-1]])
+    return {"plant": plant, "case": case, "K": steps, "windows": n_windows, "parameters": theta.numel(),
+            "theta_vs_complex_step": relative(theta, theta_cs), "states_vs_complex_step": relative(result.state_grad,
+                                                                                                   states_cs),
+            "theta_vs_autograd": relative(theta, theta_ag), "states_vs_autograd": relative(result.state_grad, ag[-1])}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the conditions, print and save them."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, nargs="+", default=[1, 3, 5, 10])
+    ap.add_argument("--windows", type=int, default=3)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = []
+    for plant, cases in (("single", ("A", "C")), ("double", ("A", "C"))):
+        for case in cases:
+            for k in args.steps:
+                row = condition(plant, case, k, args.windows, seed=k)
+                rows.append(row)
+                print(f"{plant:6s} {case} K={k:2d}: theta vs CS {row['theta_vs_complex_step']:.1e}, states vs CS "
+                      f"{row['states_vs_complex_step']:.1e}, theta vs autograd {row['theta_vs_autograd']:.1e}, "
+                      f"states vs autograd {row['states_vs_autograd']:.1e}", flush=True)
+    worst = max(max(r["theta_vs_complex_step"], r["states_vs_complex_step"]) for r in rows)
+    print(f"worst relative error against complex step: {worst:.2e}")
+    folder = save("baseline_gradcheck", {"command": "python -m benchmarks.baseline.gradcheck", "rows": rows,
+                                         "worst_vs_complex_step": worst})
+    print(f"wrote {folder / 'baseline_gradcheck.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""PEM-MHE parameter recovery on the simulated racing car, run in-process from a ``torch-ude`` config.
+
+The experiment is the config's (``configs/mhe_racing_physics_gn.yaml`` by default: BayesRace
+ground truth, y = (vx, omega), vy unmeasured, 16 parameters from about 50 % off, Er fixed
+at 0), parsed with its overrides exactly as ``torch-ude fit`` parses it
+(`mhe.training.load_experiment`) and run by `mhe.PEMIdentifier`; so this run and the CLI
+run of the same config give the same parameters. The run leaves the CLI's run files
+(``field.pt``, ``field.json``, ``metrics.json``) in ``--out`` plus ``recovery.json``: the
+per-iteration history and the final ``J`` re-solved from the run's warm starts, from one
+cold start and from ``--report-starts`` cold starts per window (lowest MHE cost kept).
+``--compare RUN`` prints the largest relative difference of the parameters to another
+run's ``metrics.json``. ``--truth`` evaluates instead at the true parameters (Er free): ``J``
+from one and from ``--report-starts`` cold starts, and the Cramer-Rao standard deviations of
+the relative errors from the exact residual Jacobian, which tell which parameters the data
+can pin.
+
+    python -m benchmarks.mhe.vehicle_recovery --config configs/mhe_racing_physics_gn.yaml
+    python -m benchmarks.mhe.vehicle_recovery --compare runs/mhe_racing_physics_gn
+    python -m benchmarks.mhe.vehicle_recovery --truth --out results/mhe_vehicle_recovery_truth
+
+Any further argument is a ``torch-ude`` override of the config, e.g. ``--trainer.max_steps 20``
+or ``--model.outer.optimizer adam``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, SingleTrackVehicle, WindowSolver
+from mhe import residual_jacobian
+from mhe.estimator.kkt import prediction_loss
+from mhe.estimator.solver import WindowSolutions, cold_solve, lower_cost
+from mhe.models.vehicle import BAYESRACE_TRUTH, IDENTIFIED
+from mhe.training import load_experiment, pem_outputs, write_pem_outputs
+
+CONFIG = "configs/mhe_racing_physics_gn.yaml"
+
+
+def total_loss(est: MovingHorizonEstimator, problem: IdentificationProblem, sol: WindowSolutions) -> float:
+    """``J`` over the windows whose solve succeeded."""
+    return float(prediction_loss(est, sol.point[sol.ok].stages(), problem.windows[sol.ok])[0].sum())
+
+
+def final_report(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
+                 warm: list | None, starts: int) -> dict:
+    """``J`` at the current parameters from warm starts (if given), one cold start and ``starts`` cold starts."""
+    windows = problem.windows
+    cold = solver.solve(windows)
+    multi = cold_solve(solver, windows, starts)[0] if starts > 1 else cold
+    out = {"J_cold_start": total_loss(est, problem, cold), "n_failed_cold_start": cold.n_failed,
+           "J_cold_multistart": total_loss(est, problem, multi), "report_starts": starts,
+           "n_failed_multistart": multi.n_failed}
+    if warm is not None:
+        last = solver.solve(windows, warm)
+        both, took = lower_cost(est, windows, last, multi)
+        lw, lc, lm = (prediction_loss(est, s.point.stages(), windows)[0] for s in (last, cold, multi))
+        out.update({"J_warm": total_loss(est, problem, last), "n_failed_warm": last.n_failed,
+                    "J_lower_cost": total_loss(est, problem, both), "windows_cold_lower_cost": int(took.sum()),
+                    "windows_J_differ_warm_cold": _differ(lw, lc), "windows_J_differ_warm_multistart": _differ(lw, lm)})
+    return out
+
+
+def _differ(a: torch.Tensor, b: torch.Tensor) -> int:
+    return int(((a - b).abs() > 1e-8 * a.abs().clamp_min(1e-12)).sum())
+
+
+def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
+    """``J`` and the Cramer-Rao std of the relative errors of the 16 identified parameters and Er at the truth."""
+    names = IDENTIFIED + ("Er",)
+    truth = problem.replace(physics=SingleTrackVehicle(BAYESRACE_TRUTH, identify=names))
+    est = truth.estimator()
+    with WindowSolver(est, build) as solver:
+        report = final_report(est, truth, solver, None, starts)
+        sol = solver.solve(truth.windows)
+    rj = residual_jacobian(est, sol.point.stages(), truth.windows)
+    bp = est.model.physics.params
+    free = bp.free_names
+    dp = torch.func.jacfwd(lambda r: torch.stack([bp.bounds[n].from_raw(r[i]) for i, n in enumerate(free)]))(
+        bp.raw.detach())
+    scale = dp.diagonal() / torch.tensor([abs(float(bp()[n])) for n in free], dtype=torch.float64)
+    order = [n for n, _ in est.named_parameters()]
+    first = sum(p.numel() for _, p in list(est.named_parameters())[:order.index("model.physics.params.raw")])
+    dr = rj.jacobian[..., first:first + len(free)] / scale
+    fisher = torch.einsum("myp,myq,y->pq", dr, dr, 1.0 / rj.residual.var(0))
+    std = torch.linalg.inv(fisher).diagonal().sqrt()
+    crlb = {n: float(s) for n, s in zip(free, std)}
+    return {**report, "crlb_rel_std_at_truth": crlb,
+            "crlb_mean_over_identified": sum(crlb[n] for n in IDENTIFIED) / len(IDENTIFIED)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the config in-process (or evaluate at the truth) and write the results."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
+                                 "overrides of the config, e.g. --trainer.max_steps 20.")
+    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config of the torch-ude CLI")
+    ap.add_argument("--report-starts", type=int, default=5,
+                    help="cold starts per window of the final report (more than 1 needs the config's arrival box)")
+    ap.add_argument("--truth", action="store_true", help="evaluate J and the Cramer-Rao bounds at the truth instead")
+    ap.add_argument("--compare", type=Path, help="a run folder whose metrics.json parameters to compare with")
+    ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
+    ap.add_argument("--out", type=Path, default=Path("results/mhe_vehicle_recovery"))
+    args, overrides = ap.parse_known_args(argv)
+    exp = load_experiment(args.config, overrides)
+    problem = exp.problem
+    args.out.mkdir(parents=True, exist_ok=True)
+    starts = args.report_starts if problem.arrival.box is not None else 1
+    if args.truth:
+        out = {"config": args.config, "overrides": overrides, **at_truth(problem, Path(exp.solver.build_dir), starts)}
+        (args.out / "truth.json").write_text(json.dumps(out, indent=1) + "\n")
+        print(json.dumps(out, indent=1))
+        return
+    print(f"{len(problem.windows)} windows of N = {problem.mhe.horizon}", flush=True)
+    history = []
+    outputs = pem_outputs(args.out, problem, {"outer": exp.outer, "solver": exp.solver})
+    outputs.start()
+    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
+        est, t0 = pem.estimator, time.perf_counter()
+
+        def record(i, step):
+            errors = problem.relative_errors(est)
+            history.append({"iteration": i, **{k: v for k, v in vars(step).items()},
+                            "mean_rel_error": sum(errors.values()) / len(errors) if errors else None,
+                            "lm_mu": pem.loop.lm.mu, "arrival_mean": est.arrival_mean.detach().tolist(),
+                            "arrival_std": est.arrival_std().detach().tolist(), "wall_s": time.perf_counter() - t0})
+            if i % args.log_every == 0 or step.stop:
+                err = "" if not errors else f" mean rel err={history[-1]['mean_rel_error']:.4f}"
+                print(f"{i:4d} J={step.loss:.4e}{err} failed={step.n_failed} evals={step.evaluations} "
+                      f"switched={step.switched} t={history[-1]['wall_s']:.0f}s"
+                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
+
+        result = pem.fit(record)
+        report = final_report(est, problem, pem.solver, [pem.loop.starts.get(i) for i in range(len(problem.windows))],
+                              starts)
+        paths = write_pem_outputs(outputs, est, result)
+    out = {"config": args.config, "overrides": overrides, "result": {**vars(result), "counters": vars(result.counters)},
+           "final": report, "history": history,
+           "first_at_most_10pct": next(({k: h[k] for k in ("iteration", "mean_rel_error", "loss", "wall_s")}
+                                        for h in history if (h["mean_rel_error"] or math.inf) <= 0.1), None)}
+    if args.compare is not None:
+        other = json.loads((args.compare / "metrics.json").read_text())["parameters"]
+        out["compare"] = {"run": str(args.compare), "max_rel_parameter_difference": max(
+            abs(result.parameters[k] - v) / max(abs(v), 1e-300) for k, v in other.items())}
+        print(f"largest relative parameter difference to {args.compare}: "
+              f"{out['compare']['max_rel_parameter_difference']:.2e}")
+    (args.out / "recovery.json").write_text(json.dumps(out, indent=1, default=str) + "\n")
+    print(json.dumps(report, indent=1))
+    print(result.summary(paths["metrics"].parent))
+
+
+if __name__ == "__main__":
+    main()
