@@ -40,7 +40,7 @@ from torch import Tensor
 
 from .input_map import InputMap
 
-__all__ = ["fade", "outside", "envelope_from_span", "describe_envelope", "install_span", "DEFAULT_MARGIN",
+__all__ = ["fade", "fade_weight", "outside", "envelope_from_span", "describe_envelope", "install_span", "DEFAULT_MARGIN",
            "MIN_MARGIN"]
 
 #: The fade band on each side of the box, as a fraction of the box's width per column. Half the
@@ -57,6 +57,32 @@ def _real(t: Tensor) -> Tensor:
     return t.real if t.is_complex() else t
 
 
+def _column_fades(z: Tensor, low: Tensor, high: Tensor, margin: Tensor) -> tuple[Tensor, ...]:
+    """Per column: the distance ``t`` into the band (clipped at 1), its fade ``s = 1 - smoothstep(t)``
+    and the masks above / below the box and at or past the band's end, (B, d) each."""
+    low, high, margin = _real(low), _real(high), _real(margin)
+    zr = _real(z)
+    above, below = zr > high, zr < low
+    t = torch.where(above, (z - high) / margin, torch.where(below, (low - z) / margin, torch.zeros_like(z)))
+    far = _real(t) >= 1.0
+    t = torch.where(far, torch.ones_like(t), t)
+    t2 = t * t
+    return t, 1.0 - t2 * t * (10.0 - 15.0 * t + 6.0 * t2), above, below, far
+
+
+def fade_weight(z: Tensor, low: Tensor, high: Tensor, margin: Tensor) -> Tensor:
+    """The fade ``w(z)`` alone, (B, 1): bit for bit `fade`'s first output without its gradient
+    (a rollout or a score needs only the value). Arguments as `fade`'s."""
+    s = _column_fades(z, low, high, margin)[1]
+    return _products_before(s)[:, -1:] * s[:, -1:]
+
+
+def _products_before(s: Tensor) -> Tensor:
+    """``prod_{k < j} s_k`` per column ``j``, (B, d) (torch's cumprod; the same order in `fade` and
+    `fade_weight`, so that their ``w`` agree bit for bit)."""
+    return torch.cumprod(torch.cat((torch.ones_like(s[:, :1]), s[:, :-1]), dim=1), dim=1)
+
+
 def fade(z: Tensor, low: Tensor, high: Tensor, margin: Tensor) -> tuple[Tensor, Tensor]:
     """The fade ``w(z)`` and its gradient (module doc).
 
@@ -68,19 +94,14 @@ def fade(z: Tensor, low: Tensor, high: Tensor, margin: Tensor) -> tuple[Tensor, 
     Returns:
         ``(w, dw)``: ``w`` (B, 1) in [0, 1] and ``dw = dw/dz`` (B, d).
     """
+    t, s, above, below, far = _column_fades(z, low, high, margin)
     low, high, margin = _real(low), _real(high), _real(margin)
-    zr = _real(z)
-    above, below = zr > high, zr < low
-    t = torch.where(above, (z - high) / margin, torch.where(below, (low - z) / margin, torch.zeros_like(z)))
     dt = torch.where(above, 1.0 / margin, torch.where(below, -1.0 / margin, torch.zeros_like(margin))).to(z.dtype)
-    far = _real(t) >= 1.0
-    t = torch.where(far, torch.ones_like(t), t)
     t2 = t * t
-    s = 1.0 - t2 * t * (10.0 - 15.0 * t + 6.0 * t2)
     ds = torch.where(far, torch.zeros_like(t), -30.0 * t2 * (1.0 - t) * (1.0 - t))
-    ones = torch.ones_like(s[:, :1])
-    before = torch.cumprod(torch.cat((ones, s[:, :-1]), dim=1), dim=1)
-    after = torch.flip(torch.cumprod(torch.flip(torch.cat((s[:, 1:], ones), dim=1), [1]), dim=1), [1])
+    before = _products_before(s)
+    after = torch.flip(torch.cumprod(torch.flip(torch.cat((s[:, 1:], torch.ones_like(s[:, :1])), dim=1), [1]),
+                                     dim=1), [1])
     w = before[:, -1:] * s[:, -1:]
     return w, before * after * ds * dt
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .envelope import fade, outside
+from .envelope import fade, fade_weight, outside
 from .input_map import InputMap
 from .mlp import Activations, Tangents, TanhMLP
 from .systems.base import VectorField, check_states
@@ -276,7 +276,7 @@ class HybridField(nn.Module):
         """``N = w(z) s_out MLP(z)`` from the MLP's activations at ``z`` (``acts.inputs``), (B, n)."""
         if self._envelope is None:
             return self.out_scale * acts.output
-        return self.out_scale * (self.fade(acts.inputs)[0] * acts.output)
+        return self.out_scale * (fade_weight(acts.inputs, *self._envelope) * acts.output)
 
     def _residual_tangent(self, acts: Activations, tangents: Tangents) -> Tensor:
         """``J_N zdot``, the residual's tangent along ``tangents.inputs``, (B, n)."""

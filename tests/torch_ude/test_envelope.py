@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.func import jacrev
 
-from torch_ude.envelope import DEFAULT_MARGIN, MIN_MARGIN, envelope_from_span, fade, outside
+from torch_ude.envelope import DEFAULT_MARGIN, MIN_MARGIN, envelope_from_span, fade, fade_weight, outside
 from torch_ude.input_map import InputMap
 
 LOW, HIGH, MARGIN = torch.tensor([-1.0, 0.0, 2.0]), torch.tensor([1.0, 0.5, 2.0]), torch.tensor([0.5, 0.25, 1.0])
@@ -42,6 +42,19 @@ def test_fade_gradient_matches_jacrev_and_complex_step():
         zc = z.to(torch.complex128)
         zc[:, j] += 1j * h
         assert torch.allclose(fade(zc, LOW, HIGH, MARGIN)[0][:, 0].imag / h, dw[:, j], atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128])
+def test_the_weight_alone_is_bit_for_bit_the_fade(dtype):
+    """`fade_weight` (rollouts, scores) gives exactly `fade`'s w, inside, in the band and past it."""
+    gen = torch.Generator().manual_seed(1)
+    lo, width = LOW - 1.5 * MARGIN, HIGH - LOW + 3.0 * MARGIN  # inside, in the band and past it, per column
+    z = (lo + width * torch.rand(500, 3, generator=gen)).to(dtype)
+    if dtype.is_complex:
+        z = z + 1e-30j
+    w = fade_weight(z, LOW, HIGH, MARGIN)
+    assert w.shape == (500, 1) and torch.equal(w, fade(z, LOW, HIGH, MARGIN)[0])
+    assert 0 < int(((w.real > 0) & (w.real < 1)).sum()) < 500 and 0 < int((w.real == 0).sum()) < 500
 
 
 def test_fade_is_twice_continuously_differentiable_at_the_edges():

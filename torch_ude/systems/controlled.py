@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -164,18 +165,19 @@ class TorquePendulumModel(PhysicalParameters, ControlledField):
         v = self._values
         return self.trainable or bool(v["viscous"] or v["coulomb"] or v["offset"])
 
-    def _torque(self, x: Tensor, u: Tensor) -> Tensor:
-        """``tau - m cx g sin q - Fv q' - Fc atan(100 q') - offset``, (N,)."""
+    def _torque(self, x: Tensor, u: Tensor, c: Mapping[str, float | Tensor]) -> Tensor:
+        """``tau - m cx g sin q - Fv q' - Fc atan(100 q') - offset``, (N,), with the constants ``c``
+        (`PhysicalParameters.constants`: read once per call, as a rollout calls this per step)."""
         q, qd = x[:, 0], x[:, 1]
-        torque = u[:, 0] - self.value("mass_com") * self.value("gravity") * torch.sin(q)
+        torque = u[:, 0] - c["mass_com"] * c["gravity"] * torch.sin(q)
         if self._friction():
-            torque = (torque - self.value("viscous") * qd - self.value("coulomb") * torch.atan(self._SHARPNESS * qd)
-                      - self.value("offset"))
+            torque = torque - c["viscous"] * qd - c["coulomb"] * torch.atan(self._SHARPNESS * qd) - c["offset"]
         return torque
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(qdot, (tau - m cx g sin q - friction - offset) / J)``, shapes (N, 2), (N, 1) -> (N, 2)."""
-        return torch.stack((x[:, 1], self._torque(x, u) / self.value("inertia")), dim=1)
+        c = self.constants()
+        return torch.stack((x[:, 1], self._torque(x, u, c) / c["inertia"]), dim=1)
 
     def _slope(self, qd: Tensor) -> Tensor | float:
         """``d(friction)/dq' = Fv + 100 Fc / (1 + (100 q')^2)``."""
@@ -205,7 +207,7 @@ class TorquePendulumModel(PhysicalParameters, ControlledField):
         q, qd = x[:, 0], x[:, 1]
         inertia = self.value("inertia")
         ones = torch.ones_like(qd)
-        return self.acceleration_columns(x, inertia=-self._torque(x, u) / inertia ** 2,
+        return self.acceleration_columns(x, inertia=-self._torque(x, u, self.constants()) / inertia ** 2,
                                          mass_com=-self.value("gravity") * torch.sin(q) / inertia,
                                          viscous=-qd / inertia, coulomb=-torch.atan(self._SHARPNESS * qd) / inertia,
                                          offset=-ones / inertia)

@@ -11,6 +11,7 @@ position only. Its benchmark model (IDIM-LS, ``Script_IDIM_LS.m``) is
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -95,18 +96,19 @@ class LinearAxisModel(PhysicalParameters, ControlledField):
         v = self._values
         return self.trainable or bool(v["viscous"] or v["coulomb"] or v["offset"])
 
-    def _force(self, x: Tensor, u: Tensor) -> Tensor:
-        """``gain u - Fv v - Fc tanh(v / v_c) - offset``, (N,)."""
+    def _force(self, x: Tensor, u: Tensor, c: Mapping[str, float | Tensor]) -> Tensor:
+        """``gain u - Fv v - Fc tanh(v / v_c) - offset``, (N,), with the constants ``c``
+        (`PhysicalParameters.constants`: read once per call, as a rollout calls this per step)."""
         v = x[:, 1]
-        force = self.value("gain") * u[:, 0]
+        force = c["gain"] * u[:, 0]
         if self._friction():
-            force = (force - self.value("viscous") * v
-                     - self.value("coulomb") * torch.tanh(v / self.value("coulomb_velocity")) - self.value("offset"))
+            force = force - c["viscous"] * v - c["coulomb"] * torch.tanh(v / c["coulomb_velocity"]) - c["offset"]
         return force
 
     def forward(self, x: Tensor, u: Tensor) -> Tensor:
         """``(v, (gain u - friction - offset) / M)``, shapes (N, 2), (N, 1) -> (N, 2) in m/s, m/s^2."""
-        return torch.stack((x[:, 1], self._force(x, u) / self.value("mass")), dim=1)
+        c = self.constants()
+        return torch.stack((x[:, 1], self._force(x, u, c) / c["mass"]), dim=1)
 
     def _slope(self, v: Tensor) -> Tensor:
         """``(1 - tanh^2(v / v_c)) / v_c``, the derivative of the smoothed sign."""
@@ -133,7 +135,7 @@ class LinearAxisModel(PhysicalParameters, ControlledField):
         gain, Fv, Fc and the offset."""
         v, mass = x[:, 1], self.value("mass")
         return self.acceleration_columns(
-            x, mass=-self._force(x, u) / mass ** 2, gain=u[:, 0] / mass, viscous=-v / mass,
+            x, mass=-self._force(x, u, self.constants()) / mass ** 2, gain=u[:, 0] / mass, viscous=-v / mass,
             coulomb=-torch.tanh(v / self.value("coulomb_velocity")) / mass, offset=-torch.ones_like(v) / mass)
 
     def parameter_lie_jacobian(self, x: Tensor, u: Tensor, w: Tensor, udot: Tensor) -> Tensor:
