@@ -40,8 +40,8 @@ from torch import Tensor
 
 from .input_map import InputMap
 
-__all__ = ["fade", "fade_weight", "outside", "envelope_from_span", "describe_envelope", "install_span", "DEFAULT_MARGIN",
-           "MIN_MARGIN"]
+__all__ = ["fade", "fade_weight", "outside", "envelope_from_span", "describe_envelope", "install_span",
+           "DEFAULT_MARGIN", "MIN_MARGIN"]
 
 #: The fade band on each side of the box, as a fraction of the box's width per column. Half the
 #: width: a smooth residual's extrapolation just past the data is usually still right (friction

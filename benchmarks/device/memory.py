@@ -61,7 +61,8 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: see the module doc."""
-    argparse.ArgumentParser(prog="python -m benchmarks.device.memory", description=__doc__.split("\n\n")[0]).parse_args(argv)
+    argparse.ArgumentParser(prog="python -m benchmarks.device.memory",
+                            description=__doc__.split("\n\n")[0]).parse_args(argv)
     results = measure()
     print(table(results))
     print(f"saved in {save('c_memory', results)}")

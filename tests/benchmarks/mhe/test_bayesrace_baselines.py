@@ -1,4 +1,5 @@
-"""The EKF->PEM row, Joint-MHE and the Cramér–Rao subset of benchmarks.mhe.bayesrace_baselines on BayesRace's data."""
+"""The EKF->PEM row, Joint-MHE and the Cramér–Rao subset of benchmarks.mhe.bayesrace_baselines on BayesRace's
+data."""
 import pytest
 
 from benchmarks.mhe.bayesrace_baselines import cramer_rao, ekf_pem_row, joint_mhe

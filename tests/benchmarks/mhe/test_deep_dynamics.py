@@ -1,4 +1,5 @@
-"""Table 2's EKF->PEM (adaptive) row on the IAC log (benchmarks.mhe.deep_dynamics): a tiny end-to-end run, bad config."""
+"""Table 2's EKF->PEM (adaptive) row on the IAC log (benchmarks.mhe.deep_dynamics): a tiny end-to-end run, bad
+config."""
 import json
 from pathlib import Path
 

@@ -26,7 +26,8 @@ def test_tiny_end_to_end_run_of_the_peers_reuses_finished_runs(tmp_path, monkeyp
     argv = [*TINY, "--methods", "sindy", "torchdiffeq", "--adjoint-seeds"]
     main(argv)
     _check_output(tmp_path / "results/tiny", {*SINDY, "torchdiffeq_backprop"})
-    monkeypatch.setattr("benchmarks.peers.pendulums.run_measured", lambda *a, **k: pytest.fail("a finished run was rerun"))
+    monkeypatch.setattr("benchmarks.peers.pendulums.run_measured",
+                        lambda *a, **k: pytest.fail("a finished run was rerun"))
     main(argv)
 
 
