@@ -1,16 +1,21 @@
-"""Markdown tables of the jet-matching benchmark results, for RESULTS.md.
+"""Tables of the jet-matching benchmark results, for RESULTS.md.
 
-    python -m benchmarks.jet.report
+    python -m benchmarks.jet.report [--store]
 
-Reads results/jet_*/... JSON written by the other jet_* scripts and prints tables with
-the paper's numbers beside ours.
+Reads results/jet_*/... JSON written by the other jet scripts (`benchmarks.jet.noise_sweep`,
+`benchmarks.jet.ablation`, `benchmarks.jet.cases`, rollout, timing) and prints tables with the paper's
+numbers beside ours. ``--store`` also writes the noise-sweep and ablation tables into their summaries
+(``results/summaries/jet_noise_sweep.json``, ``jet_ablation.json``; `benchmarks.results_md.store_tables`),
+so that a rerun shows in ``git diff results/summaries`` and ``python -m benchmarks.results_md`` puts it
+on the page.
 """
 from __future__ import annotations
 
 import argparse
 import json
 
-from benchmarks.common import RESULTS
+from benchmarks.common import RESULTS, markdown_table
+from benchmarks.results_md import SUMMARIES, store_tables
 
 PAPER_V2 = {0.01: 0.0022}
 PAPER_V1 = {0.01: 0.0090}
@@ -25,31 +30,28 @@ def _ms(s: dict, digits: int = 5) -> str:
     return f"{s['mean']:.{digits}f} +- {s['std']:.{digits}f}"
 
 
-def noise_table(data: dict) -> str:
-    """Table 2 analogue: e_field (visited and full grid) and c_hat per noise level, per variant."""
-    rows = ["| noise | v2 e_field visited | v2 e_field grid | v2 c_hat (min-max) | v2 m | paper's v2 (no decay) "
-            "e_field visited | v1 e_field visited | v1 c_hat | paper v2 | paper v1 |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    levels = sorted({r["noise"] for r in data["runs"]})
-    for lvl in levels:
+def noise_table(data: dict) -> dict:
+    """Table 2 analogue: e_field (visited and full grid) and c_hat per noise level, per variant, as a summary
+    table (``columns``, ``rows`` of formatted cells)."""
+    columns = ["noise", "v2 e_field visited", "v2 e_field grid", "v2 c_hat (min-max)", "v2 m",
+               "paper's v2 (no decay) e_field visited", "v1 e_field visited", "v1 c_hat", "paper v2", "paper v1"]
+    rows = []
+    for lvl in sorted({r["noise"] for r in data["runs"]}):
         v2, v2p, v1 = (data["summary"].get(f"{v}@{lvl}") for v in ("v2", "v2_paper", "v1"))
         ms = sorted({r["m"] for r in data["runs"] if r["noise"] == lvl and r["variant"] == "v2"})
-        c_range = f"{v2['c_hat']['min']:.4f}-{v2['c_hat']['max']:.4f}" if v2 else "-"
-        v1_c = f"{v1['c_hat']['mean']:.4f}" if v1 else "-"
-        rows.append(
-            f"| {100 * lvl:g} % | {_ms(v2['e_field_visited']) if v2 else '-'} | {_ms(v2['e_field']) if v2 else '-'} | "
-            f"{c_range} | {'/'.join(map(str, ms))} | {_ms(v2p['e_field_visited']) if v2p else '-'} | "
-            f"{_ms(v1['e_field_visited']) if v1 else '-'} | {v1_c} | {PAPER_V2.get(lvl, '')} | "
-            f"{PAPER_V1.get(lvl, '')} |")
-    return "\n".join(rows)
+        rows.append([f"{100 * lvl:g} %", _ms(v2["e_field_visited"]) if v2 else "-", _ms(v2["e_field"]) if v2 else "-",
+                     f"{v2['c_hat']['min']:.4f}-{v2['c_hat']['max']:.4f}" if v2 else "-", "/".join(map(str, ms)),
+                     _ms(v2p["e_field_visited"]) if v2p else "-", _ms(v1["e_field_visited"]) if v1 else "-",
+                     f"{v1['c_hat']['mean']:.4f}" if v1 else "-", str(PAPER_V2.get(lvl, "")),
+                     str(PAPER_V1.get(lvl, ""))])
+    return {"columns": columns, "rows": rows}
 
 
-def ablation_table(data: dict) -> str:
-    """Table 4 analogue."""
-    rows = ["| step | e_field visited (mean +- std) | e_field grid | c_hat |", "| --- | --- | --- | --- |"]
-    for t in data["table"]:
-        rows.append(f"| {t['name']} | {_ms(t['e_field_visited'])} | {_ms(t['e_field'])} | {t['c_hat']['mean']:.4f} |")
-    return "\n".join(rows)
+def ablation_table(data: dict) -> dict:
+    """Table 4 analogue, as a summary table."""
+    return {"columns": ["step", "e_field visited (mean +- std)", "e_field grid", "c_hat"],
+            "rows": [[t["name"], _ms(t["e_field_visited"]), _ms(t["e_field"]), f"{t['c_hat']['mean']:.4f}"]
+                     for t in data["table"]]}
 
 
 def cases_table(data: dict) -> str:
@@ -66,12 +68,26 @@ def cases_table(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print every table whose results exist."""
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    """Print every table whose results exist; with ``--store``, store the summary tables among them."""
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.jet.report", description=__doc__.splitlines()[0])
+    ap.add_argument("--store", action="store_true",
+                    help="write the noise-sweep and ablation tables into results/summaries (their text is kept)")
+    args = ap.parse_args(argv)
     for title, name, fn in (("Noise sweep", "jet_noise_sweep", noise_table),
-                            ("Ablation", "jet_ablation", ablation_table), ("Cases", "jet_cases", cases_table)):
+                            ("Ablation", "jet_ablation", ablation_table)):
         data = _load(name)
-        print(f"### {title}\n\n{fn(data) if data else '(not run)'}\n")
+        print(f"### {title}\n")
+        if data is None:
+            print("(not run)\n")
+            continue
+        table = fn(data)
+        markdown_table(table["columns"], table["rows"])
+        if args.store:
+            path = store_tables(name, [table], SUMMARIES)
+            print(f"stored in {path}; python -m benchmarks.results_md writes the page")
+        print()
+    data = _load("jet_cases")
+    print(f"### Cases\n\n{cases_table(data) if data else '(not run)'}\n")
     roll = _load("jet_rollout")
     if roll:
         print("### Rollout\n")
