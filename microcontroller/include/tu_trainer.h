@@ -39,6 +39,16 @@
  * TU_MAX_STEPS updates the rate stays at its last value (TU_LR_MIN): a device may keep training
  * on the live stream past the schedule, which the Python trainer does not (it stops there).
  *
+ * Velocities from positions (TU_VELOCITY, a configuration with positions p > 0: an encoder and no tachometer):
+ * a pushed sample holds the p positions, then the inputs (TU_PUSH_CH_OF(cfg) = ch - p channels). Pushed samples
+ * form runs: a tick that does not increase is dropped and counted (out_of_order), any other tick than the last
+ * plus one, or a change of the segment id, starts a new run. Once a run holds 2M + 2 samples, each sample of it
+ * with M samples on both sides gets the velocities fs D1 . q of its centred window (the row velocity_row) and
+ * goes on to the stream above as (q, qdot, u) with its own tick, the run's index as its segment id: a run's first
+ * and last M samples never reach the stream, a run shorter than 2M + 2 gives nothing
+ * (torch_ude.position_only.with_velocities on the run; samples reach the stream M ticks late, the first two of a
+ * run together).
+ *
  * For a device that runs for months: every count and tick is 64-bit (no wrap), the due count of
  * push_chunk is bounded, a failed calibration stops the trainer with its cause, and a restored
  * checkpoint is checked before use. */
@@ -124,6 +134,9 @@ typedef struct {
     uint64_t seen;           /**< jets offered to the reservoir */
     int64_t adam_step;       /**< updates made (the schedule's step) */
     tu_counters counters;
+#if TU_VELOCITY
+    int64_t vel_tick;        /**< the newest pushed tick (of a configuration that derives its velocities) */
+#endif
     /* stream */
     int32_t have_last;
     int32_t last_segment;
@@ -151,6 +164,15 @@ typedef struct {
 #if TU_ENVELOPE
     float span_low[TU_CH_MAX];   /**< per channel, the smallest x_hat offered to the reservoir (+Inf before any) */
     float span_high[TU_CH_MAX];  /**< the largest (-Inf before any); columns ch .. TU_CH_MAX - 1 stay +-Inf */
+#endif
+#if TU_VELOCITY
+    /* The velocity derivative (a configuration with positions > 0): the pushed samples of the current run of
+     * consecutive ticks of one segment id, the newest TU_VEL_RING_MAX of them (2M + 2 used) */
+    float vel_ring[TU_VEL_RING_MAX][TU_CH_MAX];
+    int32_t vel_head;        /**< slot of the next pushed sample */
+    int32_t vel_count;       /**< samples of the current run, capped at 2M + 3 (0: none pushed yet) */
+    int32_t vel_segment;     /**< the pushed segment id of the current run */
+    uint32_t vel_runs;       /**< runs started: the segment id of the derived samples (its low 31 bits) */
 #endif
     uint32_t config_digest;  /**< tu_config_digest of the configuration's state_hash (checked by restore) */
 } tu_trainer;
@@ -187,7 +209,8 @@ const tu_config *tu_trainer_config(const tu_trainer *self);
 
 /** Ingest one sample: its tick (sample index at TU_FS), segment id (0 if the sensor has none;
  * a change starts a new segment) and n_channels == TU_CH values: the TU_N states, then the TU_NU
- * recorded inputs (TU_CH == TU_N without inputs); another count is TU_ERR_CHANNELS. Returns TU_OK (also for a
+ * recorded inputs (TU_CH == TU_N without inputs); with TU_VELOCITY, n_channels == TU_PUSH_CH values: the
+ * positions, then the inputs (the file comment); another count is TU_ERR_CHANNELS. Returns TU_OK (also for a
  * dropped or rejected sample, which is counted) or an error. The push that completes the
  * calibration record returns TU_ERR_CAL_* if the calibration fails; the trainer then stops
  * (see tu_status.h): later pushes return the same status and ingest nothing. */

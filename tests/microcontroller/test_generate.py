@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from microcontroller.build import ROOT, BuildError, build
-from microcontroller.generate import main, spec_from_config, spec_from_run, write_headers
+from microcontroller.generate import main, spec_from_config, spec_from_run, spec_from_settings, write_headers
 from microcontroller.memory import default_ram_budget, static_bytes
+from tests.microcontroller.helpers import position_log
 from torch_ude import HybridField, __version__
 from torch_ude.cli import main as cli_main, user_error
 from torch_ude.export import export_field
-from torch_ude.savgol import SavitzkyGolay
+from torch_ude.position_only import VelocityFromPosition
+from torch_ude.savgol import SavitzkyGolay, savgol_rows
 
 CONFIG = "configs/pendulum_case_a.yaml"
 POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (the Python default is box-averaged)
@@ -303,3 +305,34 @@ def test_physical_parameters_are_generated_only_where_trained(tmp_path):
     assert first.config_hash() != spec.config_hash() and first.state_hash() != spec.state_hash()
     plain = write_headers(spec_from_config(CONFIG, POINT), tmp_path / "b")
     assert not any("PHYSICAL" in p.read_text() or "theta" in p.read_text() for p in plain)
+
+
+def test_a_position_only_log_derives_its_velocity_on_the_device(tmp_path):
+    """data.velocity_from_position (issue 32, item 2): the device receives the positions and the inputs and derives
+    the velocities (TU_VELOCITY, the row fs D1 in float32 in flash, a ring of 2M + 2 pushed samples); the hash covers
+    the window; a configuration that streams every state has none of it (its headers: test_c_trainer.py's cases)."""
+    config, _ = position_log(tmp_path, 12.0, 3)
+    spec = spec_from_config(config, POINT)
+    assert spec.velocity == VelocityFromPosition(3, 2) and spec.push_channels() == 2  # the angle, the torque
+    assert spec.settings()["velocity_from_position"] == {"half_width": 3, "order": 2}
+    wider = spec_from_config(config, [*POINT, "--data.velocity_from_position.half_width", "4"])
+    assert wider.config_hash() != spec.config_hash() and wider.state_hash() != spec.state_hash()
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path / "gen"))
+    assert re.search(r"#define TU_VELOCITY\s+1\b", cfg) and re.search(r"#define TU_VEL_RING_MAX\s+8\b", cfg)
+    assert re.search(r"#define TU_PUSH_CH\s+2\b", cfg) and re.search(r"#define TU_CH\s+3\b", cfg)
+    assert ".positions = 1, .velocity_half_width = 3, .velocity_row = tu_velocity_row_0," in data
+    table = re.search(r"tu_velocity_row_0\[7\] = \{([^}]*)\}", data).group(1)
+    row = torch.tensor([float(v.strip(" ()f")) for v in table.split(",")], dtype=torch.float32)
+    assert torch.equal(row, (savgol_rows(3, 2, 1)[1] * spec.fs).to(torch.float32))
+    host = spec_from_settings(spec.system, spec.case, spec.field, False, {"stream": spec.stream},
+                              {"fs": spec.fs, "train_rate": spec.train_rate, "recorded": True}, spec.max_steps,
+                              spec.seed, "host-derived")
+    assert static_bytes(spec) == static_bytes(host) + 8 + 8 * 3 * 4 + 4 * 4  # tick, ring of 2M + 2, four counts
+    assert not any("VELOCITY" in p.read_text() or "velocity_row" in p.read_text()
+                   for p in write_headers(host, tmp_path / "host"))
+    with pytest.raises(TypeError, match=r"^data.velocity_from_position must be null or \{half_width, order\}; got "):
+        spec_from_settings(spec.system, spec.case, spec.field, False, {}, {"fs": spec.fs, "train_rate": 25.0,
+                           "velocity_from_position": {"width": 3}}, 10, 0, "a bad setting")
+    with pytest.raises(ValueError, match=r"^velocity_from_position.half_width must be >= 1; got 0.$"):
+        spec_from_settings(spec.system, spec.case, spec.field, False, {}, {"fs": spec.fs, "train_rate": 25.0,
+                           "velocity_from_position": {"half_width": 0}}, 10, 0, "a bad setting")
