@@ -131,11 +131,6 @@ class DeviceSpec:
         self.stream.validate()
         if self.velocity is not None:
             self.velocity.validate()
-        if self.stream.calibration_replay:
-            raise ValueError(
-                "model.stream.calibration_replay is true, but the C trainer cannot stream its calibration record "
-                "again (the record shares memory with the reservoir): set model.stream.calibration_replay: false "
-                "for a device config.")
         if len(self.field.mlp.sizes) < 3:
             raise ValueError(
                 f"model.hidden is {list(self.field.mlp.sizes[1:-1])}, no hidden layer; the C port needs at least one: "
@@ -214,11 +209,11 @@ class DeviceSpec:
 
 def _device_stream(stream: StreamSettings) -> dict:
     """The stream settings the C trainer runs, as plain values: those of `StreamSettings` less
-    ``calibration_replay`` (always false on the device, `DeviceSpec.validate`) and less
-    ``reservoir_precision`` when it is the default float32, so that a configuration keeps the settings
-    hash it had before those settings existed (its checkpoints restore)."""
+    ``calibration_replay`` when it is false and less ``reservoir_precision`` when it is the default float32, so
+    that a configuration keeps the settings hash it had before those settings existed (its checkpoints restore)."""
     settings = asdict(stream)
-    settings.pop("calibration_replay")
+    if not settings["calibration_replay"]:
+        del settings["calibration_replay"]
     if settings["reservoir_precision"] == "float32":
         del settings["reservoir_precision"]
     return settings

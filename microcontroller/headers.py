@@ -194,6 +194,8 @@ def config_header(specs, ram_budget: int = 0) -> str:
     if physical_max(specs):  # absent otherwise: the library has no physical-parameter code or memory
         build += [("TU_PHYSICAL", 1, "1: a configuration trains physical parameters of its known model"),
                   ("TU_PHYSICAL_MAX", physical_max(specs), "most trained physical parameters of a configuration")]
+    if any(spec.stream.calibration_replay for spec in specs):  # absent otherwise: the record shares the reservoir
+        build += [("TU_CAL_REPLAY", 1, "1: a configuration streams its calibration record again (own memory)")]
     if velocity_ring_max(specs):  # absent otherwise: the library has no velocity code or memory
         build += [("TU_VELOCITY", 1, "1: a configuration derives its velocities from the streamed positions"),
                   ("TU_VEL_RING_MAX", velocity_ring_max(specs), "samples of the velocity derivative's ring, 2M + 2")]
@@ -259,6 +261,10 @@ def _physical_fields(spec: DeviceSpec, k: int) -> str:
             f"    .theta_low = {_array(low)}, .theta_high = {_array(high)},  "
             f"/* {', '.join(known.trainable_names)} */\n"
             f"    .physics_updates = {'INT64_MAX' if spec.physics_first >= 1.0 else physics_updates(spec)},\n")
+
+
+#: the member of a `tu_config` whose record streams again once calibrated (none otherwise: 0)
+_REPLAY_FIELD = "    .calibration_replay = 1,\n"
 
 
 def velocity_row(spec: DeviceSpec) -> torch.Tensor:
@@ -361,6 +367,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f"{_map_fields(spec)}"
         f"{_physical_fields(spec, k)}"
         f"{_velocity_fields(spec, k)}"
+        f"{_REPLAY_FIELD if st.calibration_replay else ''}"
         "};\n")
 
 

@@ -115,7 +115,9 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     nothing is padded inside; the struct is rounded up to 8 bytes. With a trust envelope (``TU_ENVELOPE``) the
     span of the jets, 2 ch floats, precedes the digest. The reservoir shares its memory with the
     calibration record (a union); a jet value takes 4 bytes (float32 storage) or 2 (float16 storage,
-    ``model.stream.reservoir_precision``), so with float16 the record may be the larger member. With the
+    ``model.stream.reservoir_precision``), so with float16 the record may be the larger member; a build that
+    streams the record again (``TU_CAL_REPLAY``) gives it its own memory after the reservoir and keeps its ticks
+    (8 bytes a sample) among the 8-byte members. With the
     device's velocity derivative (``TU_VELOCITY``) the newest pushed tick joins the 8-byte members and the ring of
     ``TU_VEL_RING_MAX`` pushed samples and four counts precede the digest.
     """
@@ -128,7 +130,9 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     ring = mx["RING_LEN"] * ch * _F32 + 2 * 4                     # ring, head, run
     gate = mx["GATE_HISTORY"] * ch * _F32 + 2 * 4                 # history, head, count
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
-    union = max(capacity * rows * ch * _value_bytes(spec), record)
+    reservoir = capacity * rows * ch * _value_bytes(spec)
+    replay = any(s.stream.calibration_replay for s in _as_list(spec))
+    union = reservoir + record + cal_len * 8 if replay else max(reservoir, record)
     weights = params + physical_max(spec)                         # the network's, then theta (TU_PHYSICAL)
     network = (5 * weights + ch + n + 4) * _F32 + 4               # weights .. EMA, scales, last losses, digest
     span = 2 * ch * _F32 if any(s.envelope for s in _as_list(spec)) else 0  # the envelope's span (TU_ENVELOPE)

@@ -71,6 +71,13 @@
 #define TU_PUSH_CH TU_CH  /* configuration 0 streams every state */
 #endif
 
+/* The calibration record streamed again once calibrated (torch_ude.stream's calibration_replay): tu_config.h
+ * defines TU_CAL_REPLAY 1 only when a configuration of the build replays it; the record then has its own memory
+ * beside the reservoir (not a union with it) and its samples' ticks, and a build without it has neither. */
+#ifndef TU_CAL_REPLAY
+#define TU_CAL_REPLAY 0
+#endif
+
 /* A kernel the library specializes: its body is compiled once with the build's maxima as constant
  * sizes (the only sizes of a single-configuration build, so the loops are those of constant bounds) and
  * once with the configuration's sizes. */
@@ -161,6 +168,9 @@ typedef struct {
     int positions;                  /**< pushed positions p */
     int velocity_half_width;        /**< M: the centred window has 2M + 1 samples at fs */
     const float *velocity_row;      /**< fs D1, 2M + 1 floats, oldest sample first (1/s) */
+#endif
+#if TU_CAL_REPLAY
+    int calibration_replay;         /**< 1: once calibrated, the record's windows go to the gate and reservoir */
 #endif
 } tu_config;
 

@@ -49,6 +49,12 @@
  * (torch_ude.position_only.with_velocities on the run; samples reach the stream M ticks late, the first two of a
  * run together).
  *
+ * Calibration replay (TU_CAL_REPLAY, a configuration with calibration_replay 1, torch_ude.stream's
+ * calibration_replay): once the record calibrates, the ring restarts empty and the record's samples stream through it
+ * in order, with their ticks and segment breaks: every window that ends at a tick divisible by the stride, TU_TAPS
+ * taps after the record's first sample or later, is counted, judged by the gate and offered to the reservoir as a
+ * live window is, so a recorded log's first calibration_s seconds train too.
+ *
  * For a device that runs for months: every count and tick is 64-bit (no wrap), the due count of
  * push_chunk is bounded, a failed calibration stops the trainer with its cause, and a restored
  * checkpoint is checked before use. */
@@ -134,6 +140,9 @@ typedef struct {
     uint64_t seen;           /**< jets offered to the reservoir */
     int64_t adam_step;       /**< updates made (the schedule's step) */
     tu_counters counters;
+#if TU_CAL_REPLAY
+    int64_t cal_ticks[TU_CAL_LEN_MAX]; /**< the ticks of the calibration record's samples (its windows' phase) */
+#endif
 #if TU_VELOCITY
     int64_t vel_tick;        /**< the newest pushed tick (of a configuration that derives its velocities) */
 #endif
@@ -150,8 +159,13 @@ typedef struct {
     union {
         /** (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs (float32, or float16 in units of x_rms) */
         tu_jet_value reservoir[TU_CAPACITY_MAX][TU_JET_ROWS_MAX][TU_CH_MAX];
+#if !TU_CAL_REPLAY
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
+#endif
     } mem;
+#if TU_CAL_REPLAY
+    tu_cal_record cal_record; /**< the calibration record in its own memory: streamed again once calibrated */
+#endif
     /* network and optimizer */
     float params[TU_WEIGHTS_MAX];  /**< the network's weights, then theta of trained physical parameters */
     float grad[TU_WEIGHTS_MAX];
@@ -176,6 +190,13 @@ typedef struct {
 #endif
     uint32_t config_digest;  /**< tu_config_digest of the configuration's state_hash (checked by restore) */
 } tu_trainer;
+
+/* The instance's calibration record (its own member where the build replays it, TU_CAL_REPLAY). */
+#if TU_CAL_REPLAY
+#define TU_RECORD_MEMBER cal_record
+#else
+#define TU_RECORD_MEMBER mem.record
+#endif
 
 #if defined(TU_RAM_BUDGET) && TU_RAM_BUDGET > 0
 /* the generator refused a configuration whose instance exceeds the target's RAM budget; this

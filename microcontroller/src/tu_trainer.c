@@ -257,7 +257,7 @@ const tu_config *tu_trainer_config(const tu_trainer *self)
 static const float *tu_newest(const tu_trainer *self)
 {
     if (!self->calibrated) {
-        return self->mem.record.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CFG(self)->cal_len - 1];
+        return self->TU_RECORD_MEMBER.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CFG(self)->cal_len - 1];
     }
     return self->ring[(self->ring_head + TU_CFG(self)->ring_len - 1) % TU_CFG(self)->ring_len];
 }
@@ -296,11 +296,16 @@ static const float (*tu_window_projection(const tu_trainer *self))[TU_TAPS_MAX]
                  : cfg->model->sg_projection;
 }
 
-/* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream). */
+#if TU_CAL_REPLAY
+static void tu_window(tu_trainer *self);
+#endif
+
+/* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream); with calibration_replay
+ * the record's windows then (tu_trainer.h). */
 static void tu_start_streaming(tu_trainer *self)
 {
     const tu_config *cfg = TU_CFG(self);
-    const tu_cal_record *rec = &self->mem.record;
+    const tu_cal_record *rec = &self->TU_RECORD_MEMBER;
     const int len = cfg->cal_len, ch = cfg->ch, n_taps = cfg->taps;
     const int m = self->cal.m, b = tu_bin(self), span = (n_taps - 1) * m + b - 1, s = tu_stride(self);
     const unsigned last_key = rec->flags[len - 1] & TU_FLAG_KEY;
@@ -343,6 +348,19 @@ static void tu_start_streaming(tu_trainer *self)
     }
     self->seen = 0;  /* the record's memory becomes the reservoir */
     self->calibrated = 1;
+#if TU_CAL_REPLAY
+    if (cfg->calibration_replay) {  /* the record streams again from an empty ring (torch_ude.stream._stream) */
+        self->ring_head = 0;
+        self->run = 0;
+        for (k = 0; k < len; ++k) {
+            const int brk = k == 0 || (rec->flags[k] & TU_FLAG_KEY) != (rec->flags[k - 1] & TU_FLAG_KEY);
+            tu_ring_push(self, rec->y[k], brk);
+            if (k >= span && tu_divides(self->cal_ticks[k], s)) {
+                tu_window(self);
+            }
+        }
+    }
+#endif
 }
 
 /* The stored form of a jet (float32 storage: the jet itself). Float16 storage: each value divided by
@@ -543,9 +561,12 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float *y, int bri
         ++self->key;
     }
     if (!self->calibrated) {
-        tu_cal_record *rec = &self->mem.record;
+        tu_cal_record *rec = &self->TU_RECORD_MEMBER;
         tu_status st;
         memcpy(rec->y[self->cal_fill], y, (size_t)TU_CFG(self)->ch * sizeof(float));
+#if TU_CAL_REPLAY
+        self->cal_ticks[self->cal_fill] = tick;
+#endif
         rec->flags[self->cal_fill] = (uint16_t)((self->key & TU_FLAG_KEY) | (bridged ? TU_FLAG_BRIDGED : 0u));
         if (++self->cal_fill < TU_CFG(self)->cal_len) {
             return TU_OK;

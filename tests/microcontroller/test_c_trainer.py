@@ -80,8 +80,16 @@ CASES = {
                                                 "--model.physics_refit", "false", "--data.known.init_args.trainable",
                                                 "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], "
                                                 "coulomb: [0.0, 1.0], offset: [-1.0, 1.0]}"], 12.0),
+    # the calibration record streamed again once calibrated (issue 32, item 2: its own memory), on the simulated
+    # pendulum with its faults and on the recorded torque (every tick a window, as configs/dfki_pendulum.yaml)
+    "pendulum_replay": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
+                                                         "--model.stream.calibration_replay", "true"], 8.0),
+    "torque_pendulum_replay": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
+                                              "--model.stream.calibration_replay", "true",
+                                              "--model.stream.stride", "1"], 12.0),
     # a position-only log (issue 32, item 2): the device derives the velocity from the streamed angle (M = 3)
-    "torque_pendulum_velocity": ("position log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true"], 12.0),
+    "torque_pendulum_velocity": ("position log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true"],
+                                 12.0),
     # (the torque_pendulum cases stream a recorded log, so they take the recorded logs' default, an envelope: its span
     # there covers the torque and the angle that torque_pendulum_periodic's network reads as (sin, cos))
 }

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 import torch
+import yaml
 
 from microcontroller.build import ROOT, BuildError, build
 from microcontroller.generate import main, spec_from_config, spec_from_run, spec_from_settings, write_headers
@@ -49,8 +50,6 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.half_width", "2"], "2M\\+1 >= P\\+2"),
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
-    (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
-                                                    r"calibration_replay: false for a device config"),
     # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
     # states, the input map, the envelope and trainable physical parameters it learns:
     # test_the_input_map_is_generated_and_hashed, test_the_envelope_is_generated_and_hashed,
@@ -336,3 +335,38 @@ def test_a_position_only_log_derives_its_velocity_on_the_device(tmp_path):
     with pytest.raises(ValueError, match=r"^velocity_from_position.half_width must be >= 1; got 0.$"):
         spec_from_settings(spec.system, spec.case, spec.field, False, {}, {"fs": spec.fs, "train_rate": 25.0,
                            "velocity_from_position": {"half_width": 0}}, 10, 0, "a bad setting")
+
+
+def test_calibration_replay_gives_the_record_its_own_memory(tmp_path):
+    """model.stream.calibration_replay (issue 32, item 2): the record streams again once calibrated, so it cannot share
+    the reservoir's memory: TU_CAL_REPLAY gives it its own and keeps its ticks; the hash covers the setting, and a
+    configuration without it keeps the hash, headers and memory of before (the record in a union with the
+    reservoir)."""
+    plain = spec_from_config(CONFIG, POINT)
+    spec = spec_from_config(CONFIG, [*POINT, "--model.stream.calibration_replay", "true"])
+    assert "calibration_replay" not in plain.settings()["stream"] and spec.settings()["stream"]["calibration_replay"]
+    assert spec.config_hash() != plain.config_hash() and spec.state_hash() != plain.state_hash()
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path / "replay"))
+    assert re.search(r"#define TU_CAL_REPLAY\s+1\b", cfg) and ".calibration_replay = 1," in data
+    assert not any("REPLAY" in p.read_text() or "replay" in p.read_text() for p in write_headers(plain, tmp_path / "p"))
+    cal_len, ch = spec.stream.calibration_ticks(spec.fs), 2
+    record = cal_len * ch * 4 + -(-2 * cal_len // 4) * 4 + cal_len * 4
+    reservoir = spec.stream.capacity * 3 * ch * 4
+    assert static_bytes(plain) - max(reservoir, record) == static_bytes(spec) - reservoir - record - 8 * cal_len
+    exe = build(tmp_path / "replay", "program", [ROOT / "support" / "tu_sizes.c"])
+    sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+    assert sizes["total"] == static_bytes(spec) and sizes["calibration_record"] == record
+
+
+def test_the_stream_settings_of_the_dfki_pendulum_config_go_to_the_device(tmp_path):
+    """configs/dfki_pendulum.yaml's stream settings (every tick a window, calibration replay, B = 8192, a tighter
+    gate) are generated, within the Cortex-M4F firmware's RAM (on the simulated pendulum's 1 kHz: its own logs need
+    ../shared/data)."""
+    config = yaml.safe_load((ROOT.parent / "configs" / "dfki_pendulum.yaml").read_text())
+    stream = config["model"]["init_args"]["stream"]
+    assert stream["calibration_replay"] is True and stream["stride"] == 1
+    overrides = [arg for key, value in stream.items() for arg in (f"--model.stream.{key}", json.dumps(value))]
+    spec = spec_from_config(CONFIG, [*POINT, *overrides])
+    assert spec.stream.calibration_replay and spec.stream.capacity == stream["capacity"]
+    cfg = write_headers(spec, tmp_path / "gen", ram_budget=default_ram_budget())[0].read_text()
+    assert re.search(r"#define TU_CAL_REPLAY\s+1\b", cfg)
