@@ -148,7 +148,8 @@ class CTrainer:
                              f"{hashes}; pass it in image.")
         self.spec = spec
         self.n = spec.field.n_states
-        self.channels = self.n + spec.field.n_inputs  # a sample: the states, then the recorded inputs
+        self.channels = self.n + spec.field.n_inputs  # the stream: the states, then the recorded inputs
+        self.pushed = spec.push_channels()  # a pushed sample: the states (or only the positions), then the inputs
         self.num_params = spec.field.num_parameters()
         self.library = build(headers_for(image, build_root), "shared")
         lib = ctypes.CDLL(str(self.library))
@@ -185,7 +186,8 @@ class CTrainer:
         return status
 
     def push_chunk(self, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray | None = None) -> int:
-        """Ingest samples (k, n + n_u): states, then recorded inputs, with their ticks (k,) and segment
+        """Ingest samples (k, n + n_u): states, then recorded inputs (with ``spec.velocity`` (k, n / 2 + n_u): the
+        positions, then the inputs; the trainer derives the velocities), with their ticks (k,) and segment
         ids (k,); returns the updates due.
 
         Raises:
@@ -197,12 +199,12 @@ class CTrainer:
         k = y.shape[0]
         ticks = np.ascontiguousarray(ticks, dtype=np.int64)
         segment = np.ascontiguousarray(np.zeros(k) if segment is None else segment, dtype=np.int32)
-        if y.ndim != 2 or y.shape[1] != self.channels or ticks.shape != (k,) or segment.shape != (k,):
-            raise ValueError(f"push_chunk needs y of shape (k, {self.channels}) and ticks, segment of shape (k,); got "
+        if y.ndim != 2 or y.shape[1] != self.pushed or ticks.shape != (k,) or segment.shape != (k,):
+            raise ValueError(f"push_chunk needs y of shape (k, {self.pushed}) and ticks, segment of shape (k,); got "
                              f"{y.shape}, {ticks.shape}, {segment.shape}.")
         self._count.value = 0
         status = self._lib.tu_trainer_push_chunk(self._memory, k, ticks.ctypes.data, segment.ctypes.data,
-                                                 y.ctypes.data, self.channels, self._count_at)
+                                                 y.ctypes.data, self.pushed, self._count_at)
         if status in CALIBRATION_FAILURES:
             raise calibration_error(status, 2 * self.spec.stream.half_width + 1, self._report_raw().calibration.m)
         self._check(status, "push_chunk")

@@ -41,6 +41,7 @@ import torch
 from torch_ude.envelope import DEFAULT_MARGIN
 from torch_ude.export import FIELD_FILE, SIDECAR_FILE
 from torch_ude.field import HybridField
+from torch_ude.position_only import VelocityFromPosition
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import System
 
@@ -88,6 +89,10 @@ class DeviceSpec:
         physics_first: for a known model that trains physical parameters (``field.physical``), the share of
             ``max_steps`` in which they train alone (`torch_ude.training.JetMatchingModule`'s ``physics_first``;
             1: the residual never trains and starts at zero, ``HybridField.without_residual``); unused otherwise.
+        velocity: for a position-only log (``data.velocity_from_position``), the centred Savitzky-Golay derivative
+            the device applies to the streamed positions (``TU_VELOCITY``: the stream holds the ``n / 2``
+            positions and the inputs; `torch_ude.position_only.with_velocities` is the reference); None: every
+            state is streamed.
     """
 
     system: System
@@ -114,6 +119,7 @@ class DeviceSpec:
     envelope_margin: float = DEFAULT_MARGIN
     source: str = dataclass_field(default="")
     physics_first: float = 0.0
+    velocity: VelocityFromPosition | None = None
 
     def validate(self) -> None:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
@@ -123,11 +129,8 @@ class DeviceSpec:
         """
         self.plant()  # a known field without a C form is refused here, by name
         self.stream.validate()
-        if self.stream.calibration_replay:
-            raise ValueError(
-                "model.stream.calibration_replay is true, but the C trainer cannot stream its calibration record "
-                "again (the record shares memory with the reservoir): set model.stream.calibration_replay: false "
-                "for a device config.")
+        if self.velocity is not None:
+            self.velocity.validate()
         if len(self.field.mlp.sizes) < 3:
             raise ValueError(
                 f"model.hidden is {list(self.field.mlp.sizes[1:-1])}, no hidden layer; the C port needs at least one: "
@@ -173,6 +176,7 @@ class DeviceSpec:
             **({"envelope": True} if self.envelope else {}),
             **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first}}
                if self.field.physical else {}),
+            **({"velocity_from_position": asdict(self.velocity)} if self.velocity is not None else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
             "weight_decay_full_at": self.weight_decay_full_at, "grad_clip": self.grad_clip,
@@ -182,6 +186,12 @@ class DeviceSpec:
             "weights": hashlib.sha256(b"".join(
                 p.detach().to(torch.float32).numpy().tobytes() for p in self.field.parameters_list())).hexdigest(),
         }
+
+    def push_channels(self) -> int:
+        """Channels of one sample the device receives: the states, then the inputs, or with ``velocity`` the
+        positions (the first ``n / 2`` states), then the inputs."""
+        positions = self.field.n_states // 2 if self.velocity is not None else 0
+        return self.field.n_states - positions + self.field.n_inputs
 
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON of `settings` (first 16 hex digits)."""
@@ -199,11 +209,11 @@ class DeviceSpec:
 
 def _device_stream(stream: StreamSettings) -> dict:
     """The stream settings the C trainer runs, as plain values: those of `StreamSettings` less
-    ``calibration_replay`` (always false on the device, `DeviceSpec.validate`) and less
-    ``reservoir_precision`` when it is the default float32, so that a configuration keeps the settings
-    hash it had before those settings existed (its checkpoints restore)."""
+    ``calibration_replay`` when it is false and less ``reservoir_precision`` when it is the default float32, so
+    that a configuration keeps the settings hash it had before those settings existed (its checkpoints restore)."""
     settings = asdict(stream)
-    settings.pop("calibration_replay")
+    if not settings["calibration_replay"]:
+        del settings["calibration_replay"]
     if settings["reservoir_precision"] == "float32":
         del settings["reservoir_precision"]
     return settings
@@ -234,8 +244,24 @@ def envelope_wanted(model: dict, data: dict) -> bool:
 def stream_data(dm) -> dict:
     """The stream settings of a data module that `spec_from_settings` reads (``data``): ``fs``, ``train_rate``,
     ``duration``, ``noise`` of a simulated plant (a recorded log's data module has none: the firmware simulates
-    only simulated plants) and ``recorded`` where the module says it streams recorded logs."""
-    return {key: getattr(dm, key) for key in ("fs", "train_rate", "noise", "duration", "recorded") if hasattr(dm, key)}
+    only simulated plants), ``recorded`` where the module says it streams recorded logs and
+    ``velocity_from_position`` where it derives velocities from positions (the device then derives them)."""
+    keys = ("fs", "train_rate", "noise", "duration", "recorded", "velocity_from_position")
+    return {key: getattr(dm, key) for key in keys if hasattr(dm, key)}
+
+
+def _velocity(data: dict) -> VelocityFromPosition | None:
+    """``data["velocity_from_position"]`` as a `VelocityFromPosition` (a run's recorded settings hold a dict).
+
+    Raises:
+        TypeError: for a value that is neither None, a dict nor a `VelocityFromPosition`.
+    """
+    value = data.get("velocity_from_position")
+    if value is None or isinstance(value, VelocityFromPosition):
+        return value
+    if isinstance(value, dict) and set(value) <= {"half_width", "order"}:
+        return VelocityFromPosition(**value)
+    raise TypeError(f"data.velocity_from_position must be null or {{half_width, order}}; got {value!r}.")
 
 
 def spec_from_settings(system: System, case: str, field: HybridField, pretrained: bool, model: dict, data: dict,
@@ -247,8 +273,9 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         field: the initial field; ``pretrained`` keeps its scales on the device.
         model: the jet-matching module's settings (``JetMatchingModule`` arguments: ``stream``,
             ``batch_size``, ``lr``, ...), as a dict.
-        data: the stream's ``fs``, ``train_rate``, ``noise`` and ``duration``, and ``recorded`` (recorded
-            logs: the envelope's default, `envelope_wanted`).
+        data: the stream's ``fs``, ``train_rate``, ``noise`` and ``duration``, ``recorded`` (recorded
+            logs: the envelope's default, `envelope_wanted`) and ``velocity_from_position`` (a position-only log:
+            the device derives the velocities, `DeviceSpec.velocity`).
         max_steps: the cosine schedule's length in updates.
         seed: the run seed.
         source: where the settings came from (recorded in the stamp).
@@ -276,7 +303,8 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
         seed=int(seed), envelope=envelope_wanted(model, data),
-        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first)
+        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first,
+        velocity=_velocity(data))
     spec.validate()
     return spec
 

@@ -12,7 +12,10 @@ the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and `
 residual's linear term (``model.linear``, and the input-affine residual) the network's goldens
 start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it. With
 trained physical parameters of the known model the jet stage and the known field's goldens are at a random ``theta``
-inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``.
+inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``. For a
+position-only log (``spec.velocity``) the stream holds the positions and the inputs, `device_velocities` derives the
+velocities as the device does (float32, its order of operations) and the run's goldens end with the newest stream
+samples the trainer's ring holds (``run_ring``).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from torch_ude.field import HybridField
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
 from torch_ude.prng import STREAM_BATCH, Pcg32
+from torch_ude.recorded import read_log
 from torch_ude.reservoir import stored_jets
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamEstimator
@@ -37,9 +41,10 @@ from torch_ude.update import apply_calibration, due_updates, flatten_parameters,
 
 from . import headers
 from .generate import DeviceSpec, _quiet_cli
+from .memory import _sizes
 
-__all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "data_module", "data_stream", "golden_stream",
-           "run_goldens"]
+__all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "device_velocities", "data_module",
+           "data_stream", "golden_stream", "run_goldens"]
 
 F32 = torch.float32
 
@@ -178,6 +183,70 @@ def chunks(ticks: np.ndarray, train_every: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+def device_velocities(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The stream the device's velocity derivative gives for a pushed stream (``TU_VELOCITY``, tu_trainer.h), in
+    float32 as the C code computes it: runs of consecutive ticks of one segment id (a tick that does not increase
+    dropped), in each run of at least ``2 M + 2`` samples every sample with ``M`` on both sides, its velocities
+    ``sum_j row_j q_(k - M + j)`` summed oldest first with the generated float32 row (`headers.velocity_row`).
+    `torch_ude.position_only.with_velocities` of each run is the same in float64.
+
+    Args:
+        spec: settings with ``velocity``.
+        y, ticks, segment: the pushed stream (k, p + n_u): the positions, then the inputs (float32), (k,), (k,).
+
+    Returns:
+        ``(y (j, 2 p + n_u) float32: positions, velocities, inputs; ticks (j,): the centre samples' ticks;
+        segment (j,): the run's index; source (j,): the index of the pushed sample that released it)``.
+    """
+    m = spec.velocity.half_width
+    row = headers.velocity_row(spec).numpy()
+    y = np.asarray(y, dtype=np.float32)
+    p = spec.field.n_states // 2
+    keep = _in_order(ticks)
+    kt, ks = np.asarray(ticks)[keep], np.asarray(segment)[keep]
+    starts = np.flatnonzero(np.r_[True, (np.diff(kt) != 1) | (np.diff(ks) != 0)])
+    out, out_ticks, out_segment, source = [], [], [], []
+    for run, (a, b) in enumerate(zip(starts, [*starts[1:], len(keep)])):
+        if b - a < 2 * m + 2:
+            continue
+        q = y[keep[a:b], :p]
+        acc = np.zeros((b - a - 2 * m, p), dtype=np.float32)
+        for j in range(2 * m + 1):  # oldest first, one float32 rounding per product and per sum
+            acc = acc + row[j] * q[j: j + b - a - 2 * m]
+        core = y[keep[a + m: b - m]]
+        out.append(np.concatenate((core[:, :p], acc, core[:, p:]), axis=1))
+        out_ticks.append(kt[a + m: b - m])
+        out_segment.append(np.full(b - a - 2 * m, run + 1, dtype=np.int64))
+        released = keep[a + 2 * m: b].copy()  # a centre k is released by the sample k + M, the first by k + M + 1
+        released[0] = keep[a + 2 * m + 1]
+        source.append(released)
+    if not out:
+        p_all = y.shape[1] + p
+        return (np.zeros((0, p_all), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return tuple(np.concatenate(parts) for parts in (out, out_ticks, out_segment, source))
+
+
+def _in_order(ticks: np.ndarray) -> np.ndarray:
+    """The indices of the ticks that increase on every earlier one (the others are dropped as out of order)."""
+    ticks = np.asarray(ticks)
+    earlier = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ticks[:-1]]) if len(ticks) else ticks
+    return np.flatnonzero(ticks > earlier)
+
+
+def _parts(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray
+           ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The stream as the trainer's stream sees it, in the pieces that go in between two chances to update: the
+    chunks of one training tick (`chunks`), or with ``spec.velocity`` the derived samples each chunk of pushed
+    samples releases (`device_velocities`; possibly none)."""
+    every = round(spec.fs / spec.train_rate)
+    pieces = chunks(ticks, every)
+    if spec.velocity is None:
+        return [(y[part], ticks[part], segment[part]) for part in pieces]
+    dy, dt, ds, source = device_velocities(spec, y, ticks, segment)
+    return [(dy[sel], dt[sel], ds[sel]) for sel in ((source >= part.start) & (source < part.stop) for part in pieces)]
+
+
 def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray,
                   seed: int | None = None) -> ReferenceRun:
     """Algorithm 1 in float32 with the C trainer's PCG32 draws: the reference of a C run.
@@ -194,7 +263,8 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
     Args:
         spec: the settings the C build was generated from.
         y, ticks, segment: the stream (k, n + n_u): the states, then the recorded inputs, (k,), (k,)
-            (y is rounded to float32).
+            (y is rounded to float32); with ``spec.velocity`` the pushed stream (k, n / 2 + n_u), whose
+            velocities are derived as the device derives them (`device_velocities`).
         seed: the run seed (default ``spec.seed``).
 
     Returns:
@@ -231,10 +301,11 @@ def reference_run(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: n
         skipped += res.skipped
         updates += not res.skipped
 
-    yt = torch.as_tensor(np.asarray(y), dtype=F32)
-    for part in chunks(ticks, every):
+    for part_y, part_ticks, part_segment in _parts(spec, np.asarray(y, dtype=np.float32), np.asarray(ticks),
+                                                   np.asarray(segment)):
         before, calibrated = est.last_tick, est.calibration is not None
-        est.push(yt[part], torch.as_tensor(ticks[part]), torch.as_tensor(segment[part]))
+        if len(part_ticks):
+            est.push(torch.as_tensor(part_y, dtype=F32), torch.as_tensor(part_ticks), torch.as_tensor(part_segment))
         if not calibrated and est.calibration is not None:
             fields = [field] if ema is None else [field, ema.module]
             apply_calibration(est.calibration, fields, loss, opt, spec.weight_decay, spec.weight_decay_full_at,
@@ -262,7 +333,7 @@ def data_module(config: str | Path, overrides: list[str] | None = None):
 
 
 def data_stream(dm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A data module's whole training stream, its chunks joined: what a trainer fed by ``dm`` sees.
+    """A data module's whole training stream, its chunks joined: what a device fed by ``dm`` receives.
 
     Args:
         dm: a `torch_ude.training.StreamDataModule` (a simulated plant) or
@@ -270,8 +341,17 @@ def data_stream(dm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             its first chunk.
 
     Returns:
-        ``(y (k, n + n_u) float64: the states, then the recorded inputs, ticks (k,) int64, segment (k,) int64)``.
+        ``(y (k, n + n_u) float64: the states, then the recorded inputs, ticks (k,) int64, segment (k,) int64)``;
+        for a position-only log (``dm.velocity_from_position``) y is (k, n / 2 + n_u): the positions, then the
+        inputs, of the logs as read (each of their segments one segment id, consecutive ticks), before the
+        velocities that the Python trainer's chunks carry are derived (the device derives them).
     """
+    if getattr(dm, "velocity_from_position", None) is not None:
+        logs = [read_log(path, dm.columns["time"], dm.columns["states"], dm.columns["inputs"], dm.fs, dm.max_gap,
+                         antialias=dm.antialias, file_rate=dm.file_rate) for path in dm.files]
+        segments = [seg for log in logs for seg in log.segments]
+        return (np.concatenate(segments), np.arange(sum(len(seg) for seg in segments)),
+                np.concatenate([np.full(len(seg), k, dtype=np.int64) for k, seg in enumerate(segments)]))
     parts = []
     while dm.live:
         c = dm.next_chunk()
@@ -294,7 +374,9 @@ def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, 
 def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> dict[str, np.ndarray]:
     """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests."""
     ref = reference_run(spec, np.asarray(y, dtype=np.float32), ticks, segment)
-    c, cal = ref.stream.counters, ref.stream.calibration
+    c, cal = dict(ref.stream.counters), ref.stream.calibration
+    if spec.velocity is not None:  # the derivative drops (and counts) the pushed samples out of order
+        c["out_of_order"] += len(ticks) - len(_in_order(ticks))
     order = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
              "boundary", "misfit", "accepted")
     return {"run_seed": np.array([spec.seed]), "run_counters": np.array([c[k] for k in order]),
@@ -303,4 +385,12 @@ def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.
             "run_weight_decay": np.array([noise_adaptive_weight_decay(cal.sigma_rel, spec.weight_decay,
                                                                       spec.weight_decay_full_at)]),
             "run_ema": ref.ema_weights, "run_raw": ref.raw_weights,
-            "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1]}
+            "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1],
+            **({"run_ring": _ring_tail(spec, y, ticks, segment)} if spec.velocity is not None else {})}
+
+
+def _ring_tail(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """The newest ``ring_len`` derived stream samples, oldest first (`device_velocities`): what the trainer's
+    ring holds at the end of the stream (no derived sample is bridged: each run has its own segment id)."""
+    ring_len = _sizes(spec)["RING_LEN"]
+    return device_velocities(spec, np.asarray(y, dtype=np.float32), ticks, segment)[0][-ring_len:]

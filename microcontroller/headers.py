@@ -29,14 +29,14 @@ from torch_ude.savgol import SavitzkyGolay
 from torch_ude.systems import SinglePendulum
 
 from .memory import _as_list, _sizes, build_maxima, check_ram, network_parameters, physical_count, physical_max, \
-    reservoir_half
+    reservoir_half, velocity_ring_max
 from .plant_code import CODE_FILE, float_literal, plant_source
 
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["GENERATOR", "input_map", "physics_updates", "config_header", "model_header", "plant_header", "build_maxima",
-           "write_headers",
+__all__ = ["GENERATOR", "input_map", "physics_updates", "velocity_row", "config_header", "model_header", "plant_header",
+           "build_maxima", "write_headers",
            "headers_for"]
 
 GENERATOR = "microcontroller.generate 1.0"
@@ -144,6 +144,9 @@ def _single_macros(spec: DeviceSpec) -> list[tuple[str, object, str]]:
         ("TU_DUE_SPAN", "((int64_t)TU_FS > (int64_t)TU_TRAIN_EVERY ? (int64_t)TU_FS : (int64_t)TU_TRAIN_EVERY)",
          "the longest gap whose training ticks push_chunk counts in full: one second, at least one training tick"),
     ]
+    if spec.velocity is not None:  # absent otherwise (tu_model.h: TU_CH)
+        macros.append(("TU_PUSH_CH", spec.push_channels(),
+                       "channels of a pushed sample: the positions, then the inputs (velocities derived)"))
     if physical_count(spec):  # absent otherwise (tu_model.h: 0)
         macros.append(("TU_NUM_PHYSICAL", physical_count(spec),
                        "trained physical parameters " + ", ".join(spec.field.known.trainable_names)
@@ -191,6 +194,11 @@ def config_header(specs, ram_budget: int = 0) -> str:
     if physical_max(specs):  # absent otherwise: the library has no physical-parameter code or memory
         build += [("TU_PHYSICAL", 1, "1: a configuration trains physical parameters of its known model"),
                   ("TU_PHYSICAL_MAX", physical_max(specs), "most trained physical parameters of a configuration")]
+    if any(spec.stream.calibration_replay for spec in specs):  # absent otherwise: the record shares the reservoir
+        build += [("TU_CAL_REPLAY", 1, "1: a configuration streams its calibration record again (own memory)")]
+    if velocity_ring_max(specs):  # absent otherwise: the library has no velocity code or memory
+        build += [("TU_VELOCITY", 1, "1: a configuration derives its velocities from the streamed positions"),
+                  ("TU_VEL_RING_MAX", velocity_ring_max(specs), "samples of the velocity derivative's ring, 2M + 2")]
     shapes = {_mlp_shape(spec) for spec in specs}
     if len(shapes) == 1:  # one network for every configuration: the MLP's kernels take its shape as constants
         n, ch, sizes, params, linear, reads = shapes.pop()
@@ -255,6 +263,32 @@ def _physical_fields(spec: DeviceSpec, k: int) -> str:
             f"    .physics_updates = {'INT64_MAX' if spec.physics_first >= 1.0 else physics_updates(spec)},\n")
 
 
+#: the member of a `tu_config` whose record streams again once calibrated (none otherwise: 0)
+_REPLAY_FIELD = "    .calibration_replay = 1,\n"
+
+
+def velocity_row(spec: DeviceSpec) -> torch.Tensor:
+    """The device's velocity row ``fs D1`` (1/s), shape (2M + 1,), oldest sample first, float32: what
+    `torch_ude.position_only.with_velocities` correlates the positions with, rounded once."""
+    return torch.as_tensor(spec.velocity.row() * spec.fs, dtype=torch.float64).to(torch.float32)
+
+
+def _velocity_table(spec: DeviceSpec, k: int) -> str:
+    """Configuration k's velocity row as a flash table (none without ``data.velocity_from_position``)."""
+    if spec.velocity is None:
+        return ""
+    row = velocity_row(spec)
+    return f"static const float tu_velocity_row_{k}[{row.numel()}] = {_array(row)};\n"
+
+
+def _velocity_fields(spec: DeviceSpec, k: int) -> str:
+    """The velocity derivative's members of configuration k's `tu_config` (none without: positions 0)."""
+    if spec.velocity is None:
+        return ""
+    return (f"    .positions = {spec.field.n_states // 2}, .velocity_half_width = {spec.velocity.half_width}, "
+            f".velocity_row = tu_velocity_row_{k},  /* order {spec.velocity.order}, fs D1 in 1/s */\n")
+
+
 def _config_body(spec: DeviceSpec, k: int) -> str:
     """Configuration k's tables and its `tu_config` (see microcontroller/include/tu_model.h)."""
     st, sizes = spec.stream, list(spec.field.mlp.sizes)
@@ -275,6 +309,7 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f"{_array(torch.stack([torch.linalg.vector_norm(b.rows[2]) for b in boxes]))};\n"
         f"static const float tu_box_projection_{k}[{len(boxes)}][TU_TAPS_MAX][TU_TAPS_MAX] = "
         f"{_array(torch.stack([b.projection for b in boxes]))};\n"
+        f"{_velocity_table(spec, k)}"
         f"static const tu_model tu_model_{k} = {{\n"
         f"    .hash = \"{spec.config_hash()}\",\n"
         f"    .sg_rows = {_array(sg.rows)},\n"
@@ -331,6 +366,8 @@ def _config_body(spec: DeviceSpec, k: int) -> str:
         f".grad_clip = {float_literal(spec.grad_clip)},\n"
         f"{_map_fields(spec)}"
         f"{_physical_fields(spec, k)}"
+        f"{_velocity_fields(spec, k)}"
+        f"{_REPLAY_FIELD if st.calibration_replay else ''}"
         "};\n")
 
 

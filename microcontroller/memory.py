@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .generate import DeviceSpec
 
 __all__ = ["static_bytes", "build_maxima", "reservoir_half", "check_ram", "firmware_ram", "FIRMWARE_RESERVE",
-           "default_ram_budget", "network_parameters", "physical_count", "physical_max"]
+           "default_ram_budget", "network_parameters", "physical_count", "physical_max", "velocity_ring_max"]
 
 #: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
 #: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
@@ -55,6 +55,14 @@ def physical_max(specs) -> int:
     """The most trained physical parameters of a build's configurations (``TU_PHYSICAL_MAX``; 0: the build has
     no ``TU_PHYSICAL`` code)."""
     return max(physical_count(spec) for spec in _as_list(specs))
+
+
+def velocity_ring_max(specs) -> int:
+    """Samples of the ring of the device's velocity derivative, the most over a build's configurations
+    (``TU_VEL_RING_MAX``): ``2 M + 2`` for a configuration with ``data.velocity_from_position`` (the window of
+    ``2 M + 1`` and one more, as a segment needs ``2 M + 2`` samples to give any velocity), 0 for one without;
+    0 for a build without (no ``TU_VELOCITY`` code or memory)."""
+    return max(2 * spec.velocity.half_width + 2 if spec.velocity is not None else 0 for spec in _as_list(specs))
 
 
 def _sizes(spec: DeviceSpec) -> dict[str, int]:
@@ -107,7 +115,11 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     nothing is padded inside; the struct is rounded up to 8 bytes. With a trust envelope (``TU_ENVELOPE``) the
     span of the jets, 2 ch floats, precedes the digest. The reservoir shares its memory with the
     calibration record (a union); a jet value takes 4 bytes (float32 storage) or 2 (float16 storage,
-    ``model.stream.reservoir_precision``), so with float16 the record may be the larger member.
+    ``model.stream.reservoir_precision``), so with float16 the record may be the larger member; a build that
+    streams the record again (``TU_CAL_REPLAY``) gives it its own memory after the reservoir and keeps its ticks
+    (8 bytes a sample) among the 8-byte members. With the
+    device's velocity derivative (``TU_VELOCITY``) the newest pushed tick joins the 8-byte members and the ring of
+    ``TU_VEL_RING_MAX`` pushed samples and four counts precede the digest.
     """
     mx = build_maxima(spec)
     n, ch = mx["N"], mx["CH"]                                    # stream channels: states, then inputs
@@ -118,11 +130,15 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     ring = mx["RING_LEN"] * ch * _F32 + 2 * 4                     # ring, head, run
     gate = mx["GATE_HISTORY"] * ch * _F32 + 2 * 4                 # history, head, count
     record = cal_len * ch * _F32 + _round_up(2 * cal_len, 4) + cal_len * _F32  # y, flags, scratch
-    union = max(capacity * rows * ch * _value_bytes(spec), record)
+    reservoir = capacity * rows * ch * _value_bytes(spec)
+    replay = any(s.stream.calibration_replay for s in _as_list(spec))
+    union = reservoir + record + cal_len * 8 if replay else max(reservoir, record)
     weights = params + physical_max(spec)                         # the network's, then theta (TU_PHYSICAL)
     network = (5 * weights + ch + n + 4) * _F32 + 4               # weights .. EMA, scales, last losses, digest
     span = 2 * ch * _F32 if any(s.envelope for s in _as_list(spec)) else 0  # the envelope's span (TU_ENVELOPE)
-    return _round_up(head + stream + ring + gate + union + network + span, 8)
+    vel = velocity_ring_max(spec)
+    velocity = 8 + vel * ch * _F32 + 4 * 4 if vel else 0         # tick, ring, head, count, segment, runs
+    return _round_up(head + stream + ring + gate + union + network + span + velocity, 8)
 
 
 def firmware_ram() -> int:

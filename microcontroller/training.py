@@ -53,7 +53,10 @@ class CJetMatchingModule(JetMatchingModule):
         dm = self.trainer.datamodule
         self._check_stream_length(dm.duration)
         self.field = self.initial_field(dm.system, dm.system.known_field(dm.case), dm.seed)
-        spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), stream_data(dm),
+        # the data module's chunks hold every state (a position-only log's velocities derived on the host), so the
+        # engine derives none
+        data = {**stream_data(dm), "velocity_from_position": None}
+        spec = spec_from_settings(dm.system, dm.case, self.field, False, dict(self.hparams), data,
                                   self.trainer.max_steps, dm.seed, f"torch-ude fit ({type(self).__name__})")
         self.engine = CTrainer(spec, seed=dm.seed)
         self._train_every = dm.chunk

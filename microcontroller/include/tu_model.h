@@ -54,6 +54,30 @@
 #define TU_NUM_PHYSICAL 0  /* configuration 0 trains no physical parameter */
 #endif
 
+/* Velocities derived from streamed positions (torch_ude/position_only.py, data.velocity_from_position): tu_config.h
+ * defines TU_VELOCITY 1 and TU_VEL_RING_MAX (2M + 2, the most of a configuration) only when a configuration of the
+ * build streams positions only; such a configuration's pushed samples hold its `positions` positions, then its
+ * inputs (TU_PUSH_CH_OF(cfg) channels), and the trainer derives each velocity with the centred row velocity_row
+ * (fs D1, 2M + 1 taps) before its stream (tu_trainer.h). A build without it has none of this code or memory. */
+#ifndef TU_VELOCITY
+#define TU_VELOCITY 0
+#endif
+#if TU_VELOCITY
+#define TU_PUSH_CH_OF(cfg) ((cfg)->ch - (cfg)->positions)
+#else
+#define TU_PUSH_CH_OF(cfg) ((cfg)->ch)
+#endif
+#if !defined(TU_LIBRARY) && !defined(TU_PUSH_CH)
+#define TU_PUSH_CH TU_CH  /* configuration 0 streams every state */
+#endif
+
+/* The calibration record streamed again once calibrated (torch_ude.stream's calibration_replay): tu_config.h
+ * defines TU_CAL_REPLAY 1 only when a configuration of the build replays it; the record then has its own memory
+ * beside the reservoir (not a union with it) and its samples' ticks, and a build without it has neither. */
+#ifndef TU_CAL_REPLAY
+#define TU_CAL_REPLAY 0
+#endif
+
 /* A kernel the library specializes: its body is compiled once with the build's maxima as constant
  * sizes (the only sizes of a single-configuration build, so the loops are those of constant bounds) and
  * once with the configuration's sizes. */
@@ -137,6 +161,16 @@ typedef struct {
     tu_plant_physical_fn physical;  /**< the physical part of the jet gradient */
     float theta_low[TU_PHYSICAL_MAX], theta_high[TU_PHYSICAL_MAX]; /**< theta's bounds */
     int64_t physics_updates;        /**< updates in which only theta trains (INT64_MAX: physics_first 1, always) */
+#endif
+#if TU_VELOCITY
+    /* Velocities derived on the device (positions 0: none, every state is pushed). States 0 .. positions - 1 are
+     * pushed; state positions + j is the velocity of state j, n = 2 positions. */
+    int positions;                  /**< pushed positions p */
+    int velocity_half_width;        /**< M: the centred window has 2M + 1 samples at fs */
+    const float *velocity_row;      /**< fs D1, 2M + 1 floats, oldest sample first (1/s) */
+#endif
+#if TU_CAL_REPLAY
+    int calibration_replay;         /**< 1: once calibrated, the record's windows go to the gate and reservoir */
 #endif
 } tu_config;
 

@@ -39,6 +39,22 @@
  * TU_MAX_STEPS updates the rate stays at its last value (TU_LR_MIN): a device may keep training
  * on the live stream past the schedule, which the Python trainer does not (it stops there).
  *
+ * Velocities from positions (TU_VELOCITY, a configuration with positions p > 0: an encoder and no tachometer):
+ * a pushed sample holds the p positions, then the inputs (TU_PUSH_CH_OF(cfg) = ch - p channels). Pushed samples
+ * form runs: a tick that does not increase is dropped and counted (out_of_order), any other tick than the last
+ * plus one, or a change of the segment id, starts a new run. Once a run holds 2M + 2 samples, each sample of it
+ * with M samples on both sides gets the velocities fs D1 . q of its centred window (the row velocity_row) and
+ * goes on to the stream above as (q, qdot, u) with its own tick, the run's index as its segment id: a run's first
+ * and last M samples never reach the stream, a run shorter than 2M + 2 gives nothing
+ * (torch_ude.position_only.with_velocities on the run; samples reach the stream M ticks late, the first two of a
+ * run together).
+ *
+ * Calibration replay (TU_CAL_REPLAY, a configuration with calibration_replay 1, torch_ude.stream's
+ * calibration_replay): once the record calibrates, the ring restarts empty and the record's samples stream through it
+ * in order, with their ticks and segment breaks: every window that ends at a tick divisible by the stride, TU_TAPS
+ * taps after the record's first sample or later, is counted, judged by the gate and offered to the reservoir as a
+ * live window is, so a recorded log's first calibration_s seconds train too.
+ *
  * For a device that runs for months: every count and tick is 64-bit (no wrap), the due count of
  * push_chunk is bounded, a failed calibration stops the trainer with its cause, and a restored
  * checkpoint is checked before use. */
@@ -124,6 +140,12 @@ typedef struct {
     uint64_t seen;           /**< jets offered to the reservoir */
     int64_t adam_step;       /**< updates made (the schedule's step) */
     tu_counters counters;
+#if TU_CAL_REPLAY
+    int64_t cal_ticks[TU_CAL_LEN_MAX]; /**< the ticks of the calibration record's samples (its windows' phase) */
+#endif
+#if TU_VELOCITY
+    int64_t vel_tick;        /**< the newest pushed tick (of a configuration that derives its velocities) */
+#endif
     /* stream */
     int32_t have_last;
     int32_t last_segment;
@@ -137,8 +159,13 @@ typedef struct {
     union {
         /** (x_hat, xdot_hat[, xddot_hat]) per slot, states then inputs (float32, or float16 in units of x_rms) */
         tu_jet_value reservoir[TU_CAPACITY_MAX][TU_JET_ROWS_MAX][TU_CH_MAX];
+#if !TU_CAL_REPLAY
         tu_cal_record record;                   /**< the calibration record, before the reservoir fills */
+#endif
     } mem;
+#if TU_CAL_REPLAY
+    tu_cal_record cal_record; /**< the calibration record in its own memory: streamed again once calibrated */
+#endif
     /* network and optimizer */
     float params[TU_WEIGHTS_MAX];  /**< the network's weights, then theta of trained physical parameters */
     float grad[TU_WEIGHTS_MAX];
@@ -152,8 +179,24 @@ typedef struct {
     float span_low[TU_CH_MAX];   /**< per channel, the smallest x_hat offered to the reservoir (+Inf before any) */
     float span_high[TU_CH_MAX];  /**< the largest (-Inf before any); columns ch .. TU_CH_MAX - 1 stay +-Inf */
 #endif
+#if TU_VELOCITY
+    /* The velocity derivative (a configuration with positions > 0): the pushed samples of the current run of
+     * consecutive ticks of one segment id, the newest TU_VEL_RING_MAX of them (2M + 2 used) */
+    float vel_ring[TU_VEL_RING_MAX][TU_CH_MAX];
+    int32_t vel_head;        /**< slot of the next pushed sample */
+    int32_t vel_count;       /**< samples of the current run, capped at 2M + 3 (0: none pushed yet) */
+    int32_t vel_segment;     /**< the pushed segment id of the current run */
+    uint32_t vel_runs;       /**< runs started: the segment id of the derived samples (its low 31 bits) */
+#endif
     uint32_t config_digest;  /**< tu_config_digest of the configuration's state_hash (checked by restore) */
 } tu_trainer;
+
+/* The instance's calibration record (its own member where the build replays it, TU_CAL_REPLAY). */
+#if TU_CAL_REPLAY
+#define TU_RECORD_MEMBER cal_record
+#else
+#define TU_RECORD_MEMBER mem.record
+#endif
 
 #if defined(TU_RAM_BUDGET) && TU_RAM_BUDGET > 0
 /* the generator refused a configuration whose instance exceeds the target's RAM budget; this
@@ -187,7 +230,8 @@ const tu_config *tu_trainer_config(const tu_trainer *self);
 
 /** Ingest one sample: its tick (sample index at TU_FS), segment id (0 if the sensor has none;
  * a change starts a new segment) and n_channels == TU_CH values: the TU_N states, then the TU_NU
- * recorded inputs (TU_CH == TU_N without inputs); another count is TU_ERR_CHANNELS. Returns TU_OK (also for a
+ * recorded inputs (TU_CH == TU_N without inputs); with TU_VELOCITY, n_channels == TU_PUSH_CH values: the
+ * positions, then the inputs (the file comment); another count is TU_ERR_CHANNELS. Returns TU_OK (also for a
  * dropped or rejected sample, which is counted) or an error. The push that completes the
  * calibration record returns TU_ERR_CAL_* if the calibration fails; the trainer then stops
  * (see tu_status.h): later pushes return the same status and ingest nothing. */

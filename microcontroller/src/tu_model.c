@@ -130,6 +130,16 @@ static int tu_config_fields_valid(const tu_config *c)
 #define TU_FIELDS_MISSING(c) ((c)->field == NULL || (c)->jacobians == NULL)
 #endif
 
+#if TU_VELOCITY
+/* The velocity derivative: none (positions 0), or n = 2 positions, a window whose ring fits and a row. */
+#define TU_VELOCITY_INVALID(c)                                                                                        \
+    ((c)->positions != 0                                                                                              \
+     && ((c)->positions < 0 || (c)->n != 2 * (c)->positions || (c)->velocity_half_width < 1                          \
+         || 2 * (c)->velocity_half_width + 2 > TU_VEL_RING_MAX || (c)->velocity_row == NULL))
+#else
+#define TU_VELOCITY_INVALID(c) 0
+#endif
+
 tu_status tu_config_check(const tu_config *config)
 {
     if (config == NULL) {
@@ -138,7 +148,7 @@ tu_status tu_config_check(const tu_config *config)
     if (config->magic != TU_CONFIG_MAGIC || config->hash == NULL || config->state_hash == NULL || config->model == NULL
         || config->model->hash == NULL || TU_FIELDS_MISSING(config)
         || config->model->box_rows == NULL || config->model->box_row2_norm == NULL
-        || config->model->box_projection == NULL || !tu_config_sizes_valid(config)) {
+        || config->model->box_projection == NULL || !tu_config_sizes_valid(config) || TU_VELOCITY_INVALID(config)) {
         return TU_ERR_CONFIG;
     }
     /* tables generated for another configuration */

@@ -38,6 +38,20 @@ static int tu_indices_valid(const tu_trainer *self)
            && (self->calibrated != 1 || (m >= 1 && m <= cfg->m_max && (cfg->m_fixed == 0 || m == cfg->m_fixed)));
 }
 
+#if TU_VELOCITY
+/* The velocity derivative's ring index and count in range (a configuration without one keeps them 0). */
+static int tu_velocity_valid(const tu_trainer *self)
+{
+    const tu_config *cfg = TU_CFG(self);
+    const int len = cfg->positions > 0 ? 2 * cfg->velocity_half_width + 2 : 1;
+    return self->vel_head >= 0 && self->vel_head < len && self->vel_count >= 0
+           && self->vel_count <= (cfg->positions > 0 ? len + 1 : 0);
+}
+#define TU_VELOCITY_VALID(self) tu_velocity_valid(self)
+#else
+#define TU_VELOCITY_VALID(self) 1
+#endif
+
 static tu_status tu_check(const tu_trainer *self)
 {
     if (self == NULL) {
@@ -227,7 +241,7 @@ tu_status tu_trainer_restore(tu_trainer *self, const tu_config *config, const vo
         self->magic = 0u;  /* a checkpoint of another configuration */
         return TU_ERR_CONFIG;
     }
-    if (self->magic != TU_MAGIC || !tu_indices_valid(self) || !tu_values_valid(self)) {
+    if (self->magic != TU_MAGIC || !tu_indices_valid(self) || !TU_VELOCITY_VALID(self) || !tu_values_valid(self)) {
         self->magic = 0u;  /* every call now returns TU_ERR_UNINITIALIZED until init */
         return TU_ERR_CORRUPT;
     }
@@ -243,7 +257,7 @@ const tu_config *tu_trainer_config(const tu_trainer *self)
 static const float *tu_newest(const tu_trainer *self)
 {
     if (!self->calibrated) {
-        return self->mem.record.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CFG(self)->cal_len - 1];
+        return self->TU_RECORD_MEMBER.y[self->cal_fill > 0 ? self->cal_fill - 1 : TU_CFG(self)->cal_len - 1];
     }
     return self->ring[(self->ring_head + TU_CFG(self)->ring_len - 1) % TU_CFG(self)->ring_len];
 }
@@ -282,11 +296,16 @@ static const float (*tu_window_projection(const tu_trainer *self))[TU_TAPS_MAX]
                  : cfg->model->sg_projection;
 }
 
-/* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream). */
+#if TU_CAL_REPLAY
+static void tu_window(tu_trainer *self);
+#endif
+
+/* Gate warm-up, ring and loss set-up once the record is calibrated (torch_ude.stream); with calibration_replay
+ * the record's windows then (tu_trainer.h). */
 static void tu_start_streaming(tu_trainer *self)
 {
     const tu_config *cfg = TU_CFG(self);
-    const tu_cal_record *rec = &self->mem.record;
+    const tu_cal_record *rec = &self->TU_RECORD_MEMBER;
     const int len = cfg->cal_len, ch = cfg->ch, n_taps = cfg->taps;
     const int m = self->cal.m, b = tu_bin(self), span = (n_taps - 1) * m + b - 1, s = tu_stride(self);
     const unsigned last_key = rec->flags[len - 1] & TU_FLAG_KEY;
@@ -329,6 +348,19 @@ static void tu_start_streaming(tu_trainer *self)
     }
     self->seen = 0;  /* the record's memory becomes the reservoir */
     self->calibrated = 1;
+#if TU_CAL_REPLAY
+    if (cfg->calibration_replay) {  /* the record streams again from an empty ring (torch_ude.stream._stream) */
+        self->ring_head = 0;
+        self->run = 0;
+        for (k = 0; k < len; ++k) {
+            const int brk = k == 0 || (rec->flags[k] & TU_FLAG_KEY) != (rec->flags[k - 1] & TU_FLAG_KEY);
+            tu_ring_push(self, rec->y[k], brk);
+            if (k >= span && tu_divides(self->cal_ticks[k], s)) {
+                tu_window(self);
+            }
+        }
+    }
+#endif
 }
 
 /* The stored form of a jet (float32 storage: the jet itself). Float16 storage: each value divided by
@@ -529,9 +561,12 @@ static tu_status tu_emit(tu_trainer *self, int64_t tick, const float *y, int bri
         ++self->key;
     }
     if (!self->calibrated) {
-        tu_cal_record *rec = &self->mem.record;
+        tu_cal_record *rec = &self->TU_RECORD_MEMBER;
         tu_status st;
         memcpy(rec->y[self->cal_fill], y, (size_t)TU_CFG(self)->ch * sizeof(float));
+#if TU_CAL_REPLAY
+        self->cal_ticks[self->cal_fill] = tick;
+#endif
         rec->flags[self->cal_fill] = (uint16_t)((self->key & TU_FLAG_KEY) | (bridged ? TU_FLAG_BRIDGED : 0u));
         if (++self->cal_fill < TU_CFG(self)->cal_len) {
             return TU_OK;
@@ -611,6 +646,77 @@ static tu_status tu_push(tu_trainer *self, int64_t tick, int32_t segment, const 
     return first;
 }
 
+#if TU_VELOCITY
+/* The stream sample of the run's sample `back` samples before the newest pushed one, whose centred window of 2M + 1
+ * samples is in the ring: its positions, their velocities fs D1 . q (summed oldest first), its inputs. */
+static void tu_velocity_sample(const tu_trainer *self, int back, float *out)
+{
+    const tu_config *cfg = TU_CFG(self);
+    const int m = cfg->velocity_half_width, p = cfg->positions, len = 2 * m + 2, pushed = TU_PUSH_CH_OF(cfg);
+    const int centre = (self->vel_head + 2 * len - 1 - back) % len, first = (centre + len - m) % len;
+    int c, j;
+    for (c = 0; c < p; ++c) {
+        float acc = 0.0f;
+        for (j = 0; j <= 2 * m; ++j) {
+            acc += cfg->velocity_row[j] * self->vel_ring[(first + j) % len][c];
+        }
+        out[c] = self->vel_ring[centre][c];
+        out[p + c] = acc;
+    }
+    for (c = p; c < pushed; ++c) {
+        out[p + c] = self->vel_ring[centre][c];
+    }
+}
+
+/* One pushed sample of a configuration that derives its velocities (tu_trainer.h): into the run's ring, and the
+ * samples whose window it completes into the stream (tu_push), M ticks late. */
+static tu_status tu_velocity_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y)
+{
+    const tu_config *cfg = TU_CFG(self);
+    const int m = cfg->velocity_half_width, len = 2 * m + 2;
+    float out[TU_CH_MAX];
+    tu_status first = TU_OK;
+    int32_t run;
+    if (self->calibrated < 0) {
+        return (tu_status)self->calibrated;
+    }
+    if (self->vel_count > 0 && tick <= self->vel_tick) {
+        ++self->counters.out_of_order;
+        return TU_OK;
+    }
+    if (self->vel_count == 0 || segment != self->vel_segment || tick != self->vel_tick + 1) {  /* a new run */
+        ++self->vel_runs;
+        self->vel_count = 0;
+        self->vel_segment = segment;
+    }
+    memcpy(self->vel_ring[self->vel_head], y, (size_t)TU_PUSH_CH_OF(cfg) * sizeof(float));
+    self->vel_head = (self->vel_head + 1) % len;
+    self->vel_tick = tick;
+    self->vel_count += self->vel_count <= len;
+    run = (int32_t)(self->vel_runs & 0x7FFFFFFFu);
+    if (self->vel_count < len) {  /* a run of 2M + 1 samples or fewer gives nothing (yet) */
+        return TU_OK;
+    }
+    if (self->vel_count == len) {  /* the run is long enough: its first sample with a centred window too */
+        tu_velocity_sample(self, m + 1, out);
+        first = tu_push(self, tick - m - 1, run, out);
+    }
+    tu_velocity_sample(self, m, out);
+    {
+        const tu_status st = tu_push(self, tick - m, run, out);
+        return first != TU_OK ? first : st;
+    }
+}
+
+/* One pushed sample into a checked instance: through the velocity derivative where the configuration has one. */
+static tu_status tu_ingest(tu_trainer *self, int64_t tick, int32_t segment, const float *y)
+{
+    return TU_CFG(self)->positions > 0 ? tu_velocity_push(self, tick, segment, y) : tu_push(self, tick, segment, y);
+}
+#else
+#define tu_ingest tu_push /* every state is pushed */
+#endif
+
 tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const float *y, int n_channels)
 {
     const tu_status st = tu_check(self);
@@ -620,10 +726,10 @@ tu_status tu_trainer_push(tu_trainer *self, int64_t tick, int32_t segment, const
     if (y == NULL) {
         return TU_ERR_NULL;
     }
-    if (n_channels != TU_CFG(self)->ch) {
+    if (n_channels != TU_PUSH_CH_OF(TU_CFG(self))) {
         return TU_ERR_CHANNELS;
     }
-    return tu_push(self, tick, segment, y);
+    return tu_ingest(self, tick, segment, y);
 }
 
 int tu_trainer_ready(const tu_trainer *self)
@@ -656,7 +762,7 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
     run = self->have_last ? self->last_tick : -1; /* the training ticks after it are still to count */
     every = TU_CFG(self)->train_every;
     span = TU_CFG(self)->due_span;
-    ch = TU_CFG(self)->ch;
+    ch = TU_PUSH_CH_OF(TU_CFG(self));
     if (due == NULL || (count > 0 && (ticks == NULL || y == NULL))) {
         return TU_ERR_NULL;
     }
@@ -671,7 +777,7 @@ tu_status tu_trainer_push_chunk(tu_trainer *self, int count, const int64_t *tick
      * between gaps longer than due_span, which count only their last due_span ticks */
     for (i = 0; i < count; ++i) {
         const int64_t before = self->have_last ? self->last_tick : -1;
-        st = tu_push(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * (size_t)ch);
+        st = tu_ingest(self, ticks[i], segments != NULL ? segments[i] : 0, y + (size_t)i * (size_t)ch);
         first = first != TU_OK ? first : st;
         if (self->have_last && self->last_tick > before
             && (uint64_t)self->last_tick - (uint64_t)before > (uint64_t)span) {

@@ -8,7 +8,7 @@
 typedef struct {
     int64_t ticks[TU_CHUNK_MAX];
     int32_t segments[TU_CHUNK_MAX];
-    float y[TU_CHUNK_MAX * TU_CH_MAX]; /**< the samples back to back, the configuration's channels each */
+    float y[TU_CHUNK_MAX * TU_CH_MAX]; /**< the samples back to back, the configuration's pushed channels each */
     int count;
 } tu_chunk;
 
@@ -46,8 +46,8 @@ static void tu_flush(tu_trainer *t, tu_chunk *c, tu_replay_result *r, tu_replay_
                      void *context)
 {
     int due = 0;
-    const tu_status st = tu_trainer_push_chunk(t, c->count, c->ticks, c->segments, c->y, tu_trainer_config(t)->ch,
-                                               &due);
+    const tu_status st = tu_trainer_push_chunk(t, c->count, c->ticks, c->segments, c->y,
+                                               TU_PUSH_CH_OF(tu_trainer_config(t)), &due);
     if (st < 0) {
         r->last_error = st;
     }
@@ -80,7 +80,7 @@ static void tu_replay_chunk(tu_replay_state *s, tu_replay_progress progress, int
         s->block = tick / train_every;
         s->chunk.ticks[s->chunk.count] = tick;
         s->chunk.segments[s->chunk.count] = segment;
-        memcpy(s->chunk.y + s->chunk.count++ * cfg->ch, y, (size_t)cfg->ch * sizeof(float));
+        memcpy(s->chunk.y + s->chunk.count++ * TU_PUSH_CH_OF(cfg), y, (size_t)TU_PUSH_CH_OF(cfg) * sizeof(float));
     }
 }
 
@@ -123,9 +123,10 @@ tu_file_status tu_replay_many(tu_trainer *const *trainers, const char *const *pa
         s->live = 0;
         s->file.file = NULL;
         s->file.records = 0;
-        results[k].file = tu_trainer_config(trainers[k]) == NULL
-                              ? TU_FILE_MISSING
-                              : tu_stream_file_open(&s->file, paths[k], tu_trainer_config(trainers[k])->ch);
+        results[k].file =
+            tu_trainer_config(trainers[k]) == NULL
+                ? TU_FILE_MISSING
+                : tu_stream_file_open(&s->file, paths[k], TU_PUSH_CH_OF(tu_trainer_config(trainers[k])));
         s->live = results[k].file == TU_FILE_OK;
         live += s->live;
     }

@@ -20,7 +20,7 @@ int main(void)
            "\"adam_exp_avg\": %lu, \"adam_exp_avg_sq\": %lu, \"ema\": %lu, \"ring\": %lu, \"gate_history\": %lu, "
            "\"calibration\": %lu, \"counters\": %lu, \"prng\": %lu, \"other\": %lu, \"capacity\": %d, \"n\": %d, "
            "\"params\": %d, \"m_max\": %d, \"gate_history_windows\": %d}\n",
-           (unsigned long)sizeof(tu_trainer), TU_SIZE(mem.reservoir), TU_SIZE(mem.record), parts[1], parts[2],
+           (unsigned long)sizeof(tu_trainer), TU_SIZE(mem.reservoir), TU_SIZE(TU_RECORD_MEMBER), parts[1], parts[2],
            parts[3], parts[4], parts[5], parts[6], parts[7], TU_SIZE(cal), TU_SIZE(counters),
            TU_SIZE(reservoir_rng) + TU_SIZE(batch_rng),
            (unsigned long)sizeof(tu_trainer) - listed - TU_SIZE(cal) - TU_SIZE(counters) - TU_SIZE(reservoir_rng)

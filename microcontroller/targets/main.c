@@ -2,8 +2,8 @@
  * every target in targets/ (Cortex-M4F on mps2-an386, rv32imafc and rv32imac on virt); a target
  * supplies the startup, the fault handling and the timer of tu_target.h.
  *
- *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream (TU_CH channels a sample:
- *                                              the states, then the recorded inputs), write the weights
+ *   app.elf [--icount] replay STREAM_FILE RESULT_FILE   train on a recorded stream (TU_PUSH_CH channels a sample:
+ *                                              the states or positions, then the inputs), write the weights
  *   app.elf [--icount] simulate RESULT_FILE SECONDS [DAMPING_AFTER CHANGE_AT_SECONDS [REPORT_EVERY]]
  *                                              train on the firmware's own simulated pendulum
  *   app.elf --icount measure STREAM_FILE [UPDATES]   instructions per update (early and steady state) and
@@ -187,7 +187,7 @@ static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const in
     tu_report r;
     const uint64_t t0 = tu_target_timer_now();
     uint64_t ticks_used;
-    tu_trainer_push_chunk(&trainer, count, ticks, segments, y, TU_CH, &due);
+    tu_trainer_push_chunk(&trainer, count, ticks, segments, y, TU_PUSH_CH, &due);
     ticks_used = tu_target_timer_now() - t0;
     if (early) {
         m->chunk_sum += ticks_used;
@@ -202,7 +202,7 @@ static void timed_chunk(tu_measure *m, int count, const int64_t *ticks, const in
     }
 }
 
-/* Instructions of one update and of the stream work of one chunk (one training tick, TU_CH channels
+/* Instructions of one update and of the stream work of one chunk (one training tick, TU_PUSH_CH channels
  * a sample: the states, then the recorded inputs) over a run of `updates` updates. The stream is
  * driven as `replay` drives it (chunks of one training tick, the due updates after each, then updates
  * on the reservoir) with the timer read around every push and update, until `updates` updates are
@@ -216,7 +216,7 @@ static int measure(const char *stream, int32_t updates)
     tu_stream_file file;
     int64_t ticks[TU_TRAIN_EVERY], tick = 0, block = 0;
     int32_t segments[TU_TRAIN_EVERY], segment = 0, attempts;
-    float y[TU_TRAIN_EVERY][TU_CH], v[TU_CH];
+    float y[TU_TRAIN_EVERY][TU_PUSH_CH], v[TU_PUSH_CH];
     int count = 0, tail, i;
     tu_file_status fs;
     if (!icount) {
@@ -229,7 +229,7 @@ static int measure(const char *stream, int32_t updates)
                "half); got %ld\n", (long)updates);
         return 2;
     }
-    fs = tu_stream_file_open(&file, stream, TU_CH);
+    fs = tu_stream_file_open(&file, stream, TU_PUSH_CH);
     if (fs != TU_FILE_OK) {
         printf("error: %s: %s\n", stream, tu_file_status_string(fs));
         return 2;

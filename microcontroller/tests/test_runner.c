@@ -30,9 +30,43 @@
 /* the network's weights, then theta of the trained physical parameters (TU_NUM_PHYSICAL, tu_model.h: 0 without) */
 #define TU_NUM_WEIGHTS (TU_NUM_PARAMS + TU_NUM_PHYSICAL)
 
+/* What a pushed sample holds: TU_PUSH_CH channels (tu_model.h: TU_CH, or where the trainer derives the velocities,
+ * TU_VELOCITY, the positions and the inputs), of which TU_PUSH_STATES states; TU_RUN_LAG more pushed samples than
+ * stream samples make a run's first stream samples (2M with the derivative, else 0), TU_RUN_MAX pushed samples
+ * give the stream at least one. */
+#define TU_PUSH_STATES (TU_PUSH_CH - TU_NU)
+#if TU_VELOCITY
+#define TU_RUN_LAG (TU_DEFAULT_CONFIG->positions > 0 ? 2 * TU_DEFAULT_CONFIG->velocity_half_width : 0)
+#define TU_RUN_MAX TU_VEL_RING_MAX
+#else
+#define TU_RUN_LAG 0
+#define TU_RUN_MAX 1
+#endif
+
 static const char *stream_path;
 static tu_trainer trainer;
 static tu_trainer trained; /* the trainer after test_whole_run: calibrated, reservoir full */
+
+/* The newest pushed tick and segment id (the velocity derivative's, whose stream runs M ticks behind). */
+static int64_t pushed_tick(const tu_trainer *t)
+{
+#if TU_VELOCITY
+    if (TU_DEFAULT_CONFIG->positions > 0) {
+        return t->vel_tick;
+    }
+#endif
+    return t->last_tick;
+}
+
+static int32_t pushed_segment(const tu_trainer *t)
+{
+#if TU_VELOCITY
+    if (TU_DEFAULT_CONFIG->positions > 0) {
+        return t->vel_segment;
+    }
+#endif
+    return t->last_segment;
+}
 
 /* Compare arrays: |got - want| <= atol + rtol |want| everywhere; report the worst entry. */
 static int near(const char *what, const float *got, const float *want, int n, float rtol, float atol)
@@ -371,6 +405,22 @@ static int test_whole_run(void)
 #else
     EXPECT(tu_trainer_span(&trainer, low, high, TU_CH) == TU_ERR_CONFIG, "span without TU_ENVELOPE");
 #endif
+#if TU_VELOCITY
+    {   /* the derived stream's newest samples, in the ring oldest first: the reference's float32 derivative */
+        static float ring[TU_RING_LEN_MAX * TU_CH];
+        const int len = TU_DEFAULT_CONFIG->ring_len;
+        const tu_golden_array want_ring = tu_golden("run_ring");
+        int c;
+        for (k = 0; k < len; ++k) {
+            for (c = 0; c < TU_CH; ++c) {
+                ring[k * TU_CH + c] = trainer.ring[(trainer.ring_head + k) % len][c];
+            }
+        }
+        EXPECT(want_ring.count == (uint32_t)(len * TU_CH)
+                   && near("derived stream", ring, want_ring.f, len * TU_CH, 0.0f, 0.0f),
+               "the derived stream differs from the reference's");
+    }
+#endif
     return near("sigma", rep.calibration.sigma, tu_golden("run_sigma").f, TU_CH, 1e-4f, 0.0f)
            && near("x_rms", rep.calibration.x_rms, tu_golden("run_x_rms").f, TU_CH, 1e-4f, 0.0f)
            && near("s1", rep.calibration.s1, tu_golden("run_s1").f, TU_CH, 1e-4f, 0.0f)
@@ -403,13 +453,14 @@ static int test_api_misuse(void)
 {
     static tu_trainer blank; /* zeroed: never initialized */
     const float good[TU_CH] = {0.0f}, bad[TU_CH] = {NAN};
+    const uint64_t streamed = TU_RUN_LAG > 0 ? 0u : 1u; /* a pushed sample reaches the stream (no run of 2M + 2) */
     const int64_t tick12 = 12;
     float w[TU_NUM_WEIGHTS];
     tu_report rep;
     int due, s;
     EXPECT(tu_trainer_init(NULL, TU_DEFAULT_CONFIG, 0u) == TU_ERR_NULL, "init(NULL)");
-    EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_CH) == TU_ERR_NULL, "push(NULL)");
-    EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_CH) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
+    EXPECT(tu_trainer_push(NULL, 0, 0, good, TU_PUSH_CH) == TU_ERR_NULL, "push(NULL)");
+    EXPECT(tu_trainer_push(&blank, 0, 0, good, TU_PUSH_CH) == TU_ERR_UNINITIALIZED, "push(uninitialized)");
     EXPECT(tu_trainer_step(&blank) == TU_ERR_UNINITIALIZED, "step(uninitialized)");
     EXPECT(tu_trainer_steps(NULL, 0, &due) == TU_ERR_NULL && due == 0, "steps(NULL, 0)");
     EXPECT(tu_trainer_steps(&blank, 0, NULL) == TU_ERR_UNINITIALIZED, "steps(uninitialized, 0)");
@@ -417,30 +468,35 @@ static int test_api_misuse(void)
     EXPECT(tu_trainer_ready(&blank) == TU_ERR_UNINITIALIZED, "ready(uninitialized) = %d", tu_trainer_ready(&blank));
     EXPECT(tu_trainer_report(&blank, &rep) == TU_ERR_UNINITIALIZED, "report(uninitialized)");
     EXPECT(tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u) == TU_OK, "init");
-    EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_CH + 1) == TU_ERR_CHANNELS, "push with TU_CH + 1 channels");
-    EXPECT(tu_trainer_push(&trainer, 0, 0, NULL, TU_CH) == TU_ERR_NULL, "push(y NULL)");
-    EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_CH, &due) == TU_ERR_NULL, "push_chunk(ticks NULL)");
-    EXPECT(tu_trainer_push_chunk(&trainer, -1, NULL, NULL, NULL, TU_CH, &due) == TU_ERR_ARGUMENT, "negative count");
+    EXPECT(tu_trainer_push(&trainer, 0, 0, good, TU_PUSH_CH + 1) == TU_ERR_CHANNELS, "push of TU_PUSH_CH + 1 channels");
+    EXPECT(TU_PUSH_CH == TU_CH || tu_trainer_push(&trainer, 0, 0, good, TU_CH) == TU_ERR_CHANNELS,
+           "push of derived velocities");
+    EXPECT(tu_trainer_push(&trainer, 0, 0, NULL, TU_PUSH_CH) == TU_ERR_NULL, "push(y NULL)");
+    EXPECT(tu_trainer_push_chunk(&trainer, 1, NULL, NULL, good, TU_PUSH_CH, &due) == TU_ERR_NULL,
+           "push_chunk(ticks NULL)");
+    EXPECT(tu_trainer_push_chunk(&trainer, -1, NULL, NULL, NULL, TU_PUSH_CH, &due) == TU_ERR_ARGUMENT,
+           "negative count");
     EXPECT(tu_trainer_step(&trainer) == TU_ERR_NOT_READY, "step before calibration");
     EXPECT(tu_trainer_ready(&trainer) == 0, "ready before calibration = %d", tu_trainer_ready(&trainer));
     EXPECT(tu_trainer_steps(&trainer, -5, NULL) == TU_ERR_ARGUMENT, "steps(t, -5)");
-    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_CH) == TU_OK, "push");
-    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_CH) == TU_OK, "push of a repeated tick");
-    EXPECT(tu_trainer_push(&trainer, 5, 0, good, TU_CH) == TU_OK, "push of an earlier tick");
-    EXPECT(tu_trainer_push(&trainer, 11, 0, bad, TU_CH) == TU_OK, "push of NaN");
+    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_PUSH_CH) == TU_OK, "push");
+    EXPECT(tu_trainer_push(&trainer, 10, 0, good, TU_PUSH_CH) == TU_OK, "push of a repeated tick");
+    EXPECT(tu_trainer_push(&trainer, 5, 0, good, TU_PUSH_CH) == TU_OK, "push of an earlier tick");
+    EXPECT(tu_trainer_push(&trainer, 11, 0, bad, TU_PUSH_CH) == TU_OK, "push of NaN");
     if (TU_NU > 0) { /* a plant with recorded inputs: every sample carries them after the states */
         float nan_input[TU_CH] = {0.0f};
-        nan_input[TU_CH - 1] = NAN;
-        EXPECT(tu_trainer_push(&trainer, 12, 0, good, TU_N) == TU_ERR_CHANNELS, "push of the states without inputs");
-        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick12, NULL, good, TU_N, &due) == TU_ERR_CHANNELS,
+        nan_input[TU_PUSH_CH - 1] = NAN;
+        EXPECT(tu_trainer_push(&trainer, 12, 0, good, TU_PUSH_STATES) == TU_ERR_CHANNELS,
+               "push of the states without inputs");
+        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick12, NULL, good, TU_PUSH_STATES, &due) == TU_ERR_CHANNELS,
                "push_chunk of the states without inputs");
-        EXPECT(tu_trainer_push(&trainer, 12, 0, nan_input, TU_CH) == TU_OK, "push of a NaN input");
+        EXPECT(tu_trainer_push(&trainer, 12, 0, nan_input, TU_PUSH_CH) == TU_OK, "push of a NaN input");
     }
     EXPECT(tu_trainer_weights(&trainer, 2, w, TU_NUM_WEIGHTS) == TU_ERR_ARGUMENT, "weights(which 2)");
     EXPECT(tu_trainer_weights(&trainer, 1, w, TU_NUM_WEIGHTS - 1) == TU_ERR_ARGUMENT, "weights(short)");
     EXPECT(tu_trainer_report(&trainer, &rep) == TU_OK, "report");
-    EXPECT(rep.counters.samples == 2u + (TU_NU > 0) && rep.counters.out_of_order == 2
-               && rep.counters.nonfinite_samples == 1u + (TU_NU > 0),
+    EXPECT(rep.counters.samples == streamed * (2u + (TU_NU > 0)) && rep.counters.out_of_order == 2
+               && rep.counters.nonfinite_samples == streamed * (1u + (TU_NU > 0)),
            "counters: %llu samples, %llu out of order, %llu non-finite", (unsigned long long)rep.counters.samples,
            (unsigned long long)rep.counters.out_of_order, (unsigned long long)rep.counters.nonfinite_samples);
     for (s = -9; s <= 1; ++s) {
@@ -463,11 +519,11 @@ static int test_counters_near_their_limits(void)
     trainer.counters.samples = trainer.counters.windows = trainer.counters.out_of_order = near;
     trainer.seen = near;
     trainer.adam_step = INT32_MAX - 1;
-    tick = trainer.last_tick;
+    tick = pushed_tick(&trainer); /* the run goes on: one stream sample a push */
     for (k = 1; k <= 2 * TU_M_MAX + 20; ++k) { /* at least two windows at any stride */
-        EXPECT(tu_trainer_push(&trainer, tick + k, trainer.last_segment, zero, TU_CH) == TU_OK, "push %d", k);
+        EXPECT(tu_trainer_push(&trainer, tick + k, pushed_segment(&trainer), zero, TU_PUSH_CH) == TU_OK, "push %d", k);
     }
-    EXPECT(tu_trainer_push(&trainer, tick, trainer.last_segment, zero, TU_CH) == TU_OK, "push out of order");
+    EXPECT(tu_trainer_push(&trainer, tick, pushed_segment(&trainer), zero, TU_PUSH_CH) == TU_OK, "push out of order");
     EXPECT(tu_trainer_steps(&trainer, 3, &done) >= 0 && done == 3, "3 updates near 2^31: %d made", done);
     tu_trainer_report(&trainer, &rep);
     EXPECT(rep.counters.samples == near + 2u * TU_M_MAX + 20u, "samples %llu, want %llu",
@@ -502,26 +558,35 @@ static int test_schedule_after_its_end(void)
  * second of stream's updates are due, not 2^31 - 1. */
 static int test_due_updates_after_a_long_gap(void)
 {
-    static const float zero[TU_CH] = {0.0f};
+    static const float zero[TU_RUN_MAX * TU_CH] = {0.0f};
     const int64_t jumps[3] = {1000000000000LL, 3 * (int64_t)TU_DUE_SPAN, INT64_MAX / 2};
     const int bound = (int)(TU_DUE_SPAN / TU_TRAIN_EVERY) + 1;
-    int k, due = -1;
+    const int count = TU_RUN_LAG + (TU_RUN_LAG > 0 ? 2 : 1); /* pushed samples that reach the stream */
+    int64_t ticks[TU_RUN_MAX];
+    int k, i, due = -1;
     for (k = 0; k < 3; ++k) {
-        int64_t tick;
         memcpy(&trainer, &trained, sizeof trainer);
-        tick = trainer.last_tick + jumps[k];
-        EXPECT(tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_CH, &due) == TU_OK, "push_chunk");
+        for (i = 0; i < count; ++i) {
+            ticks[i] = pushed_tick(&trainer) + jumps[k] + i;
+        }
+        EXPECT(tu_trainer_push_chunk(&trainer, count, ticks, NULL, zero, TU_PUSH_CH, &due) == TU_OK, "push_chunk");
         EXPECT(due >= 1 && due <= bound, "%d updates due after a gap of %lld ticks, want 1..%d", due,
                (long long)jumps[k], bound);
     }
-    /* a gap the Python trainer bridges or counts in full: the same count as due_updates */
+    /* a gap the Python trainer bridges or counts in full: the same count as due_updates (of the stream's ticks:
+     * the newest one M ticks behind the newest pushed one where the trainer derives the velocities) */
     memcpy(&trainer, &trained, sizeof trainer);
+    for (i = 0; i < count; ++i) {
+        ticks[i] = pushed_tick(&trainer) + 3 * TU_TRAIN_EVERY + i;
+    }
     {
-        const int64_t tick = trainer.last_tick + 3 * TU_TRAIN_EVERY;
-        const int64_t want = tick / TU_TRAIN_EVERY - trainer.last_tick / TU_TRAIN_EVERY;
-        EXPECT(3 * TU_TRAIN_EVERY > TU_DUE_SPAN
-                   || (tu_trainer_push_chunk(&trainer, 1, &tick, NULL, zero, TU_CH, &due) == TU_OK && due == want),
-               "%d updates due after %d ticks, want %lld", due, 3 * TU_TRAIN_EVERY, (long long)want);
+        const int64_t newest = ticks[count - 1] - TU_RUN_LAG / 2;
+        const int64_t want = newest / TU_TRAIN_EVERY - trainer.last_tick / TU_TRAIN_EVERY;
+        EXPECT(newest - trainer.last_tick > TU_DUE_SPAN
+                   || (tu_trainer_push_chunk(&trainer, count, ticks, NULL, zero, TU_PUSH_CH, &due) == TU_OK
+                       && due == want),
+               "%d updates due after %lld ticks, want %lld", due, (long long)(newest - trainer.last_tick),
+               (long long)want);
     }
     return 1;
 }
@@ -538,12 +603,12 @@ static int calibration_stops(float value, tu_status want, const char *what)
         y[c] = value;
     }
     tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u);
-    for (k = 0; k < TU_CAL_LEN && st == TU_OK; ++k) {
-        st = tu_trainer_push(&trainer, k, 0, y, TU_CH);
+    for (k = 0; k < TU_CAL_LEN + TU_RUN_LAG && st == TU_OK; ++k) {
+        st = tu_trainer_push(&trainer, k, 0, y, TU_PUSH_CH);
     }
-    EXPECT(st == want && k == TU_CAL_LEN, "%s: push %d returned %d (%s), want %d", what, k, (int)st,
+    EXPECT(st == want && k == TU_CAL_LEN + TU_RUN_LAG, "%s: push %d returned %d (%s), want %d", what, k, (int)st,
            tu_status_string(st), (int)want);
-    EXPECT(tu_trainer_push(&trainer, TU_CAL_LEN, 0, y, TU_CH) == want, "%s: the next push did not stop", what);
+    EXPECT(tu_trainer_push(&trainer, k, 0, y, TU_PUSH_CH) == want, "%s: the next push did not stop", what);
     EXPECT(tu_trainer_step(&trainer) == want && tu_trainer_ready(&trainer) == (int)want, "%s: step/ready", what);
     tu_trainer_report(&trainer, &rep);
     EXPECT(rep.calibrated == (int32_t)want && rep.counters.calibration_failures == 1u
@@ -571,21 +636,21 @@ static int test_damaged_checkpoints_are_refused(void)
     int due = 0;
     /* an index out of range in a live instance (bytes written over it) */
     tu_trainer_init(&trainer, TU_DEFAULT_CONFIG, 1u);
-    tu_trainer_push(&trainer, 0, 0, zero, TU_CH);
+    tu_trainer_push(&trainer, 0, 0, zero, TU_PUSH_CH);
     trainer.cal_fill = TU_CAL_LEN + 1000;
-    EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "push with cal_fill out of range");
+    EXPECT(tu_trainer_push(&trainer, 1, 0, zero, TU_PUSH_CH) == TU_ERR_CORRUPT, "push with cal_fill out of range");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.ring_head = -7;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT,
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_PUSH_CH) == TU_ERR_CORRUPT,
            "push with ring_head out of range");
-    EXPECT(tu_trainer_push_chunk(&trainer, 0, NULL, NULL, NULL, TU_CH, &due) == TU_ERR_CORRUPT, "push_chunk");
+    EXPECT(tu_trainer_push_chunk(&trainer, 0, NULL, NULL, NULL, TU_PUSH_CH, &due) == TU_ERR_CORRUPT, "push_chunk");
     EXPECT(tu_trainer_step(&trainer) == TU_ERR_CORRUPT && tu_trainer_ready(&trainer) == TU_ERR_CORRUPT, "step/ready");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.cal.m = 0;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "m = 0");
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_PUSH_CH) == TU_ERR_CORRUPT, "m = 0");
     memcpy(&trainer, &trained, sizeof trainer);
     trainer.gate.count = TU_GATE_HISTORY + 1;
-    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_CH) == TU_ERR_CORRUPT, "gate count");
+    EXPECT(tu_trainer_push(&trainer, trainer.last_tick + 1, 0, zero, TU_PUSH_CH) == TU_ERR_CORRUPT, "gate count");
     /* restore: the good bytes give the same trainer back; damaged ones are refused */
     memcpy(bytes, &trained, sizeof trained);
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof trained) == TU_OK && memcmp(&copy, &trained, sizeof copy) == 0,
@@ -629,6 +694,18 @@ static int test_damaged_checkpoints_are_refused(void)
     copy.span_high[TU_CH - 1] = NAN;
     memcpy(bytes, &copy, sizeof copy);
     EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT, "restore of a NaN span");
+#endif
+#if TU_VELOCITY
+    memcpy(&copy, &trained, sizeof copy);
+    copy.vel_head = 2 * TU_DEFAULT_CONFIG->velocity_half_width + 2; /* one past the configuration's ring */
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT,
+           "restore of a velocity ring index out of range");
+    memcpy(&copy, &trained, sizeof copy);
+    copy.vel_count = -1;
+    memcpy(bytes, &copy, sizeof copy);
+    EXPECT(tu_trainer_restore(&copy, TU_DEFAULT_CONFIG, bytes, sizeof copy) == TU_ERR_CORRUPT,
+           "restore of a negative velocity run");
 #endif
     return 1;
 }
@@ -694,6 +771,20 @@ static int test_configurations_are_checked(void)
             EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a state both plain and periodic");
         }
     }
+#if TU_VELOCITY
+    /* the velocity derivative: a missing row, positions that are not half the states, a window past the ring */
+    if (TU_DEFAULT_CONFIG->positions > 0) {
+        cfg = *TU_DEFAULT_CONFIG;
+        cfg.velocity_row = NULL;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "no velocity row");
+        cfg = *TU_DEFAULT_CONFIG;
+        cfg.positions = TU_N;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "as many positions as states");
+        cfg = *TU_DEFAULT_CONFIG;
+        cfg.velocity_half_width = TU_VEL_RING_MAX / 2;
+        EXPECT(tu_trainer_init(&t, &cfg, 1u) == TU_ERR_CONFIG, "a velocity window longer than the ring");
+    }
+#endif
 #if TU_CONFIG_COUNT > 1
     cfg = *TU_DEFAULT_CONFIG;
     cfg.model = tu_config_get(1)->model; /* configuration 1's tables under configuration 0's settings */

@@ -12,14 +12,18 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from microcontroller.build import ROOT, build
 from microcontroller.files import write_golden, write_stream
 from microcontroller.generate import spec_from_config, write_headers
-from microcontroller.golden import golden_stream, run_goldens, stage_goldens
+from microcontroller.golden import device_velocities, golden_stream, run_goldens, stage_goldens
 from microcontroller.memory import static_bytes
-from tests.microcontroller.helpers import forced_log
+from tests.microcontroller.helpers import forced_log, position_log
+from torch_ude.position_only import with_velocities
+from torch_ude.recorded import RecordedLog
+from torch_ude.savgol import savgol_rows
 from torch_ude.systems import SensorFaults
 
 SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50"]
@@ -76,9 +80,20 @@ CASES = {
                                                 "--model.physics_refit", "false", "--data.known.init_args.trainable",
                                                 "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], "
                                                 "coulomb: [0.0, 1.0], offset: [-1.0, 1.0]}"], 12.0),
+    # the calibration record streamed again once calibrated (issue 32, item 2: its own memory), on the simulated
+    # pendulum with its faults and on the recorded torque (every tick a window, as configs/dfki_pendulum.yaml)
+    "pendulum_replay": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
+                                                         "--model.stream.calibration_replay", "true"], 8.0),
+    "torque_pendulum_replay": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
+                                              "--model.stream.calibration_replay", "true",
+                                              "--model.stream.stride", "1"], 12.0),
+    # a position-only log (issue 32, item 2): the device derives the velocity from the streamed angle (M = 3)
+    "torque_pendulum_velocity": ("position log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true"],
+                                 12.0),
     # (the torque_pendulum cases stream a recorded log, so they take the recorded logs' default, an envelope: its span
     # there covers the torque and the angle that torque_pendulum_periodic's network reads as (sin, cos))
 }
+VELOCITY_HALF_WIDTH = 3
 RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / "support" / "tu_stream_file.c",
           ROOT / "support" / "tu_replay.c"]
 
@@ -87,8 +102,9 @@ RUNNER = [ROOT / "tests" / "test_runner.c", ROOT / "tests" / "golden.c", ROOT / 
 def case(request, tmp_path_factory):
     config, overrides, duration = CASES[request.param]
     folder = tmp_path_factory.mktemp(request.param)
-    if config == "forced log":
-        config, (y, ticks, segment) = forced_log(folder, duration)
+    if config in ("forced log", "position log"):
+        config, (y, ticks, segment) = forced_log(folder, duration) if config == "forced log" else \
+            position_log(folder, duration, VELOCITY_HALF_WIDTH)
         spec = spec_from_config(config, overrides)
     else:
         spec = spec_from_config(config, overrides)
@@ -121,3 +137,32 @@ def test_the_library_never_allocates(case):
     undefined = subprocess.run([nm, "-u", str(lib)], capture_output=True, text=True, check=True).stdout.split()
     assert not {"malloc", "calloc", "realloc", "free"} & set(undefined), undefined
     assert "sqrtf" in undefined  # the check sees the library's references
+
+
+def test_the_device_velocity_is_with_velocities_in_float32(tmp_path):
+    """The device's derivative (`device_velocities`, which the C runner matches bit for bit: case
+    ``torque_pendulum_velocity``) against `with_velocities` in float64 on each run of the pushed stream."""
+    config, (y, ticks, segment) = position_log(tmp_path, 12.0, VELOCITY_HALF_WIDTH)
+    spec = spec_from_config(config, SMALL)
+    m = VELOCITY_HALF_WIDTH
+    got, got_ticks, got_segment, _ = device_velocities(spec, y, ticks, segment)
+    keep = np.r_[True, ticks[1:] > ticks[:-1]]  # the repeated tick dropped
+    y64, t, seg = y[keep].astype(np.float32).astype(np.float64), ticks[keep], segment[keep]
+    starts = np.flatnonzero(np.r_[True, (np.diff(t) != 1) | (np.diff(seg) != 0)])
+    runs = [slice(a, b) for a, b in zip(starts, [*starts[1:], len(t)])]
+    assert [r.stop - r.start for r in runs if r.stop - r.start < 2 * m + 2] == [2 * m + 1]  # the short segment
+    log = RecordedLog(fs=spec.fs, names=("position", "torque"), n_states=1, segments=[y64[r] for r in runs],
+                      starts=[float(t[r.start]) / spec.fs for r in runs])
+    want = np.concatenate(with_velocities(log, spec.velocity).segments)
+    assert got.shape == want.shape == (sum(r.stop - r.start - 2 * m for r in runs if r.stop - r.start >= 2 * m + 2), 3)
+    assert np.array_equal(got_ticks, np.concatenate([t[r][m:-m] for r in runs if r.stop - r.start >= 2 * m + 2]))
+    assert len(np.unique(got_segment)) == len(runs) - 1  # one segment id a run that gives velocities
+    # positions and torques are the centre samples'; NaN torques stay NaN
+    assert np.array_equal(got[:, [0, 2]], want[:, [0, 2]].astype(np.float32), equal_nan=True)
+    # the velocity within float32's rounding of 2M + 1 products and sums: (2M + 4) eps sum_j |row_j q_j|
+    row = np.abs(savgol_rows(m, 2, 1)[1].numpy()) * spec.fs
+    scale = np.concatenate([np.correlate(np.abs(y64[r, 0]), row, mode="valid") for r in runs
+                            if r.stop - r.start >= 2 * m + 2])
+    bound = (2 * m + 4) * 2.0 ** -24 * scale
+    assert np.all(np.abs(got[:, 1] - want[:, 1]) <= bound), (np.abs(got[:, 1] - want[:, 1]) / scale).max()
+    assert bound.max() < 1e-3 * np.sqrt(np.mean(want[:, 1] ** 2))  # a bound far below the velocity

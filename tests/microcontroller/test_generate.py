@@ -7,14 +7,17 @@ import subprocess
 
 import pytest
 import torch
+import yaml
 
 from microcontroller.build import ROOT, BuildError, build
-from microcontroller.generate import main, spec_from_config, spec_from_run, write_headers
+from microcontroller.generate import main, spec_from_config, spec_from_run, spec_from_settings, write_headers
 from microcontroller.memory import default_ram_budget, static_bytes
+from tests.microcontroller.helpers import position_log
 from torch_ude import HybridField, __version__
 from torch_ude.cli import main as cli_main, user_error
 from torch_ude.export import export_field
-from torch_ude.savgol import SavitzkyGolay
+from torch_ude.position_only import VelocityFromPosition
+from torch_ude.savgol import SavitzkyGolay, savgol_rows
 
 CONFIG = "configs/pendulum_case_a.yaml"
 POINT = ["--model.stream.tap_average", "false"]  # the paper's point taps (the Python default is box-averaged)
@@ -47,8 +50,6 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     (["--model.stream.half_width", "2"], "2M\\+1 >= P\\+2"),
     (["--data.train_rate", "300"], "fs / train_rate must be a positive integer"),
     (["--model.stream.calibration_s", "20.0"], "keys segments of its record modulo"),
-    (["--model.stream.calibration_replay", "true"], r"cannot stream its calibration record again .*"
-                                                    r"calibration_replay: false for a device config"),
     # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
     # states, the input map, the envelope and trainable physical parameters it learns:
     # test_the_input_map_is_generated_and_hashed, test_the_envelope_is_generated_and_hashed,
@@ -303,3 +304,69 @@ def test_physical_parameters_are_generated_only_where_trained(tmp_path):
     assert first.config_hash() != spec.config_hash() and first.state_hash() != spec.state_hash()
     plain = write_headers(spec_from_config(CONFIG, POINT), tmp_path / "b")
     assert not any("PHYSICAL" in p.read_text() or "theta" in p.read_text() for p in plain)
+
+
+def test_a_position_only_log_derives_its_velocity_on_the_device(tmp_path):
+    """data.velocity_from_position (issue 32, item 2): the device receives the positions and the inputs and derives
+    the velocities (TU_VELOCITY, the row fs D1 in float32 in flash, a ring of 2M + 2 pushed samples); the hash covers
+    the window; a configuration that streams every state has none of it (its headers: test_c_trainer.py's cases)."""
+    config, _ = position_log(tmp_path, 12.0, 3)
+    spec = spec_from_config(config, POINT)
+    assert spec.velocity == VelocityFromPosition(3, 2) and spec.push_channels() == 2  # the angle, the torque
+    assert spec.settings()["velocity_from_position"] == {"half_width": 3, "order": 2}
+    wider = spec_from_config(config, [*POINT, "--data.velocity_from_position.half_width", "4"])
+    assert wider.config_hash() != spec.config_hash() and wider.state_hash() != spec.state_hash()
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path / "gen"))
+    assert re.search(r"#define TU_VELOCITY\s+1\b", cfg) and re.search(r"#define TU_VEL_RING_MAX\s+8\b", cfg)
+    assert re.search(r"#define TU_PUSH_CH\s+2\b", cfg) and re.search(r"#define TU_CH\s+3\b", cfg)
+    assert ".positions = 1, .velocity_half_width = 3, .velocity_row = tu_velocity_row_0," in data
+    table = re.search(r"tu_velocity_row_0\[7\] = \{([^}]*)\}", data).group(1)
+    row = torch.tensor([float(v.strip(" ()f")) for v in table.split(",")], dtype=torch.float32)
+    assert torch.equal(row, (savgol_rows(3, 2, 1)[1] * spec.fs).to(torch.float32))
+    host = spec_from_settings(spec.system, spec.case, spec.field, False, {"stream": spec.stream},
+                              {"fs": spec.fs, "train_rate": spec.train_rate, "recorded": True}, spec.max_steps,
+                              spec.seed, "host-derived")
+    assert static_bytes(spec) == static_bytes(host) + 8 + 8 * 3 * 4 + 4 * 4  # tick, ring of 2M + 2, four counts
+    assert not any("VELOCITY" in p.read_text() or "velocity_row" in p.read_text()
+                   for p in write_headers(host, tmp_path / "host"))
+    with pytest.raises(TypeError, match=r"^data.velocity_from_position must be null or \{half_width, order\}; got "):
+        spec_from_settings(spec.system, spec.case, spec.field, False, {}, {"fs": spec.fs, "train_rate": 25.0,
+                           "velocity_from_position": {"width": 3}}, 10, 0, "a bad setting")
+    with pytest.raises(ValueError, match=r"^velocity_from_position.half_width must be >= 1; got 0.$"):
+        spec_from_settings(spec.system, spec.case, spec.field, False, {}, {"fs": spec.fs, "train_rate": 25.0,
+                           "velocity_from_position": {"half_width": 0}}, 10, 0, "a bad setting")
+
+
+def test_calibration_replay_gives_the_record_its_own_memory(tmp_path):
+    """model.stream.calibration_replay (issue 32, item 2): the record streams again once calibrated, so it cannot share
+    the reservoir's memory: TU_CAL_REPLAY gives it its own and keeps its ticks; the hash covers the setting, and a
+    configuration without it keeps the hash, headers and memory of before (the record in a union with the
+    reservoir)."""
+    plain = spec_from_config(CONFIG, POINT)
+    spec = spec_from_config(CONFIG, [*POINT, "--model.stream.calibration_replay", "true"])
+    assert "calibration_replay" not in plain.settings()["stream"] and spec.settings()["stream"]["calibration_replay"]
+    assert spec.config_hash() != plain.config_hash() and spec.state_hash() != plain.state_hash()
+    cfg, data, _ = (p.read_text() for p in write_headers(spec, tmp_path / "replay"))
+    assert re.search(r"#define TU_CAL_REPLAY\s+1\b", cfg) and ".calibration_replay = 1," in data
+    assert not any("REPLAY" in p.read_text() or "replay" in p.read_text() for p in write_headers(plain, tmp_path / "p"))
+    cal_len, ch = spec.stream.calibration_ticks(spec.fs), 2
+    record = cal_len * ch * 4 + -(-2 * cal_len // 4) * 4 + cal_len * 4
+    reservoir = spec.stream.capacity * 3 * ch * 4
+    assert static_bytes(plain) - max(reservoir, record) == static_bytes(spec) - reservoir - record - 8 * cal_len
+    exe = build(tmp_path / "replay", "program", [ROOT / "support" / "tu_sizes.c"])
+    sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+    assert sizes["total"] == static_bytes(spec) and sizes["calibration_record"] == record
+
+
+def test_the_stream_settings_of_the_dfki_pendulum_config_go_to_the_device(tmp_path):
+    """configs/dfki_pendulum.yaml's stream settings (every tick a window, calibration replay, B = 8192, a tighter
+    gate) are generated, within the Cortex-M4F firmware's RAM (on the simulated pendulum's 1 kHz: its own logs need
+    ../shared/data)."""
+    config = yaml.safe_load((ROOT.parent / "configs" / "dfki_pendulum.yaml").read_text())
+    stream = config["model"]["init_args"]["stream"]
+    assert stream["calibration_replay"] is True and stream["stride"] == 1
+    overrides = [arg for key, value in stream.items() for arg in (f"--model.stream.{key}", json.dumps(value))]
+    spec = spec_from_config(CONFIG, [*POINT, *overrides])
+    assert spec.stream.calibration_replay and spec.stream.capacity == stream["capacity"]
+    cfg = write_headers(spec, tmp_path / "gen", ram_budget=default_ram_budget())[0].read_text()
+    assert re.search(r"#define TU_CAL_REPLAY\s+1\b", cfg)
