@@ -88,6 +88,9 @@ class DeviceSpec:
         physics_first: for a known model that trains physical parameters (``field.physical``), the share of
             ``max_steps`` in which they train alone (`torch_ude.training.JetMatchingModule`'s ``physics_first``;
             1: the residual never trains and starts at zero, ``HybridField.without_residual``); unused otherwise.
+        physics_refit: for such a model, whether a physics-alone run (``physics_first`` 1) ends with the refit of
+            its parameters (``model.physics_refit``, `torch_ude.physical.refit_physical_parameters`:
+            ``tu_trainer_refit`` on the device, `microcontroller.headers.refit_evaluations`); unused otherwise.
     """
 
     system: System
@@ -114,6 +117,7 @@ class DeviceSpec:
     envelope_margin: float = DEFAULT_MARGIN
     source: str = dataclass_field(default="")
     physics_first: float = 0.0
+    physics_refit: bool = False
 
     def validate(self) -> None:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
@@ -171,7 +175,8 @@ class DeviceSpec:
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
             **({"input_map": input_map(self.field)} if input_map(self.field) else {}),
             **({"envelope": True} if self.envelope else {}),
-            **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first}}
+            **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first,
+                             **({"refit": True} if self.physics_refit else {})}}
                if self.field.physical else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
             "cosine": self.cosine, "ema_decay": self.ema_decay, "weight_decay": self.weight_decay,
@@ -216,10 +221,11 @@ def _unsupported_trust_features(field: HybridField, model: dict) -> list[str]:
     map, the trust envelope and trainable physical parameters with ``physics_first`` run on the device:
     `microcontroller.headers.input_map`, `envelope_wanted`, `microcontroller.headers.physics_updates`.)"""
     out = []
-    if field.physical and model.get("physics_refit", True):
-        out.append("the end-of-run refit of the physical parameters where a run exports the physics alone "
-                   "(set model.physics_refit: false: the device exports the EMA of the physical parameters it "
-                   "trained, unrefitted)")
+    if (field.physical and model.get("physics_refit", True) and float(model.get("physics_first", 0.25)) < 1.0
+            and model.get("residual_check", True)):
+        out.append("the refit of the physical parameters after the residual check rejects the residual (the "
+                   "device refits a physics-alone run, physics_first 1, only; set model.physics_refit: false or "
+                   "model.residual_check: false)")
     return out
 
 
@@ -276,7 +282,8 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         lambda1=float(model.get("lambda1", 1.0)), fs=float(data["fs"]), train_rate=float(data["train_rate"]),
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
         seed=int(seed), envelope=envelope_wanted(model, data),
-        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first)
+        envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first,
+        physics_refit=field.physical and bool(model.get("physics_refit", True)))
     spec.validate()
     return spec
 

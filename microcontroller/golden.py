@@ -28,6 +28,7 @@ from torch_ude.calibration import noise_adaptive_weight_decay
 from torch_ude.field import HybridField
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
+from torch_ude.physical import physical_report, refit_physical_parameters
 from torch_ude.prng import STREAM_BATCH, Pcg32
 from torch_ude.reservoir import stored_jets
 from torch_ude.savgol import SavitzkyGolay
@@ -39,7 +40,7 @@ from . import headers
 from .generate import DeviceSpec, _quiet_cli
 
 __all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "data_module", "data_stream", "golden_stream",
-           "run_goldens"]
+           "run_goldens", "physical_fit"]
 
 F32 = torch.float32
 
@@ -291,9 +292,38 @@ def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, 
                                         seed=spec.seed if seed is None else seed))
 
 
+def physical_fit(ref: ReferenceRun, lambda1: float) -> dict:
+    """The Python trainer's end-of-run statistics of a run's trained physical parameters, float64, on its sample
+    buffer and its exported field (``ref.field``, the network held at its weights): the standard errors at the
+    trained ``theta`` (`torch_ude.physical.physical_report`) and the refit (`refit_physical_parameters`), which
+    ``tu_trainer_standard_errors`` and ``tu_trainer_refit`` compute in float32 on the same jets.
+
+    Returns:
+        ``{"se": (P,) standard errors in theta's units (the report's over the spans), "theta": (P,) refitted theta,
+        "loss": (2,) |r|^2 per jet before and after the refit, "field": the refitted float64 field}``.
+    """
+    cal, buffer = ref.stream.calibration, ref.stream.buffer
+    field = copy.deepcopy(ref.field).to(torch.float64)
+    n, d = field.n_states, torch.float64
+    loss = JetLoss(cal.s1[:n].to(d), cal.s2[:n].to(d), lambda1, float(cal.lambda2))
+    jets = buffer.data[: buffer.fill].to(d)
+    args = (jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n])
+    args += (jets[:, 0, n:], jets[:, 1, n:]) if field.n_inputs else ()
+    report = physical_report(field, loss, *args)
+    spans = field.known.spans().to(d)
+    se = np.array([report[name]["standard_error"] for name in field.known.trainable_names]) / spans.numpy()
+    refit = refit_physical_parameters(field, loss, *args)
+    return {"se": se, "theta": field.known.theta.detach().numpy().copy(),
+            "loss": np.array([refit["loss_before"], refit["loss_after"]]), "field": field}
+
+
 def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> dict[str, np.ndarray]:
-    """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests."""
+    """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests; with trained
+    physical parameters also their standard errors and refit (`physical_fit`)."""
     ref = reference_run(spec, np.asarray(y, dtype=np.float32), ticks, segment)
+    fit = physical_fit(ref, spec.lambda1) if spec.field.physical else None
+    phys = {} if fit is None else {"phys_se": fit["se"], "phys_theta": fit["theta"], "phys_loss": fit["loss"],
+                                   "phys_evaluations": np.array([headers.refit_evaluations(spec)])}
     c, cal = ref.stream.counters, ref.stream.calibration
     order = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
              "boundary", "misfit", "accepted")
@@ -303,4 +333,4 @@ def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.
             "run_weight_decay": np.array([noise_adaptive_weight_decay(cal.sigma_rel, spec.weight_decay,
                                                                       spec.weight_decay_full_at)]),
             "run_ema": ref.ema_weights, "run_raw": ref.raw_weights,
-            "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1]}
+            "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1], **phys}
