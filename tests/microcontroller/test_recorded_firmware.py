@@ -99,6 +99,9 @@ def test_a_physics_alone_run_is_refitted_and_reports_its_standard_errors_on_the_
     reported = [metrics["physical_parameters"][k]["standard_error"] for k in ("inertia", "offset")]
     np.testing.assert_allclose(reported, physical["standard_errors"] * spans, rtol=1e-6)
     assert metrics["physics_refit"]["converged"] and (tmp_path / "run" / "metrics.json").is_file()
+    (tmp_path / "cut.bin").write_bytes((folder / "physical.bin").read_bytes()[:-4])  # a truncated file: one line
+    with pytest.raises(ValueError, match="ends inside its block of 2 physical parameters"):
+        read_physical(tmp_path / "cut.bin")
 
 
 def test_a_stream_file_without_the_inputs_is_refused(forced, fpu_target):
