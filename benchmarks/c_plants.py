@@ -163,16 +163,17 @@ def real_log(spec, dm, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray, el
         raise RuntimeError(f"the replay on the Cortex-M4F failed:\n{run.output}")
     device, field = export_result(spec, folder / "result.bin", folder / "device", data=dm)
     ref = reference_run(spec, y.astype(np.float32), ticks, segment)
-    refitted = physical_fit(ref, spec.lambda1)["field"] if refit_evaluations(spec) else ref.field.double()
-    with torch.no_grad():  # (the Python trainer refits a physics-alone run at its end: float64, scipy)
-        python = dm.evaluate(refitted)
+    fit = physical_fit(ref, spec.lambda1) if refit_evaluations(spec) else None  # Python's end-of-run refit, float64
+    weights = ref.ema_weights if fit is None else np.concatenate([ref.ema_weights[:-len(fit["theta"])], fit["theta"]])
+    with torch.no_grad():
+        python = dm.evaluate(ref.field.double() if fit is None else fit["field"])
         known = dm.evaluate(field.without_residual())
     ema, _, _ = read_result(folder / "result.bin")
     keys = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse")
     return {"device": {k: device[k] for k in keys}, "python": {k: python[k] for k in keys},
             "known_model": {k: known[k] for k in keys},
             "device_over_python_1s": device["open_loop_1s_nrmse"] / python["open_loop_1s_nrmse"],
-            "max_weight_difference_to_python": float(np.abs(ema - ref.ema_weights).max()),
+            "max_weight_difference_to_python": float(np.abs(ema - weights).max()),
             "python_updates": ref.updates, "updates": device["updates"], "m": device["m"],
             "counters": device["counters"], "qemu_wall_s": round(wall, 1), "run_folder": str(folder / "device"),
             "refit": re.findall(r"^refit: .*$", run.output, re.M)}
