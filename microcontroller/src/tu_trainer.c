@@ -1011,7 +1011,47 @@ static tu_status tu_physical_ready(const tu_trainer *self)
     return self->calibrated == 1 && tu_fill(self) > 0 ? TU_OK : TU_ERR_NOT_READY;
 }
 
+/* The projected damped Gauss-Newton step d of tu_trainer_refit: (H + mu diag H) d = -g on the free parameters; a
+ * parameter at a bound that the descent direction -g pushes out of it is held (d = 0), and one whose step crosses
+ * its bound is held at the bound (its displacement moved to the right side) and the others solved again, at most P
+ * times: the damped model's minimiser on the face of the box the step ends on. 0 when the damped matrix is not
+ * positive definite in float32. */
+static int tu_refit_step(const tu_config *cfg, const float *theta, const float *g, const float *h, float mu,
+                         float *step)
+{
+    const int p = cfg->num_physical;
+    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], held[TU_PHYSICAL_MAX];
+    int fixed[TU_PHYSICAL_MAX], i, k, round, crossed = 1;
+    for (k = 0; k < p; ++k) {
+        fixed[k] = (theta[k] <= cfg->theta_low[k] && g[k] > 0.0f) || (theta[k] >= cfg->theta_high[k] && g[k] < 0.0f);
+        held[k] = 0.0f;
+    }
+    for (round = 0; round <= p && crossed; ++round) {
+        for (i = 0; i < p; ++i) {
+            step[i] = fixed[i] ? held[i] : -g[i];
+            for (k = 0; k < p; ++k) {
+                a[i * p + k] = !fixed[i] && !fixed[k] ? h[i * p + k] * (i == k ? 1.0f + mu : 1.0f) : (float)(i == k);
+                step[i] -= !fixed[i] && fixed[k] ? h[i * p + k] * held[k] : 0.0f;
+            }
+        }
+        if (!tu_spd_solve(a, step, p)) {
+            return 0;
+        }
+        crossed = 0;
+        for (k = 0; k < p; ++k) {
+            const float t = theta[k] + step[k];
+            if (!fixed[k] && (t < cfg->theta_low[k] || t > cfg->theta_high[k])) {
+                fixed[k] = crossed = 1;
+                held[k] = (t < cfg->theta_low[k] ? cfg->theta_low[k] : cfg->theta_high[k]) - theta[k];
+            }
+        }
+    }
+    return 1;
+}
+
 #define TU_REFIT_RTOL 1e-6f   /* stop when a pass lowers |r|^2 by less than this share (float32: ~8 ulp) */
+#define TU_REFIT_PREDICTED 1e-9f /* or the Gauss-Newton model promises less than this share (g and H are accurate far
+                                    below the float32 rounding of |r|^2 itself) */
 #define TU_REFIT_STEP 1e-6f   /* or the projected step moves theta by less than this (relative, 1 + |theta|) */
 #define TU_REFIT_MU_MAX 1e10f /* or the damping grows past this without a lower |r|^2 */
 
@@ -1021,9 +1061,9 @@ tu_status tu_trainer_refit(tu_trainer *self, int max_evaluations, tu_refit_repor
     const tu_config *cfg;
     float theta[TU_PHYSICAL_MAX], trial[TU_PHYSICAL_MAX], g[TU_PHYSICAL_MAX], g2[TU_PHYSICAL_MAX];
     float h[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], h2[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX];
-    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], step[TU_PHYSICAL_MAX];
+    float step[TU_PHYSICAL_MAX];
     float cost, cost2, mu = 1e-3f;
-    int p, i, k, free_[TU_PHYSICAL_MAX], evaluations = 1, converged = 0;
+    int p, i, k, evaluations = 1, converged = 0;
     if (st != TU_OK) {
         return st;
     }
@@ -1042,24 +1082,24 @@ tu_status tu_trainer_refit(tu_trainer *self, int max_evaluations, tu_refit_repor
     tu_physical_pass(self, theta, &cost, g, h);
     out->loss_before = cost / (float)tu_fill(self);
     while (evaluations < max_evaluations && tu_finite(cost)) {
-        float moved = 0.0f;
-        /* the free parameters: those the descent direction -g does not push out of their bounds */
-        for (k = 0; k < p; ++k) {
-            free_[k] = !((theta[k] <= cfg->theta_low[k] && g[k] > 0.0f)
-                         || (theta[k] >= cfg->theta_high[k] && g[k] < 0.0f));
-        }
-        for (i = 0; i < p; ++i) {  /* (H + mu diag H) step = -g on the free parameters, 0 for the others */
-            for (k = 0; k < p; ++k) {
-                a[i * p + k] = free_[i] && free_[k] ? h[i * p + k] * (i == k ? 1.0f + mu : 1.0f) : (float)(i == k);
-            }
-            step[i] = free_[i] ? -g[i] : 0.0f;
-        }
-        if (!tu_spd_solve(a, step, p)) {
+        float moved = 0.0f, predicted = 0.0f;
+        if (!tu_refit_step(cfg, theta, g, h, mu, step)) {
             mu *= 10.0f;
             if (mu > TU_REFIT_MU_MAX) {
                 break;
             }
             continue;
+        }
+        for (i = 0; i < p; ++i) {  /* the Gauss-Newton model's decrease of |r|^2: -(2 g.d + d.H d) */
+            float hd = 0.0f;
+            for (k = 0; k < p; ++k) {
+                hd += h[i * p + k] * step[k];
+            }
+            predicted -= step[i] * (2.0f * g[i] + hd);
+        }
+        if (!(predicted > TU_REFIT_PREDICTED * cost)) {  /* the model promises nothing more */
+            converged = 1;
+            break;
         }
         for (k = 0; k < p; ++k) {  /* projected onto the bounds */
             const float t = theta[k] + step[k];
