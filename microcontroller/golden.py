@@ -12,7 +12,8 @@ the network's goldens its ``n + n_u`` inputs, and the jet loss takes ``u`` and `
 residual's linear term (``model.linear``, and the input-affine residual) the network's goldens
 start from a random ``L`` (it is zero at the start of a run) and every flat weight array ends with it. With
 trained physical parameters of the known model the jet stage and the known field's goldens are at a random ``theta``
-inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``.
+inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``; the run's goldens
+then add the float64 standard errors and end-of-run refit of ``theta`` on the reference's buffer (`physical_fit`).
 """
 from __future__ import annotations
 
