@@ -1020,11 +1020,10 @@ static int tu_refit_step(const tu_config *cfg, const float *theta, const float *
                          float *step)
 {
     const int p = cfg->num_physical;
-    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], held[TU_PHYSICAL_MAX];
-    int fixed[TU_PHYSICAL_MAX], i, k, round, crossed = 1;
+    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], held[TU_PHYSICAL_MAX] = {0.0f};
+    int fixed[TU_PHYSICAL_MAX] = {0}, i, k, round, crossed = 1;
     for (k = 0; k < p; ++k) {
         fixed[k] = (theta[k] <= cfg->theta_low[k] && g[k] > 0.0f) || (theta[k] >= cfg->theta_high[k] && g[k] < 0.0f);
-        held[k] = 0.0f;
     }
     for (round = 0; round <= p && crossed; ++round) {
         for (i = 0; i < p; ++i) {
