@@ -20,8 +20,8 @@ from .build import build
 from .generate import DeviceSpec, headers_for
 from .memory import build_maxima
 
-__all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "calibration_error", "COUNTERS", "STATUS",
-           "CALIBRATION_FAILURES"]
+__all__ = ["CTrainer", "report_type", "report_dict", "load_weights", "physical_parameters", "calibration_error",
+           "COUNTERS", "STATUS", "CALIBRATION_FAILURES", "DEVICE_STANDARD_ERROR_NOTE"]
 
 COUNTERS = ("samples", "nonfinite_samples", "out_of_order", "gaps", "long_gaps", "bridged", "windows", "nonfinite",
             "boundary", "misfit", "accepted", "calibration_failures", "skipped_updates")
@@ -121,6 +121,33 @@ def load_weights(field: HybridField, weights: np.ndarray, in_scale, out_scale) -
     return field
 
 
+#: How to read a C trainer's standard errors (`physical_parameters`), recorded beside them.
+DEVICE_STANDARD_ERROR_NOTE = ("trained by the C trainer (float32 EMA, refitted where the run exports its physics "
+                              "alone); float32 Gauss-Newton standard errors on its reservoir's jets, conditional on "
+                              "the network; neighbouring jets share samples, so they understate the uncertainty.")
+
+
+def physical_parameters(field: HybridField, standard_errors: np.ndarray | None) -> dict | None:
+    """The trained physical parameters of ``field`` as `torch_ude.physical.physical_report` lists them, with the C
+    trainer's standard errors (``tu_trainer_standard_errors``: (P,) in theta's units, times each span ``s`` here;
+    None: unknown, ``None`` each); None when the field trains none."""
+    if not field.physical:
+        return None
+    known, values = field.known, field.known.values()
+    spans = known.spans().double().numpy()
+    out = {name: {"value": values[name], "initial": float(known.p0[i]), "low": float(known.p_low[i]),
+                  "high": float(known.p_high[i]),
+                  "standard_error": None if standard_errors is None else float(spans[i] * standard_errors[i])}
+           for i, name in enumerate(known.trainable_names)}
+    out["note"] = DEVICE_STANDARD_ERROR_NOTE
+    return out
+
+
+class _RefitReport(ctypes.Structure):
+    _fields_ = [("loss_before", ctypes.c_float), ("loss_after", ctypes.c_float), ("evaluations", ctypes.c_int32),
+                ("converged", ctypes.c_int32)]
+
+
 class CTrainer:
     """One C trainer instance for ``spec`` (see ``microcontroller/include/tu_trainer.h``).
 
@@ -169,6 +196,10 @@ class CTrainer:
         lib.tu_trainer_report.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.tu_trainer_span.argtypes = [ctypes.c_void_p, f32p, f32p, ctypes.c_int]
         lib.tu_trainer_ready.argtypes = [ctypes.c_void_p]
+        self.num_physical = len(spec.field.known.trainable_names) if spec.field.physical else 0
+        if self.num_physical:  # (declared only in a build with TU_PHYSICAL)
+            lib.tu_trainer_refit.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+            lib.tu_trainer_standard_errors.argtypes = [ctypes.c_void_p, f32p, ctypes.c_int]
         self._lib = lib
         self._report_type = report_type(maxima["N"], 0, maxima["CH"])
         if ctypes.sizeof(self._report_type) != lib.tu_report_size():
@@ -258,6 +289,40 @@ class CTrainer:
             return None
         self._check(status, "span")
         return low, high
+
+    def refit(self, max_evaluations: int) -> dict:
+        """The end-of-run refit of the trained physical parameters (``tu_trainer_refit``): theta of the exported
+        (EMA) weights moved to the minimum of the jet loss over the reservoir, the network held. Call it after the
+        last update.
+
+        Returns:
+            ``{"loss_before", "loss_after"}`` (|r|^2 per jet), ``"evaluations"``, ``"converged"``, as
+            `torch_ude.physical.refit_physical_parameters` reports them.
+
+        Raises:
+            ValueError: for a trainer without physical parameters.
+            RuntimeError: before calibration, with an empty reservoir, or for a non-finite loss.
+        """
+        if not self.num_physical:
+            raise ValueError("CTrainer.refit needs a configuration that trains physical parameters; this one trains "
+                             "none (data.known.init_args.trainable).")
+        rep = _RefitReport()
+        self._check(self._lib.tu_trainer_refit(self._memory, int(max_evaluations), ctypes.byref(rep)), "refit")
+        return {"loss_before": float(rep.loss_before), "loss_after": float(rep.loss_after),
+                "evaluations": int(rep.evaluations), "converged": bool(rep.converged)}
+
+    def standard_errors(self) -> np.ndarray | None:
+        """The Gauss-Newton standard errors of theta at the exported weights (``tu_trainer_standard_errors``),
+        float32 (P,) in theta's units (NaN where the jets do not determine a parameter), or None for a trainer
+        without physical parameters, before calibration or with an empty reservoir."""
+        if not self.num_physical:
+            return None
+        out = np.empty(self.num_physical, dtype=np.float32)
+        status = self._lib.tu_trainer_standard_errors(self._memory, out, self.num_physical)
+        if status == -5:
+            return None
+        self._check(status, "standard_errors")
+        return out
 
     def state_bytes(self) -> bytes:
         """The whole instance as bytes (a checkpoint; `load_state_bytes` restores it exactly)."""

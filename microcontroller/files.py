@@ -9,7 +9,10 @@ All little-endian.
 * Result file (``read_result``): ``TURSLT01``, ``uint32`` parameter count p, ``uint32``
   report size r, ``float32`` EMA weights[p], ``float32`` raw weights[p], then the r bytes
   of the C ``tu_report`` (`microcontroller.ctrainer.report_type`); from a build with a trust envelope
-  (``TU_ENVELOPE``) then ``uint32`` channel count c, ``float32`` span low[c], high[c] (``read_span``).
+  (``TU_ENVELOPE``) then ``uint32`` channel count c, ``float32`` span low[c], high[c] (``read_span``); from a
+  build with trained physical parameters (``TU_PHYSICAL``) then ``PHYS``, ``uint32`` P, ``float32`` standard
+  errors[P] in theta's units, the end-of-run refit's ``float32`` |r|^2 per jet before and after and ``int32``
+  evaluations (0: no refit) and converged (``read_physical``).
 * Golden file (``write_golden``): ``TUGOLD01``, then named arrays: ``uint32`` name length,
   the name, one type byte (``f`` float32 or ``q`` int64), ``uint32`` count, the values.
 """
@@ -21,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["STREAM_MAGIC", "RESULT_MAGIC", "GOLDEN_MAGIC", "write_stream", "read_stream", "read_result", "read_span",
-           "write_golden"]
+           "read_physical", "write_golden"]
 
 STREAM_MAGIC = b"TUSTRM01"
 RESULT_MAGIC = b"TURSLT01"
@@ -66,9 +69,10 @@ def read_stream(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rec["y"].copy(), rec["tick"].copy(), rec["segment"].copy()
 
 
-def _read_result_parts(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes, tuple[np.ndarray, np.ndarray] | None]:
-    """The parts of a result file: EMA weights (p,), raw weights (p,), report bytes, and the span (low, high),
-    (c,) each, or None for a build without an envelope.
+def _read_result_parts(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes, tuple[np.ndarray, np.ndarray] | None,
+                                               dict | None]:
+    """The parts of a result file: EMA weights (p,), raw weights (p,), report bytes, the span (low, high), (c,)
+    each, or None for a build without an envelope, and the physical parameters' block (`read_physical`) or None.
 
     Raises:
         ValueError: for a file that is not a result file or is truncated.
@@ -78,14 +82,27 @@ def _read_result_parts(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes,
         raise ValueError(f"{path} is not a torch-ude result file (magic {RESULT_MAGIC!r}).")
     p, r = struct.unpack_from("<II", data, 8)
     end = 16 + 8 * p + r
-    c = struct.unpack_from("<I", data, end)[0] if len(data) >= end + 4 else 0
-    if len(data) not in (end, end + 4 + 8 * c) or (len(data) > end and c == 0):
-        raise ValueError(f"{path} has {len(data)} bytes; a result of {p} weights and a {r}-byte report has "
-                         f"{end}, or {end} + 4 + 8 c with the span of c channels.")
+    span = physical = None
+    if len(data) >= end + 4 and data[end:end + 4] != b"PHYS":
+        c = struct.unpack_from("<I", data, end)[0]
+        if c == 0 or len(data) < end + 4 + 8 * c:
+            raise ValueError(f"{path} ends inside its envelope span of {c} channels; rewrite it with the firmware.")
+        span = tuple(np.frombuffer(data, dtype="<f4", count=2 * c, offset=end + 4).reshape(2, c).copy())
+        end += 4 + 8 * c
+    if len(data) >= end + 8 and data[end:end + 4] == b"PHYS":
+        k = struct.unpack_from("<I", data, end + 4)[0]
+        if len(data) < end + 24 + 4 * k:
+            raise ValueError(f"{path} ends inside its block of {k} physical parameters; rewrite it with the firmware.")
+        se = np.frombuffer(data, dtype="<f4", count=k, offset=end + 8).copy()
+        before, after, evaluations, converged = struct.unpack_from("<ffii", data, end + 8 + 4 * k)
+        physical = {"standard_errors": se, "refit": None if evaluations == 0 else {
+            "loss_before": before, "loss_after": after, "evaluations": evaluations, "converged": bool(converged)}}
+        end += 24 + 4 * k
+    if len(data) != end:
+        raise ValueError(f"{path} has {len(data)} bytes; a result of {p} weights and a {r}-byte report with its span "
+                         f"and physical block has {end}.")
     weights = np.frombuffer(data, dtype="<f4", count=2 * p, offset=16)
-    span = None if len(data) == end else tuple(np.frombuffer(data, dtype="<f4", count=2 * c, offset=end + 4)
-                                                .reshape(2, c).copy())
-    return weights[:p].copy(), weights[p:].copy(), data[16 + 8 * p: end], span
+    return weights[:p].copy(), weights[p:].copy(), data[16 + 8 * p: 16 + 8 * p + r], span, physical
 
 
 def read_result(path: str | Path) -> tuple[np.ndarray, np.ndarray, bytes]:
@@ -105,6 +122,17 @@ def read_span(path: str | Path) -> tuple[np.ndarray, np.ndarray] | None:
         ValueError: for a file that is not a result file or is truncated.
     """
     return _read_result_parts(path)[3]
+
+
+def read_physical(path: str | Path) -> dict | None:
+    """The trained physical parameters' block of a result file, or None for a firmware built without them:
+    ``{"standard_errors": float32 (P,) in theta's units (``tu_trainer_standard_errors``), "refit": None, or
+    {"loss_before", "loss_after", "evaluations", "converged"} of the end-of-run refit (``tu_trainer_refit``)}``.
+
+    Raises:
+        ValueError: for a file that is not a result file or is truncated.
+    """
+    return _read_result_parts(path)[4]
 
 
 def write_golden(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:

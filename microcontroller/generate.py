@@ -93,6 +93,9 @@ class DeviceSpec:
             the device applies to the streamed positions (``TU_VELOCITY``: the stream holds the ``n / 2``
             positions and the inputs; `torch_ude.position_only.with_velocities` is the reference); None: every
             state is streamed.
+        physics_refit: for such a model, whether a physics-alone run (``physics_first`` 1) ends with the refit of
+            its parameters (``model.physics_refit``, `torch_ude.physical.refit_physical_parameters`:
+            ``tu_trainer_refit`` on the device, `microcontroller.headers.refit_evaluations`); unused otherwise.
     """
 
     system: System
@@ -120,6 +123,7 @@ class DeviceSpec:
     source: str = dataclass_field(default="")
     physics_first: float = 0.0
     velocity: VelocityFromPosition | None = None
+    physics_refit: bool = False
 
     def validate(self) -> None:
         """Refuse settings the C port cannot run, with the setting, what was given and the fix.
@@ -174,7 +178,8 @@ class DeviceSpec:
             **({"linear": True, "input_affine": self.field.input_affine} if self.field.linear else {}),
             **({"input_map": input_map(self.field)} if input_map(self.field) else {}),
             **({"envelope": True} if self.envelope else {}),
-            **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first}}
+            **({"physical": {"trainable": self.field.known.trainable_spec(), "physics_first": self.physics_first,
+                             **({"refit": True} if self.physics_refit else {})}}
                if self.field.physical else {}),
             **({"velocity_from_position": asdict(self.velocity)} if self.velocity is not None else {}),
             "stream": _device_stream(self.stream), "batch_size": self.batch_size, "lr": self.lr, "lr_min": self.lr_min,
@@ -226,10 +231,11 @@ def _unsupported_trust_features(field: HybridField, model: dict) -> list[str]:
     map, the trust envelope and trainable physical parameters with ``physics_first`` run on the device:
     `microcontroller.headers.input_map`, `envelope_wanted`, `microcontroller.headers.physics_updates`.)"""
     out = []
-    if field.physical and model.get("physics_refit", True):
-        out.append("the end-of-run refit of the physical parameters where a run exports the physics alone "
-                   "(set model.physics_refit: false: the device exports the EMA of the physical parameters it "
-                   "trained, unrefitted)")
+    if (field.physical and model.get("physics_refit", True) and float(model.get("physics_first", 0.25)) < 1.0
+            and model.get("residual_check", True)):
+        out.append("the refit of the physical parameters after the residual check rejects the residual (the "
+                   "device refits a physics-alone run, physics_first 1, only; set model.physics_refit: false or "
+                   "model.residual_check: false)")
     return out
 
 
@@ -304,7 +310,7 @@ def spec_from_settings(system: System, case: str, field: HybridField, pretrained
         noise=float(data.get("noise", 0.01)), duration=float(data.get("duration", 60.0)), max_steps=max_steps,
         seed=int(seed), envelope=envelope_wanted(model, data),
         envelope_margin=float(model.get("envelope_margin", DEFAULT_MARGIN)), source=source, physics_first=physics_first,
-        velocity=_velocity(data))
+        velocity=_velocity(data), physics_refit=field.physical and bool(model.get("physics_refit", True)))
     spec.validate()
     return spec
 

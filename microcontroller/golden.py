@@ -15,7 +15,8 @@ trained physical parameters of the known model the jet stage and the known field
 inside its bounds (``plant_theta``), and the jet gradient and the run's weights end with ``theta``. For a
 position-only log (``spec.velocity``) the stream holds the positions and the inputs, `device_velocities` derives the
 velocities as the device does (float32, its order of operations) and the run's goldens end with the newest stream
-samples the trainer's ring holds (``run_ring``).
+samples the trainer's ring holds (``run_ring``); with trained physical parameters the run's goldens
+also hold the float64 standard errors and end-of-run refit of ``theta`` on the reference's buffer (`physical_fit`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from torch_ude.calibration import noise_adaptive_weight_decay
 from torch_ude.field import HybridField
 from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
+from torch_ude.physical import physical_report, refit_physical_parameters
 from torch_ude.prng import STREAM_BATCH, Pcg32
 from torch_ude.recorded import read_log
 from torch_ude.reservoir import stored_jets
@@ -44,7 +46,7 @@ from .generate import DeviceSpec, _quiet_cli
 from .memory import _sizes
 
 __all__ = ["ReferenceRun", "reference_run", "stage_goldens", "chunks", "device_velocities", "data_module",
-           "data_stream", "golden_stream", "run_goldens"]
+           "data_stream", "golden_stream", "run_goldens", "physical_fit"]
 
 F32 = torch.float32
 
@@ -371,9 +373,38 @@ def golden_stream(spec: DeviceSpec, duration: float, noise: float, faults=None, 
                                         seed=spec.seed if seed is None else seed))
 
 
+def physical_fit(ref: ReferenceRun, lambda1: float) -> dict:
+    """The Python trainer's end-of-run statistics of a run's trained physical parameters, float64, on its sample
+    buffer and its exported field (``ref.field``, the network held at its weights): the standard errors at the
+    trained ``theta`` (`torch_ude.physical.physical_report`) and the refit (`refit_physical_parameters`), which
+    ``tu_trainer_standard_errors`` and ``tu_trainer_refit`` compute in float32 on the same jets.
+
+    Returns:
+        ``{"se": (P,) standard errors in theta's units (the report's over the spans), "theta": (P,) refitted theta,
+        "loss": (2,) |r|^2 per jet before and after the refit, "field": the refitted float64 field}``.
+    """
+    cal, buffer = ref.stream.calibration, ref.stream.buffer
+    field = copy.deepcopy(ref.field).to(torch.float64)
+    n, d = field.n_states, torch.float64
+    loss = JetLoss(cal.s1[:n].to(d), cal.s2[:n].to(d), lambda1, float(cal.lambda2))
+    jets = buffer.data[: buffer.fill].to(d)
+    args = (jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n])
+    args += (jets[:, 0, n:], jets[:, 1, n:]) if field.n_inputs else ()
+    report = physical_report(field, loss, *args)
+    spans = field.known.spans().to(d)
+    se = np.array([report[name]["standard_error"] for name in field.known.trainable_names]) / spans.numpy()
+    refit = refit_physical_parameters(field, loss, *args)
+    return {"se": se, "theta": field.known.theta.detach().numpy().copy(),
+            "loss": np.array([refit["loss_before"], refit["loss_after"]]), "field": field}
+
+
 def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> dict[str, np.ndarray]:
-    """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests."""
+    """The expected outcome of a whole C run on this stream (`reference_run`), keyed for the C tests; with trained
+    physical parameters also their standard errors and refit (`physical_fit`)."""
     ref = reference_run(spec, np.asarray(y, dtype=np.float32), ticks, segment)
+    fit = physical_fit(ref, spec.lambda1) if spec.field.physical else None
+    phys = {} if fit is None else {"phys_se": fit["se"], "phys_theta": fit["theta"], "phys_loss": fit["loss"],
+                                   "phys_evaluations": np.array([headers.refit_evaluations(spec)])}
     c, cal = dict(ref.stream.counters), ref.stream.calibration
     if spec.velocity is not None:  # the derivative drops (and counts) the pushed samples out of order
         c["out_of_order"] += len(ticks) - len(_in_order(ticks))
@@ -386,7 +417,7 @@ def run_goldens(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.
                                                                       spec.weight_decay_full_at)]),
             "run_ema": ref.ema_weights, "run_raw": ref.raw_weights,
             "run_span_low": ref.stream.buffer.span()[0], "run_span_high": ref.stream.buffer.span()[1],
-            **({"run_ring": _ring_tail(spec, y, ticks, segment)} if spec.velocity is not None else {})}
+            **({"run_ring": _ring_tail(spec, y, ticks, segment)} if spec.velocity is not None else {}), **phys}
 
 
 def _ring_tail(spec: DeviceSpec, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> np.ndarray:

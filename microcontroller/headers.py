@@ -246,10 +246,21 @@ def physics_updates(spec: DeviceSpec) -> int:
     return int(spec.physics_first * spec.max_steps)
 
 
+#: The end-of-run refit's most passes over the reservoir (`torch_ude.physical.refit_physical_parameters`' default).
+REFIT_EVALUATIONS = 50
+
+
+def refit_evaluations(spec: DeviceSpec) -> int:
+    """The end-of-run refit's most passes over the reservoir on the device (``tu_config.refit_evaluations``): those
+    of the Python refit where the run exports its physics alone (``physics_refit`` with ``physics_first`` 1, as
+    `torch_ude.training.JetMatchingModule.on_train_end` refits), else 0 (no refit)."""
+    return REFIT_EVALUATIONS if spec.physics_refit and spec.physics_first >= 1.0 else 0
+
+
 def _physical_fields(spec: DeviceSpec, k: int) -> str:
     """The trained physical parameters' members of configuration k's `tu_config` (none without): the functions
     of theta, the bounds of theta, ``(low - p0) / s`` and ``(high - p0) / s`` in float32 as
-    `torch_ude.systems.PhysicalParameters.project` computes them, and ``physics_updates``."""
+    `torch_ude.systems.PhysicalParameters.project` computes them, ``physics_updates`` and ``refit_evaluations``."""
     count = physical_count(spec)
     if not count:
         return ""
@@ -257,10 +268,11 @@ def _physical_fields(spec: DeviceSpec, k: int) -> str:
     s = known.spans().to(torch.float32)
     low, high = (known.p_low - known.p0) / s, (known.p_high - known.p0) / s
     return (f"    .num_physical = {count}, .field_p = tu_plant_field_{k}, .jacobians_p = tu_plant_jacobians_{k}, "
-            f".physical = tu_plant_physical_{k},\n"
+            f".physical = tu_plant_physical_{k}, .sensitivity = tu_plant_sensitivity_{k},\n"
             f"    .theta_low = {_array(low)}, .theta_high = {_array(high)},  "
             f"/* {', '.join(known.trainable_names)} */\n"
-            f"    .physics_updates = {'INT64_MAX' if spec.physics_first >= 1.0 else physics_updates(spec)},\n")
+            f"    .physics_updates = {'INT64_MAX' if spec.physics_first >= 1.0 else physics_updates(spec)}, "
+            f".refit_evaluations = {refit_evaluations(spec)},\n")
 
 
 #: the member of a `tu_config` whose record streams again once calibrated (none otherwise: 0)

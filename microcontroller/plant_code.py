@@ -8,7 +8,9 @@ its Jacobians. A known model that trains physical parameters (`torch_ude.systems
 is traced as a function of its ``theta`` too (``p = p0 + s theta``), and a third function gives
 the physical part of the jet gradient, ``d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)]``
 with ``v`` and ``udot`` held fixed (`torch_ude.field.HybridField.physical_vjp`), by CasADi's
-reverse mode. `plant_source` writes those instructions as C99 in ``float``: one ``const
+reverse mode, and a fourth the known model's part of the jet residuals' Jacobian in ``theta``,
+``df/dtheta`` and ``d/dtheta (J_x f v + J_u f udot)`` (`torch_ude.physical`), for the end-of-run
+refit and the standard errors. `plant_source` writes those instructions as C99 in ``float``: one ``const
 float`` per instruction, ``sinf``/``cosf``/... from ``<math.h>``, float literals that
 round-trip float32, no work array, no allocation, no global state.
 
@@ -81,6 +83,10 @@ class PlantCode:
         physical: with ``n_p`` > 0, ``casadi.Function('fp', [x, u, theta, v, udot, ubar, wbar], [g])``:
             ``g = d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)]`` (P,), ``v`` and ``udot`` held
             fixed (`torch_ude.field.HybridField.physical_vjp`); else None.
+        sensitivity: with ``n_p`` > 0, ``casadi.Function('fs', [x, u, theta, v, udot], [df/dtheta,
+            d/dtheta (J_x f v + J_u f udot)])``, (n, P) each, ``v`` and ``udot`` held fixed: the known
+            model's part of the jet residuals' Jacobian in theta (`torch_ude.physical`), which the
+            end-of-run refit and the standard errors read; else None.
     """
 
     n: int
@@ -91,6 +97,7 @@ class PlantCode:
     describes: str
     n_p: int = 0
     physical: cs.Function | None = None
+    sensitivity: cs.Function | None = None
 
 
 def _symbolic(field: nn.Module, n: int, n_u: int, what: str, theta: cs.SX | None = None
@@ -141,9 +148,11 @@ def plant_code(system: System, case: str, known: nn.Module) -> PlantCode:
     v, udot, ubar, wbar = cs.SX.sym("v", n), cs.SX.sym("ud", n_u), cs.SX.sym("ub", n), cs.SX.sym("wb", n)
     lie = cs.mtimes(jx, v) + (cs.mtimes(ju, udot) if n_u else 0)
     grad = cs.densify(cs.gradient(cs.dot(ubar, f) + cs.dot(wbar, lie), theta))
+    sens = [cs.densify(cs.jacobian(f, theta)), cs.densify(cs.jacobian(lie, theta))]
     describes += f", trained physical parameters {list(known.trainable_names)} (theta)"
     return PlantCode(n, n_u, cs.Function("f", [x, u, theta], [f]), cs.Function("fj", [x, u, theta], [f, jx, ju]),
-                     truth, describes, n_p, cs.Function("fp", [x, u, theta, v, udot, ubar, wbar], [grad]))
+                     truth, describes, n_p, cs.Function("fp", [x, u, theta, v, udot, ubar, wbar], [grad]),
+                     cs.Function("fs", [x, u, theta, v, udot], sens))
 
 
 def float_literal(value: float) -> str:
@@ -202,7 +211,8 @@ def _function(signature: str, doc: str, fn: cs.Function, outputs: list[Callable[
 
 
 def plant_source(code: PlantCode, stamp: str, tag: str = "0") -> str:
-    """The C of ``code``: static ``tu_plant_field_<tag>``, ``tu_plant_jacobians_<tag>`` and (with a
+    """The C of ``code``: static ``tu_plant_field_<tag>``, ``tu_plant_jacobians_<tag>``, with trained physical
+    parameters ``tu_plant_physical_<tag>`` and ``tu_plant_sensitivity_<tag>``, and (with a
     simulated plant) ``tu_plant_truth_<tag>``, of the types in ``include/tu_plant.h``; a configuration
     (``tu_model_data.h``) points at them. ``stamp`` (e.g. the generator's) heads the text; with a
     stamp the text is a whole ``tu_plant_code.h`` of one configuration (tag "0")."""
@@ -227,6 +237,13 @@ def plant_source(code: PlantCode, stamp: str, tag: str = "0") -> str:
             f"g[0 .. {code.n_p}) = d/dtheta [ubar . f + wbar . (J_x f v + J_u f udot)], v and udot held fixed: "
             "the physical part of the jet gradient (CasADi's reverse mode)", code.physical,
             [lambda nz: f"g[{nz}]"], _INPUTS))
+        sens_out = lambda name: lambda nz: f"{name}[{nz % n} * {code.n_p} + {nz // n}]"  # noqa: E731
+        parts.append(_function(
+            f"static void tu_plant_sensitivity_{tag}(const float *x, const float *u, const float *theta, "
+            "const float *v, const float *udot, float *fp, float *lp)",
+            f"fp = df/dtheta and lp = d/dtheta (J_x f v + J_u f udot), {n} x {code.n_p} row-major each, v and udot "
+            "held fixed: the known model's part of the jet residuals' Jacobian in theta (CasADi's forward mode)",
+            code.sensitivity, [sens_out("fp"), sens_out("lp")], _INPUTS[:5]))
     if code.truth is not None:
         parts.append(_function(f"static void tu_plant_truth_{tag}(const float *x, float *f)",
                                "f*(x), the simulated plant's true field", code.truth, [f_out], ("x",)))

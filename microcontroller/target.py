@@ -198,7 +198,9 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
 
     With ``spec.envelope`` the firmware's span (`microcontroller.files.read_span`) becomes the field's trust
     envelope as the Python trainer builds it (`torch_ude.envelope.install_span`, ``spec.envelope_margin``) before
-    scoring and export, and ``metrics["envelope"]`` describes it.
+    scoring and export, and ``metrics["envelope"]`` describes it. With trained physical parameters ``metrics`` (so
+    ``metrics.json`` and ``field.json``) lists them with the firmware's standard errors (``physical_parameters``) and
+    its end-of-run refit (``physics_refit``, None without one), as a Python run does (`microcontroller.files`).
 
     Returns:
         The metrics (e_field, e_field_visited, c_hat, or a recorded log's prediction errors; the
@@ -213,8 +215,8 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
     from torch_ude.metrics import evaluate_field
     from torch_ude.training.outputs import RunOutputs
 
-    from .ctrainer import load_weights, report_dict, report_type
-    from .files import read_result, read_span
+    from .ctrainer import load_weights, physical_parameters, report_dict, report_type
+    from .files import read_physical, read_result, read_span
 
     system = system or spec.system
     ema, _, report_bytes = read_result(result_file)
@@ -240,6 +242,11 @@ def export_result(spec, result_file: str | Path, folder: str | Path | None = Non
     metrics.update({"sigma_hat": cal.get("sigma"), "m": cal.get("m"), "lambda2": cal.get("lambda2"),
                     "reject_rate": None, "updates": report["updates"], "wall_s": None, "counters": report["counters"],
                     "report": report, "envelope": envelope, **(extra or {})})
+    physical = read_physical(result_file)
+    if spec.field.physical:  # the refitted EMA theta (weights above) with the device's standard errors and refit
+        metrics.update({"physical_parameters": physical_parameters(field, None if physical is None else
+                                                                   physical["standard_errors"]),
+                        "physics_refit": None if physical is None else physical["refit"]})
     if folder is not None:
         config = {"settings": spec.settings(), **({"data": data.config()} if data is not None else {})}
         outputs = RunOutputs(folder, f"jet_matching_c_{target.name}", system, spec.case, spec.seed, config)

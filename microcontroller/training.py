@@ -21,8 +21,9 @@ from torch_ude.jet import JetResult
 from torch_ude.training.module import JetMatchingModule, StreamStatus
 from torch_ude.training.resume import check_extends
 
-from .ctrainer import COUNTERS, CTrainer, load_weights
+from .ctrainer import COUNTERS, CTrainer, load_weights, physical_parameters
 from .generate import spec_from_settings, stream_data
+from .headers import REFIT_EVALUATIONS
 
 __all__ = ["CJetMatchingModule"]
 
@@ -114,17 +115,22 @@ class CJetMatchingModule(JetMatchingModule):
         return torch.from_numpy(span[0]).double(), torch.from_numpy(span[1]).double()
 
     def physical_parameters(self, field: HybridField) -> dict | None:
-        """The physical parameters ``field`` carries (the C trainer's EMA of theta, `averaged_field`), as
-        `torch_ude.physical.physical_report` lists them but without standard errors (``None``: they need the jets
-        of the reservoir, which stay on the device); None when nothing is trained."""
-        if not field.physical:
-            return None
-        known, values = field.known, field.known.values()
-        out = {name: {"value": values[name], "initial": float(known.p0[i]), "low": float(known.p_low[i]),
-                      "high": float(known.p_high[i]), "standard_error": None}
-               for i, name in enumerate(known.trainable_names)}
-        out["note"] = "trained by the C trainer (float32 EMA); no standard errors (the jets stay on the device)"
-        return out
+        """The physical parameters ``field`` carries (the C trainer's EMA of theta, refitted where the run exports its
+        physics alone: `refit_physics`) with the C trainer's float32 standard errors on its reservoir
+        (`microcontroller.ctrainer.physical_parameters`); None when nothing is trained."""
+        return physical_parameters(field, self.engine.standard_errors())
+
+    def refit_physics(self, field: HybridField) -> tuple[HybridField, dict | None]:
+        """The end-of-run refit of a physics-alone run (``physics_first`` 1; a rejected residual's refit is refused
+        by the generator) on the C trainer's reservoir (`CTrainer.refit`, ``tu_trainer_refit``): ``(the exported
+        field with the refitted theta, report)`` as `torch_ude.training.JetMatchingModule.refit_physics` returns
+        them; ``(field, None)`` when the refit is off or nothing is trained."""
+        if not self.physics_refit or not field.physical:
+            return field, None
+        report = {**self.engine.refit(REFIT_EVALUATIONS), "values_before": field.known.values()}
+        refit = self.averaged_field()
+        report.update(self.held_out_change(field, refit))
+        return refit, report
 
     def state_bytes(self) -> int:
         """``sizeof(tu_trainer)``: all the C trainer's state."""

@@ -41,4 +41,15 @@ void tu_jet_accumulate(const tu_field *field, const tu_jet_loss *loss, int batch
                        const float *xdot, const float *xddot, const float *u, const float *udot,
                        int report_r2, float *grad, float *sq1, float *sq2);
 
+#if TU_PHYSICAL
+/** The Jacobian in theta of one sample's scaled jet residuals r = (sqrt(lambda1) r1, sqrt(lambda2) r2) (Eq. 10, 12;
+ * torch_ude/physical.py), the network held at its weights: rows (2 n x P, row-major) gets dr1/dtheta =
+ * -sqrt(lambda1) (df/dtheta) / s1 in its first n rows and dr2/dtheta = -sqrt(lambda2) (d/dtheta (J_x f v + J_u f
+ * udot) + J_x F df/dtheta) / s2, v = F, in the next n (zero when lambda2 is 0), f_known from the configuration's
+ * generated sensitivity and J_x F (df/dtheta) the known Jacobian's product plus the network's tangent along each
+ * column. u, udot as for tu_jet_accumulate. Only a configuration that trains physical parameters. */
+void tu_jet_physical_rows(const tu_field *field, const tu_jet_loss *loss, const float *x, const float *u,
+                          const float *udot, float *rows);
+#endif
+
 #endif /* TU_JET_H */

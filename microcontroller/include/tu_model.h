@@ -159,8 +159,12 @@ typedef struct {
     tu_plant_field_p_fn field_p;    /**< f_known(x, u; theta) */
     tu_plant_jacobians_p_fn jacobians_p; /**< with J_x and J_u */
     tu_plant_physical_fn physical;  /**< the physical part of the jet gradient */
+    tu_plant_sensitivity_fn sensitivity; /**< the known model's part of the residuals' Jacobian in theta */
     float theta_low[TU_PHYSICAL_MAX], theta_high[TU_PHYSICAL_MAX]; /**< theta's bounds */
     int64_t physics_updates;        /**< updates in which only theta trains (INT64_MAX: physics_first 1, always) */
+    int refit_evaluations;          /**< the end-of-run refit's most passes over the reservoir (0: no refit;
+                                         torch_ude.training.JetMatchingModule's physics_refit of a physics-alone
+                                         run, physics_first 1: tu_trainer_refit) */
 #endif
 #if TU_VELOCITY
     /* Velocities derived on the device (positions 0: none, every state is pushed). States 0 .. positions - 1 are

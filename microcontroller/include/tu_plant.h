@@ -34,6 +34,13 @@ typedef void (*tu_plant_jacobians_p_fn)(const float *x, const float *u, const fl
 typedef void (*tu_plant_physical_fn)(const float *x, const float *u, const float *theta, const float *v,
                                      const float *udot, const float *ubar, const float *wbar, float *g);
 
+/** fp = df/dtheta and lp = d/dtheta (J_x f v + J_u f udot) at (x, u, theta), n x P row-major each (per second and
+ * per second squared per unit of theta), the tangent v (n) and the input rates udot (nu; NULL when nu is 0) held
+ * fixed: the known model's part of the jet residuals' Jacobian in theta (torch_ude/physical.py), read by the
+ * end-of-run refit and the standard errors (tu_trainer_refit, tu_trainer_standard_errors). */
+typedef void (*tu_plant_sensitivity_fn)(const float *x, const float *u, const float *theta, const float *v,
+                                        const float *udot, float *fp, float *lp);
+
 /** f*(x) of the true plant the firmware simulates (support/tu_eval.c), n -> n. */
 typedef void (*tu_plant_truth_fn)(const float *x, float *f);
 

@@ -277,4 +277,32 @@ tu_status tu_trainer_report(const tu_trainer *self, tu_report *out);
  * TU_ERR_CONFIG in a build without TU_ENVELOPE (it records no span). */
 tu_status tu_trainer_span(const tu_trainer *self, float *low, float *high, int n);
 
+#if TU_PHYSICAL
+/** What tu_trainer_refit did: |r|^2 per jet of the scaled jet residuals (the jet loss summed over the reservoir's
+ * jets, over their count) before and after, the passes over the reservoir and whether it stopped converged. */
+typedef struct {
+    float loss_before, loss_after;
+    int32_t evaluations;
+    int32_t converged;  /**< 1: a relative decrease below 1e-6, a step below 1e-6, or no lower |r|^2 found */
+} tu_refit_report;
+
+/** The end-of-run refit of the trained physical parameters (torch_ude.physical.refit_physical_parameters): theta of
+ * the exported weights (the EMA; the raw weights before the first update or without TU_EMA) is moved, within its
+ * bounds, to the minimum of the jet loss over all the reservoir's jets, the network held at its weights (zero in a
+ * physics-alone run, physics_first 1: the case the Python trainer refits), by a projected Levenberg-Marquardt
+ * iteration on J^T J, J^T r (at most max_evaluations >= 1 passes over the reservoir, the first at the start; a
+ * configuration's refit_evaluations is the generator's choice). Float32 throughout. The update's gradient buffer is
+ * its scratch, so call it after the run's last update. TU_ERR_CONFIG for a configuration without physical
+ * parameters, TU_ERR_NOT_READY before calibration or with an empty reservoir, TU_ERR_ARGUMENT for max_evaluations <
+ * 1, TU_SKIPPED (theta left at the last finite point) for a non-finite loss. */
+tu_status tu_trainer_refit(tu_trainer *self, int max_evaluations, tu_refit_report *out);
+
+/** The Gauss-Newton standard errors of theta (torch_ude.physical.physical_report, in theta's units: times the span
+ * s of each parameter for its own units) at the exported weights, over all the reservoir's jets: se[k] = sqrt(s^2
+ * (J^T J)^-1_kk), s^2 = |r|^2 / (R - P), R the residual rows (jets times n, times 2 with the second-order term);
+ * NaN where J^T J is not positive definite in float32. Conditional on the network, as in Python. Errors as
+ * tu_trainer_refit's, and TU_ERR_ARGUMENT unless n == num_physical. The gradient buffer is its scratch. */
+tu_status tu_trainer_standard_errors(tu_trainer *self, float *se, int n);
+#endif
+
 #endif /* TU_TRAINER_H */

@@ -141,6 +141,49 @@ static void tu_physical_accumulate(const tu_field *field, const float *x, const 
 }
 #endif
 
+#if TU_PHYSICAL
+void tu_jet_physical_rows(const tu_field *field, const tu_jet_loss *loss, const float *x, const float *u,
+                          const float *udot, float *rows)
+{
+    const tu_config *cfg = field->config;
+    const int n = cfg->n, nu = cfg->nu, p = cfg->num_physical;
+    const float r1w = sqrtf(loss->lambda1), r2w = loss->lambda2 > 0.0f ? sqrtf(loss->lambda2) : 0.0f;
+    tu_mlp_acts acts;
+    tu_mlp_tangents tan;
+    float z[TU_NET_IN_MAX], value[TU_N_MAX], col[TU_N_MAX], dz[TU_NET_IN_MAX], held[TU_NU_MAX + 1] = {0.0f};
+    float jac[TU_N_MAX][TU_N_MAX], ju[TU_N_MAX * TU_NU_MAX + 1];
+    float fp[TU_N_MAX * TU_PHYSICAL_MAX], lp[TU_N_MAX * TU_PHYSICAL_MAX];
+    int i, j, k;
+    tu_net_input(n, nu, field, x, u, z);
+    tu_mlp_forward(cfg, field->params, z, &acts);
+    tu_known_jacobians(cfg, field->params, x, u, value, &jac[0][0], ju);
+    for (i = 0; i < n; ++i) {
+        value[i] += field->out_scale[i] * acts.out[i];
+    }
+    cfg->sensitivity(x, u, field->params + cfg->num_params, value, udot, fp, lp);
+    for (k = 0; k < p; ++k) {
+        for (i = 0; i < n; ++i) {
+            col[i] = fp[i * p + k];
+        }
+        /* the network's tangent along the state direction col, the inputs held (their rates zero) */
+        if (TU_INPUT_MAP && cfg->input_map) {
+            tu_map_tangent(cfg, field->in_scale, z, col, held, dz);
+        } else {
+            tu_net_input(n, nu, field, col, held, dz);
+        }
+        tu_mlp_jvp(cfg, field->params, &acts, dz, &tan);
+        for (i = 0; i < n; ++i) {
+            float jf = field->out_scale[i] * tan.out[i];
+            for (j = 0; j < n; ++j) {
+                jf += jac[i][j] * col[j];
+            }
+            rows[i * p + k] = -r1w * col[i] / loss->s1[i];
+            rows[(n + i) * p + k] = r2w > 0.0f ? -r2w * (lp[i * p + k] + jf) / loss->s2[i] : 0.0f;
+        }
+    }
+}
+#endif
+
 /* The body of tu_jet_accumulate for n states and nu inputs. */
 TU_KERNEL void tu_accumulate(int n, int nu, const tu_field *field, const tu_jet_loss *loss, int batch, const float *x,
                              const float *xdot, const float *xddot, const float *u, const float *udot, int report_r2,

@@ -112,7 +112,7 @@ static int tu_config_fields_valid(const tu_config *c)
 {
     int k;
     if (c->num_physical < 0 || c->num_physical > TU_PHYSICAL_MAX
-        || c->num_params + c->num_physical > TU_WEIGHTS_MAX || c->physics_updates < 0) {
+        || c->num_params + c->num_physical > TU_WEIGHTS_MAX || c->physics_updates < 0 || c->refit_evaluations < 0) {
         return 0;
     }
     if (c->num_physical > 0) {
@@ -121,7 +121,7 @@ static int tu_config_fields_valid(const tu_config *c)
                 return 0;
             }
         }
-        return c->field_p != NULL && c->jacobians_p != NULL && c->physical != NULL;
+        return c->field_p != NULL && c->jacobians_p != NULL && c->physical != NULL && c->sensitivity != NULL;
     }
     return c->field != NULL && c->jacobians != NULL;
 }

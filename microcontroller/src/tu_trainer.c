@@ -984,3 +984,293 @@ tu_status tu_trainer_span(const tu_trainer *self, float *low, float *high, int n
     return TU_ERR_CONFIG;
 #endif
 }
+
+#if TU_PHYSICAL
+/* The end-of-run refit and the standard errors of trained physical parameters (torch_ude/physical.py), on the
+ * weights a run exports: the EMA (the raw weights before the first update or without TU_EMA), theta in its tail. */
+static float *tu_exported(tu_trainer *self)
+{
+    return TU_CFG(self)->ema && self->adam_step > 0 ? self->ema : self->params;
+}
+
+/* One pass over the reservoir's fill jets at the exported weights with theta = `theta`, written into them: the
+ * sum of squares |r|^2 of the scaled residuals r = (sqrt(lambda1) r1, sqrt(lambda2) r2) (*cost), g = J^T r (P)
+ * and H = J^T J (P x P, row-major), J = dr/dtheta. |r|^2 and g come from the update's own jet loss and gradient
+ * over all jets (tu_jet_accumulate with batch = fill: its theta part is (2 / fill) J^T r; the network's part lands
+ * in self->grad, the update's scratch, and is not used), H from tu_jet_physical_rows. Float32 sums. */
+static void tu_physical_pass(tu_trainer *self, const float *theta, float *cost, float *g, float *h)
+{
+    const tu_config *cfg = TU_CFG(self);
+    const int n = cfg->n, p = cfg->num_physical, fill = tu_fill(self);
+    const int xddot_row = cfg->jet_rows == 3 ? 2 * TU_CH_MAX : TU_CH_MAX, u_row = cfg->nu > 0 ? n : -1;
+    float *w = tu_exported(self);
+    float sq1 = 0.0f, sq2 = 0.0f, scale[TU_CH_MAX], rows[2 * TU_N_MAX * TU_PHYSICAL_MAX];
+    tu_field field;
+    tu_jet_loss loss;
+    int b, i, j, k;
+    memcpy(w + cfg->num_params, theta, (size_t)p * sizeof(float));
+    for (k = 0; k < n; ++k) {
+        loss.s1[k] = self->cal.s1[k];
+        loss.s2[k] = self->cal.s2[k];
+    }
+    loss.lambda1 = cfg->lambda1;
+    loss.lambda2 = self->cal.lambda2;
+    field.config = cfg;
+    field.params = w;
+    field.in_scale = self->in_scale;
+    field.out_scale = self->out_scale;
+    memcpy(scale, self->cal.x_rms, sizeof scale);
+    memset(self->grad, 0, sizeof self->grad);
+    memset(h, 0, (size_t)(p * p) * sizeof(float));
+    for (b = 0; b < fill; ++b) {
+        float buffer[TU_JET_ROWS_MAX][TU_CH_MAX];
+        const float *jet = tu_reservoir_load(self, (uint32_t)b, scale, buffer);
+        const float *u = u_row >= 0 ? jet + u_row : NULL, *udot = u_row >= 0 ? jet + TU_CH_MAX + u_row : NULL;
+        tu_jet_accumulate(&field, &loss, fill, jet, jet + TU_CH_MAX, jet + xddot_row, u, udot, 0, self->grad, &sq1,
+                          &sq2);
+        tu_jet_physical_rows(&field, &loss, jet, u, udot, rows);
+        for (i = 0; i < 2 * n; ++i) {
+            for (j = 0; j < p; ++j) {
+                for (k = 0; k <= j; ++k) {
+                    h[j * p + k] += rows[i * p + j] * rows[i * p + k];
+                }
+            }
+        }
+    }
+    for (j = 0; j < p; ++j) {
+        for (k = 0; k < j; ++k) {
+            h[k * p + j] = h[j * p + k];
+        }
+        g[j] = 0.5f * (float)fill * self->grad[cfg->num_params + j];
+    }
+    *cost = loss.lambda1 * sq1 + (loss.lambda2 > 0.0f ? loss.lambda2 * sq2 : 0.0f);
+}
+
+/* Solve a x = b in place (b becomes x) for the symmetric p x p matrix a, scaled to unit diagonal first (Jacobi:
+ * the parameters' units drop out of its condition), by Cholesky; a is overwritten. 0 when a is not positive
+ * definite in float32 (a zero or non-finite diagonal, a non-positive pivot). */
+static int tu_spd_solve(float *a, float *b, int p)
+{
+    float d[TU_PHYSICAL_MAX];
+    int i, j, k;
+    for (i = 0; i < p; ++i) {
+        if (!(a[i * p + i] > 0.0f) || !tu_finite(a[i * p + i])) {
+            return 0;
+        }
+        d[i] = 1.0f / sqrtf(a[i * p + i]);
+    }
+    for (i = 0; i < p; ++i) {
+        for (j = 0; j < p; ++j) {
+            a[i * p + j] *= d[i] * d[j];
+        }
+        b[i] *= d[i];
+    }
+    for (j = 0; j < p; ++j) {  /* a = L L^T, L in the lower triangle */
+        float s = a[j * p + j];
+        for (k = 0; k < j; ++k) {
+            s -= a[j * p + k] * a[j * p + k];
+        }
+        if (!(s > 0.0f)) {
+            return 0;
+        }
+        a[j * p + j] = sqrtf(s);
+        for (i = j + 1; i < p; ++i) {
+            float t = a[i * p + j];
+            for (k = 0; k < j; ++k) {
+                t -= a[i * p + k] * a[j * p + k];
+            }
+            a[i * p + j] = t / a[j * p + j];
+        }
+    }
+    for (i = 0; i < p; ++i) {  /* L y = b */
+        for (k = 0; k < i; ++k) {
+            b[i] -= a[i * p + k] * b[k];
+        }
+        b[i] /= a[i * p + i];
+    }
+    for (i = p - 1; i >= 0; --i) {  /* L^T x = y */
+        for (k = i + 1; k < p; ++k) {
+            b[i] -= a[k * p + i] * b[k];
+        }
+        b[i] /= a[i * p + i];
+    }
+    for (i = 0; i < p; ++i) {
+        b[i] *= d[i];
+    }
+    return 1;
+}
+
+/* The checks the refit and the standard errors share: an instance that trains physical parameters, calibrated,
+ * with jets in its reservoir. */
+static tu_status tu_physical_ready(const tu_trainer *self)
+{
+    const tu_status st = tu_check(self);
+    if (st != TU_OK) {
+        return st;
+    }
+    if (self->calibrated < 0) {
+        return (tu_status)self->calibrated;
+    }
+    if (TU_CFG(self)->num_physical == 0) {
+        return TU_ERR_CONFIG;
+    }
+    return self->calibrated == 1 && tu_fill(self) > 0 ? TU_OK : TU_ERR_NOT_READY;
+}
+
+/* The projected damped Gauss-Newton step d of tu_trainer_refit: (H + mu diag H) d = -g on the free parameters; a
+ * parameter at a bound that the descent direction -g pushes out of it is held (d = 0), and one whose step crosses
+ * its bound is held at the bound (its displacement moved to the right side) and the others solved again, at most P
+ * times: the damped model's minimiser on the face of the box the step ends on. 0 when the damped matrix is not
+ * positive definite in float32. */
+static int tu_refit_step(const tu_config *cfg, const float *theta, const float *g, const float *h, float mu,
+                         float *step)
+{
+    const int p = cfg->num_physical;
+    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], held[TU_PHYSICAL_MAX] = {0.0f};
+    int fixed[TU_PHYSICAL_MAX] = {0}, i, k, round, crossed = 1;
+    for (k = 0; k < p; ++k) {
+        fixed[k] = (theta[k] <= cfg->theta_low[k] && g[k] > 0.0f) || (theta[k] >= cfg->theta_high[k] && g[k] < 0.0f);
+    }
+    for (round = 0; round <= p && crossed; ++round) {
+        for (i = 0; i < p; ++i) {
+            step[i] = fixed[i] ? held[i] : -g[i];
+            for (k = 0; k < p; ++k) {
+                a[i * p + k] = !fixed[i] && !fixed[k] ? h[i * p + k] * (i == k ? 1.0f + mu : 1.0f) : (float)(i == k);
+                step[i] -= !fixed[i] && fixed[k] ? h[i * p + k] * held[k] : 0.0f;
+            }
+        }
+        if (!tu_spd_solve(a, step, p)) {
+            return 0;
+        }
+        crossed = 0;
+        for (k = 0; k < p; ++k) {
+            const float t = theta[k] + step[k];
+            if (!fixed[k] && (t < cfg->theta_low[k] || t > cfg->theta_high[k])) {
+                fixed[k] = crossed = 1;
+                held[k] = (t < cfg->theta_low[k] ? cfg->theta_low[k] : cfg->theta_high[k]) - theta[k];
+            }
+        }
+    }
+    return 1;
+}
+
+#define TU_REFIT_RTOL 1e-6f   /* stop when a pass lowers |r|^2 by less than this share (float32: ~8 ulp) */
+#define TU_REFIT_PREDICTED 1e-9f /* or the Gauss-Newton model promises less than this share (g and H are accurate far
+                                    below the float32 rounding of |r|^2 itself) */
+#define TU_REFIT_STEP 1e-6f   /* or the projected step moves theta by less than this (relative, 1 + |theta|) */
+#define TU_REFIT_MU_MAX 1e10f /* or the damping grows past this without a lower |r|^2 */
+
+tu_status tu_trainer_refit(tu_trainer *self, int max_evaluations, tu_refit_report *out)
+{
+    const tu_status st = tu_physical_ready(self);
+    const tu_config *cfg;
+    float theta[TU_PHYSICAL_MAX], trial[TU_PHYSICAL_MAX], g[TU_PHYSICAL_MAX], g2[TU_PHYSICAL_MAX];
+    float h[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], h2[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX];
+    float step[TU_PHYSICAL_MAX];
+    float cost, cost2, mu = 1e-3f;
+    int p, i, k, evaluations = 1, converged = 0;
+    if (st != TU_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return TU_ERR_NULL;
+    }
+    if (max_evaluations < 1) {
+        return TU_ERR_ARGUMENT;
+    }
+    cfg = TU_CFG(self);
+    p = cfg->num_physical;
+    for (k = 0; k < p; ++k) {
+        const float t = tu_exported(self)[cfg->num_params + k];
+        theta[k] = t < cfg->theta_low[k] ? cfg->theta_low[k] : t > cfg->theta_high[k] ? cfg->theta_high[k] : t;
+    }
+    tu_physical_pass(self, theta, &cost, g, h);
+    out->loss_before = cost / (float)tu_fill(self);
+    while (evaluations < max_evaluations && tu_finite(cost)) {
+        float moved = 0.0f, predicted = 0.0f;
+        if (!tu_refit_step(cfg, theta, g, h, mu, step)) {
+            mu *= 10.0f;
+            if (mu > TU_REFIT_MU_MAX) {
+                break;
+            }
+            continue;
+        }
+        for (i = 0; i < p; ++i) {  /* the Gauss-Newton model's decrease of |r|^2: -(2 g.d + d.H d) */
+            float hd = 0.0f;
+            for (k = 0; k < p; ++k) {
+                hd += h[i * p + k] * step[k];
+            }
+            predicted -= step[i] * (2.0f * g[i] + hd);
+        }
+        if (!(predicted > TU_REFIT_PREDICTED * cost)) {  /* the model promises nothing more */
+            converged = 1;
+            break;
+        }
+        for (k = 0; k < p; ++k) {  /* projected onto the bounds */
+            const float t = theta[k] + step[k];
+            trial[k] = t < cfg->theta_low[k] ? cfg->theta_low[k] : t > cfg->theta_high[k] ? cfg->theta_high[k] : t;
+            moved = fmaxf(moved, fabsf(trial[k] - theta[k]) / (1.0f + fabsf(theta[k])));
+        }
+        if (moved <= TU_REFIT_STEP) {
+            converged = 1;
+            break;
+        }
+        tu_physical_pass(self, trial, &cost2, g2, h2);
+        ++evaluations;
+        if (cost2 < cost) {  /* accepted: less damping */
+            const int small = cost - cost2 <= TU_REFIT_RTOL * cost;
+            memcpy(theta, trial, sizeof theta);
+            memcpy(g, g2, sizeof g);
+            memcpy(h, h2, sizeof h);
+            cost = cost2;
+            mu = fmaxf(mu * 0.1f, 1e-7f);
+            if (small) {
+                converged = 1;
+                break;
+            }
+        } else {
+            mu *= 10.0f;
+            if (mu > TU_REFIT_MU_MAX) {
+                converged = 1;  /* no step lowers |r|^2 at float32 precision: a minimum within the bounds */
+                break;
+            }
+        }
+    }
+    memcpy(tu_exported(self) + cfg->num_params, theta, (size_t)p * sizeof(float));
+    out->loss_after = cost / (float)tu_fill(self);
+    out->evaluations = evaluations;
+    out->converged = converged;
+    return tu_finite(cost) ? TU_OK : TU_SKIPPED;
+}
+
+tu_status tu_trainer_standard_errors(tu_trainer *self, float *se, int n)
+{
+    const tu_status st = tu_physical_ready(self);
+    const tu_config *cfg;
+    float theta[TU_PHYSICAL_MAX], g[TU_PHYSICAL_MAX], h[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX];
+    float a[TU_PHYSICAL_MAX * TU_PHYSICAL_MAX], cost, s2;
+    int64_t rows;
+    int k;
+    if (st != TU_OK) {
+        return st;
+    }
+    if (se == NULL) {
+        return TU_ERR_NULL;
+    }
+    cfg = TU_CFG(self);
+    if (n != cfg->num_physical) {
+        return TU_ERR_ARGUMENT;
+    }
+    memcpy(theta, tu_exported(self) + cfg->num_params, (size_t)n * sizeof(float));
+    tu_physical_pass(self, theta, &cost, g, h);
+    rows = (int64_t)tu_fill(self) * cfg->n * (self->cal.lambda2 > 0.0f ? 2 : 1);
+    s2 = cost / (float)(rows - n > 1 ? rows - n : 1);
+    for (k = 0; k < n; ++k) {  /* diag (H^-1): column k of H^-1 by a solve, its k-th entry */
+        float e[TU_PHYSICAL_MAX] = {0.0f};
+        e[k] = 1.0f;
+        memcpy(a, h, sizeof a);
+        se[k] = tu_spd_solve(a, e, n) ? sqrtf(fmaxf(e[k], 0.0f) * s2) : NAN;
+    }
+    return TU_OK;
+}
+#endif

@@ -1,4 +1,5 @@
 /* Stream and result files (see tu_stream_file.h). */
+#include <math.h>
 #include <string.h>
 
 #include "tu_stream_file.h"
@@ -127,3 +128,29 @@ int tu_result_file_write(const char *path, const tu_trainer *trainer)
 #endif
     return fclose(f) == 0 && ok ? 0 : -1;
 }
+
+#if TU_PHYSICAL
+int tu_result_file_append_physical(const char *path, tu_trainer *trainer, const tu_refit_report *refit)
+{
+    static const char tag[4] = {'P', 'H', 'Y', 'S'};
+    const tu_config *cfg = tu_trainer_config(trainer);
+    const tu_refit_report none = {NAN, NAN, 0, 0};
+    const tu_refit_report *r = refit != NULL ? refit : &none;
+    const uint32_t p = cfg != NULL ? (uint32_t)cfg->num_physical : 0u;
+    float se[TU_PHYSICAL_MAX];
+    FILE *f;
+    int ok;
+    if (p == 0u || tu_trainer_standard_errors(trainer, se, (int)p) != TU_OK) {
+        return -1;
+    }
+    f = fopen(path, "ab");
+    if (f == NULL) {
+        return -1;
+    }
+    ok = fwrite(tag, 1, sizeof tag, f) == sizeof tag && fwrite(&p, sizeof p, 1, f) == 1
+         && fwrite(se, sizeof(float), p, f) == p && fwrite(&r->loss_before, sizeof(float), 1, f) == 1
+         && fwrite(&r->loss_after, sizeof(float), 1, f) == 1 && fwrite(&r->evaluations, sizeof(int32_t), 1, f) == 1
+         && fwrite(&r->converged, sizeof(int32_t), 1, f) == 1;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+#endif

@@ -41,4 +41,12 @@ void tu_stream_file_close(tu_stream_file *self);
  * the report of a trainer; 0 on success. */
 int tu_result_file_write(const char *path, const tu_trainer *trainer);
 
+#if TU_PHYSICAL
+/** Append to a result file the trained physical parameters' block (microcontroller/files.py read_physical): "PHYS",
+ * uint32 P, float32 standard errors[P] (tu_trainer_standard_errors, theta's units, at the exported weights), then the
+ * end-of-run refit's float32 |r|^2 per jet before and after and int32 evaluations and converged (`refit` NULL: no
+ * refit, NaN, NaN, 0, 0); 0 on success. The trainer's gradient buffer is the errors' scratch. */
+int tu_result_file_append_physical(const char *path, tu_trainer *trainer, const tu_refit_report *refit);
+#endif
+
 #endif /* TU_STREAM_FILE_H */

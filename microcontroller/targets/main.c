@@ -84,8 +84,35 @@ static void progress(const tu_trainer *t, void *context)
     *last = elapsed();
 }
 
+#if TU_PHYSICAL
+/* The end-of-run refit of a physics-alone run (the configuration's refit_evaluations > 0, where the Python trainer
+ * refits), its cost printed in the timer's unit: 1 refitted, 0 no refit, -1 an error. */
+static int refit_physics(tu_refit_report *refit)
+{
+    const int evaluations = tu_trainer_config(&trainer)->refit_evaluations;
+    uint64_t start;
+    tu_status st;
+    if (tu_trainer_config(&trainer)->num_physical == 0 || evaluations == 0) {
+        return 0;
+    }
+    start = elapsed();
+    st = tu_trainer_refit(&trainer, evaluations, refit);
+    printf("refit: %s, %d evaluations, converged %d, |r|^2 per jet %.6g -> %.6g, %llu %s\n", tu_status_string(st),
+           (int)refit->evaluations, (int)refit->converged, (double)refit->loss_before, (double)refit->loss_after,
+           (unsigned long long)(elapsed() - start), elapsed_unit());
+    return st == TU_OK ? 1 : -1;
+}
+#endif
+
 static int finish(const char *result_path)
 {
+#if TU_PHYSICAL
+    tu_refit_report refit;
+    const int refitted = refit_physics(&refit);
+    if (refitted < 0) {
+        return 2;
+    }
+#endif
     print_report("done");
 #if TU_SIM_PENDULUM
     printf("c_hat %.4f\n", (double)tu_pendulum_damping(&trainer));
@@ -94,6 +121,13 @@ static int finish(const char *result_path)
         printf("error: could not write the result file %s\n", result_path);
         return 2;
     }
+#if TU_PHYSICAL  /* the standard errors (and the refit's report) after the weights */
+    if (tu_trainer_config(&trainer)->num_physical > 0
+        && tu_result_file_append_physical(result_path, &trainer, refitted ? &refit : NULL) != 0) {
+        printf("error: could not append the physical parameters to %s\n", result_path);
+        return 2;
+    }
+#endif
     printf("wrote %s\n", result_path);
     return 0;
 }

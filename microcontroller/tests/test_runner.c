@@ -813,6 +813,51 @@ static int test_configurations_are_checked(void)
     return 1;
 }
 
+#if TU_PHYSICAL
+/* Float32 against float64 on the same jets: J^T J and |r|^2 are sums of ~10^3 float32 products (relative error
+ * ~sqrt(R) eps ~ 1e-6), the errors' (J^T J)^-1 diagonal adds cond(Jacobi-scaled J^T J) ulp; the refit's theta is
+ * the zero of a float32 J^T r, off scipy's by ~eps |J| |r| / lambda_min(J^T J). Seen: 9.3e-7 relative (errors) and
+ * 1.5e-7 (theta, in units of half its bounds' width); the tolerances leave 100x and 67x. */
+#ifndef TU_PHYS_SE_RTOL
+#define TU_PHYS_SE_RTOL 1e-4f
+#endif
+#ifndef TU_PHYS_THETA_ATOL
+#define TU_PHYS_THETA_ATOL 1e-5f
+#endif
+
+/* The Gauss-Newton standard errors and the end-of-run refit of theta on the trained instance's reservoir against
+ * the float64 Python ones on the reference's identical reservoir (microcontroller.golden.physical_fit), and their
+ * argument checks. Runs after test_whole_run. */
+static int test_physical_fit(void)
+{
+    static tu_trainer t;
+    static float w[TU_NUM_WEIGHTS];
+    float se[TU_NUM_PHYSICAL], loss[2];
+    tu_refit_report rep;
+    EXPECT(tu_trainer_init(&t, TU_DEFAULT_CONFIG, 1) == TU_OK, "init");
+    EXPECT(tu_trainer_refit(&t, 50, &rep) == TU_ERR_NOT_READY, "refit before calibration");
+    EXPECT(tu_trainer_standard_errors(&t, se, TU_NUM_PHYSICAL) == TU_ERR_NOT_READY, "errors before calibration");
+    memcpy(&t, &trained, sizeof t);
+    EXPECT(tu_trainer_standard_errors(&t, se, TU_NUM_PHYSICAL - 1) == TU_ERR_ARGUMENT, "errors of a wrong count");
+    EXPECT(tu_trainer_standard_errors(&t, NULL, TU_NUM_PHYSICAL) == TU_ERR_NULL, "errors into NULL");
+    EXPECT(tu_trainer_refit(&t, 0, &rep) == TU_ERR_ARGUMENT, "refit of no evaluation");
+    EXPECT(tu_trainer_refit(&t, 50, NULL) == TU_ERR_NULL, "refit into NULL");
+    EXPECT(tu_trainer_standard_errors(&t, se, TU_NUM_PHYSICAL) == TU_OK, "standard errors");
+    EXPECT(near("standard errors", se, tu_golden("phys_se").f, TU_NUM_PHYSICAL, TU_PHYS_SE_RTOL, 0.0f), "errors");
+    EXPECT(TU_DEFAULT_CONFIG->refit_evaluations == (int)tu_golden("phys_evaluations").q[0], "refit_evaluations %d",
+           TU_DEFAULT_CONFIG->refit_evaluations);
+    EXPECT(tu_trainer_refit(&t, 50, &rep) == TU_OK && rep.converged, "refit: %d evaluations, converged %d",
+           (int)rep.evaluations, (int)rep.converged);
+    printf("  refit: %d evaluations, |r|^2 per jet %.9g -> %.9g\n", (int)rep.evaluations, (double)rep.loss_before,
+           (double)rep.loss_after);
+    EXPECT(tu_trainer_weights(&t, 1, w, TU_NUM_WEIGHTS) == TU_OK, "weights");
+    loss[0] = rep.loss_before;
+    loss[1] = rep.loss_after;
+    return near("refit theta", w + TU_NUM_PARAMS, tu_golden("phys_theta").f, TU_NUM_PHYSICAL, 0.0f, TU_PHYS_THETA_ATOL)
+           && near("refit loss", loss, tu_golden("phys_loss").f, 2, 1e-4f, 0.0f);
+}
+#endif
+
 static int passed, failed;
 
 static void run(const char *name, int (*test)(void))
@@ -854,6 +899,9 @@ int main(int argc, char **argv)
     run("failed_calibration_stops", test_a_failed_calibration_stops_with_its_cause);
     run("damaged_checkpoints", test_damaged_checkpoints_are_refused);
     run("configurations_checked", test_configurations_are_checked);
+#if TU_PHYSICAL
+    run("physical_fit", test_physical_fit);
+#endif
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

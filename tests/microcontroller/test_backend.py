@@ -109,6 +109,29 @@ def test_a_c_run_on_a_log_exports_the_envelope_of_the_span_it_recorded(tmp_path)
     assert sidecar["envelope"]["margin"] == metrics["envelope"]["margin"]
 
 
+def test_a_physics_alone_c_run_exports_its_refitted_parameters(tmp_path):
+    # issue 32, item 2: physics_first 1 and the default physics_refit: the run ends with tu_trainer_refit on the
+    # reservoir, as the Python trainer ends with refit_physical_parameters; field.json carries the refitted values
+    config, _ = forced_log(tmp_path, 12.0)
+    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
+              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false", "--model.physics_first", "1",
+              "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
+    cli = main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule",
+                *device, "--trainer.max_steps", "100", "--trainer.enable_progress_bar", "false",
+                "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
+                str(tmp_path / "run")])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    refit = metrics["physics_refit"]
+    assert refit["converged"] and refit["loss_after"] < refit["loss_before"]  # 100 updates leave room to refit
+    assert np.isfinite(refit["held_out_before"]) and np.isfinite(refit["held_out_after"])
+    theta = cli.model.engine.weights(ema=True)[-2:].astype(np.float64)
+    refitted = np.array([0.06259, 0.0]) + np.array([0.235, 1.0]) * theta
+    assert [refit["values_before"][k] for k in ("inertia", "offset")] != pytest.approx(refitted.tolist(), rel=1e-3)
+    known = json.loads((tmp_path / "run" / "field.json").read_text())["plant"]["init_args"]["known"]["init_args"]
+    assert [known["inertia"], known["offset"]] == pytest.approx(refitted.tolist(), rel=1e-6)
+    assert all(np.isfinite(metrics["physical_parameters"][k]["standard_error"]) for k in ("inertia", "offset"))
+
+
 def test_a_c_run_exports_the_physical_parameters_it_trained(tmp_path):
     # issue 32: the known model's inertia and torque offset trained on the device beside the residual; field.json's
     # known model carries p = p0 + s theta of the C trainer's EMA, and metrics.json lists them
@@ -130,6 +153,10 @@ def test_a_c_run_exports_the_physical_parameters_it_trained(tmp_path):
     assert [known["inertia"], known["offset"]] == pytest.approx(trained.tolist(), rel=1e-6)
     reported = metrics["physical_parameters"]
     assert [reported[k]["value"] for k in ("inertia", "offset")] == pytest.approx(trained.tolist(), rel=1e-6)
+    # the C trainer's standard errors on its reservoir, in the parameters' units (theta's times the span)
+    se = cli.model.engine.standard_errors().astype(np.float64) * spans
+    assert [reported[k]["standard_error"] for k in ("inertia", "offset")] == pytest.approx(se.tolist(), rel=1e-6)
+    assert np.all(np.isfinite(se)) and np.all(se > 0) and metrics["physics_refit"] is None
     field = cli.model.exported
     assert [field.known.values()[k] for k in ("inertia", "offset")] == pytest.approx(trained.tolist(), rel=1e-6)
     module, _ = load_field(tmp_path / "run")  # the TorchScript field computes with them

@@ -80,6 +80,14 @@ CASES = {
                                                 "--model.physics_refit", "false", "--data.known.init_args.trainable",
                                                 "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], "
                                                 "coulomb: [0.0, 1.0], offset: [-1.0, 1.0]}"], 12.0),
+    # the torque pendulum's physics alone (physics_first 1, the residual zero and never trained) with the end-of-run refit
+    # (physics_refit, the default) and standard errors the runner checks against the float64 Python ones
+    "torque_pendulum_physics_alone": ("forced log", [*SMALL, "--trainer.max_steps", "400", "--model.linear", "true",
+                                                     "--model.input_affine", "true", "--model.physics_first", "1",
+                                                     "--data.known.init_args.trainable",
+                                                     "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], "
+                                                     "viscous: [0.0, 0.5], coulomb: [0.0, 1.0], offset: [-1.0, 1.0]}"],
+                                      12.0),
     # the calibration record streamed again once calibrated (issue 32, item 2: its own memory), on the simulated
     # pendulum with its faults and on the recorded torque (every tick a window, as configs/dfki_pendulum.yaml)
     "pendulum_replay": ("configs/pendulum_case_a.yaml", [*SMALL, "--trainer.max_steps", "300",
@@ -124,7 +132,8 @@ def test_every_stage_and_a_whole_run_match_the_reference_under_sanitizers(case):
                           text=True, timeout=300)
     summary = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert summary, proc.stdout + proc.stderr
-    assert proc.returncode == 0 and summary.group(2) == "0" and int(summary.group(1)) == 19, proc.stdout + proc.stderr
+    runs = 19 + spec.field.physical  # (the physical_fit test where the configuration trains physical parameters)
+    assert proc.returncode == 0 and summary.group(2) == "0" and int(summary.group(1)) == runs, proc.stdout + proc.stderr
     assert "runtime error" not in proc.stderr and "Sanitizer" not in proc.stderr, proc.stderr
     assert f"sizeof(tu_trainer) = {static_bytes(spec)} bytes" in proc.stdout  # the generator knows the size
 

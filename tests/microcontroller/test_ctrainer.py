@@ -163,6 +163,20 @@ def test_trained_physical_parameters_match_the_reference_and_resume_from_a_check
     np.testing.assert_allclose(straight, ref.ema_weights, rtol=0, atol=1e-5)
 
 
+def test_the_refit_and_standard_errors_need_physical_parameters_and_jets(spec):
+    # issue 32, item 2: a trainer without physical parameters has no refit (one-line error) and no standard errors;
+    # one with them reports none before calibration and refuses to refit an empty reservoir
+    plain = CTrainer(spec)
+    with pytest.raises(ValueError, match="trains none"):
+        plain.refit(50)
+    assert plain.standard_errors() is None
+    physical = CTrainer(spec_from_config("configs/pendulum_case_a.yaml", [
+        *SMALL, "--data.system.init_args.trainable", "{damping: [0.0, 1.0]}", "--model.physics_first", "1"]))
+    assert physical.standard_errors() is None
+    with pytest.raises(RuntimeError, match="tu_trainer_refit returned -5 \\(not ready\\)"):
+        physical.refit(50)
+
+
 def test_the_binding_carries_recorded_inputs(tmp_path):
     # a plant with a recorded torque (issue 32, item 2): samples are (q, qdot, tau); the report's input
     # scales cover the three channels and load_weights gives the torque's to the field's input_scale

@@ -53,9 +53,10 @@ def test_box_averaged_taps_are_generated_with_their_tables(tmp_path):
     # issue 31's trust features the device does not learn yet are refused by name (periodic and invariant
     # states, the input map, the envelope and trainable physical parameters it learns:
     # test_the_input_map_is_generated_and_hashed, test_the_envelope_is_generated_and_hashed,
-    # test_physical_parameters_are_generated_only_where_trained): the end-of-run refit of the physics
-    (["--data.system.trainable", "{damping: [0.0, 1.0]}"], r"refit of the physical parameters .*"
-                                                            r"model.physics_refit: false"),
+    # test_physical_parameters_are_generated_only_where_trained): the refit of the physics after the residual check
+    # rejects a residual (the device refits a physics-alone run, physics_first 1)
+    (["--data.system.trainable", "{damping: [0.0, 1.0]}"], r"refit of the physical parameters after the residual "
+                                                            r"check .*model.physics_refit: false"),
 ])
 def test_impossible_settings_are_errors_at_generation_time(overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -300,8 +301,15 @@ def test_physical_parameters_are_generated_only_where_trained(tmp_path):
     assert "tu_plant_physical_0(const float *x, const float *u, const float *theta" in code
     assert ".field_p = tu_plant_field_0" in data and ".theta_low = {0.0f}, .theta_high = {2.0f}" in data
     assert f".physics_updates = {int(0.25 * spec.max_steps)}," in data
+    assert "tu_plant_sensitivity_0(const float *x, const float *u, const float *theta" in code
+    assert ".sensitivity = tu_plant_sensitivity_0" in data and ".refit_evaluations = 0," in data
     first = spec_from_config(CONFIG, [*POINT, *trained, "--model.physics_first", "0.5"])
     assert first.config_hash() != spec.config_hash() and first.state_hash() != spec.state_hash()
+    # a physics-alone run refits at its end (physics_refit, the default), which the hash covers
+    alone = spec_from_config(CONFIG, [*POINT, *trained[:2], "--model.physics_first", "1"])
+    unrefitted = spec_from_config(CONFIG, [*POINT, *trained, "--model.physics_first", "1"])
+    assert alone.config_hash() != unrefitted.config_hash()
+    assert ".refit_evaluations = 50," in write_headers(alone, tmp_path / "c")[1].read_text()
     plain = write_headers(spec_from_config(CONFIG, POINT), tmp_path / "b")
     assert not any("PHYSICAL" in p.read_text() or "theta" in p.read_text() for p in plain)
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from microcontroller.ctrainer import CTrainer
-from microcontroller.files import read_result, write_stream
+from microcontroller.files import read_physical, read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
 from microcontroller.golden import chunks, data_module, data_stream, reference_run
 from microcontroller.target import (CORTEX_M4, CPI, MHZ, RV32, build_firmware, export_result, measure_instructions,
@@ -70,6 +70,38 @@ def test_a_log_with_inputs_trains_the_host_builds_weights_on_the_emulated_core(f
     host.steps(spec.max_steps - host.report()["updates"])
     assert np.abs(host.weights(True) - ema).max() < 1e-5
     assert np.abs(host.weights(False) - raw).max() < 1e-5
+
+
+def test_a_physics_alone_run_is_refitted_and_reports_its_standard_errors_on_the_emulated_core(forced, tmp_path):
+    # issue 32, item 2: physics_first 1 with the refit: the Cortex-M4F refits theta after the replay (as the host
+    # build does, tu_trainer_refit), appends the standard errors and the refit's report to its result file, and
+    # export_result writes them into the run folder's metrics.json as a Python run reports them
+    _, folder, (y, ticks, segment) = forced
+    config, _ = forced_log(tmp_path, 12.0)
+    overrides = [*SMALL, "--model.physics_first", "1", "--model.envelope", "false",
+                 "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
+    spec = spec_from_config(config, overrides)
+    run = run_firmware(build_firmware(headers_for(spec)), ["replay", "stream.bin", "physical.bin"], cwd=folder,
+                       timeout_s=120)
+    assert run.returncode == 0 and "refit: ok, " in run.output and "converged 1" in run.output, run.output
+    ema, _, _ = read_result(folder / "physical.bin")
+    physical = read_physical(folder / "physical.bin")
+    host = CTrainer(spec)
+    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
+        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
+    host.steps(spec.max_steps - host.report()["updates"])
+    refit = host.refit(50)
+    assert physical["refit"]["evaluations"] == refit["evaluations"] and refit["loss_after"] < refit["loss_before"]
+    assert np.abs(host.weights(True) - ema).max() < 1e-5  # theta refitted as on the host
+    np.testing.assert_allclose(physical["standard_errors"], host.standard_errors(), rtol=1e-4)
+    metrics, _ = export_result(spec, folder / "physical.bin", tmp_path / "run", data=data_module(config, overrides))
+    spans = np.array([0.235, 1.0])
+    reported = [metrics["physical_parameters"][k]["standard_error"] for k in ("inertia", "offset")]
+    np.testing.assert_allclose(reported, physical["standard_errors"] * spans, rtol=1e-6)
+    assert metrics["physics_refit"]["converged"] and (tmp_path / "run" / "metrics.json").is_file()
+    (tmp_path / "cut.bin").write_bytes((folder / "physical.bin").read_bytes()[:-4])  # a truncated file: one line
+    with pytest.raises(ValueError, match="ends inside its block of 2 physical parameters"):
+        read_physical(tmp_path / "cut.bin")
 
 
 def test_a_stream_file_without_the_inputs_is_refused(forced, fpu_target):

@@ -677,13 +677,18 @@ class JetMatchingModule(L.LightningModule):
             return field, None
         refit = copy.deepcopy(field)
         report = refit_physical_parameters(refit, self.loss, *jets)
+        return refit, {**report, **self.held_out_change(field, refit)}
+
+    def held_out_change(self, before: HybridField, after: HybridField) -> dict:
+        """The held-out errors of two fields (`held_out_errors` of the data module, its own metric): ``{"metric",
+        "held_out_before", "held_out_after", "on"}``, or ``{}`` where the data module has no held-out data."""
         dm = self.trainer.datamodule
-        before = dm.held_out_errors(field) if hasattr(dm, "held_out_errors") else None
-        if before is not None:
-            metric = held_out_metric(before)
-            report.update({"metric": metric, "held_out_before": before[metric],
-                           "held_out_after": dm.held_out_errors(refit)[metric], "on": before["scored_on"]})
-        return refit, report
+        errors = dm.held_out_errors(before) if hasattr(dm, "held_out_errors") else None
+        if errors is None:
+            return {}
+        metric = held_out_metric(errors)
+        return {"metric": metric, "held_out_before": errors[metric],
+                "held_out_after": dm.held_out_errors(after)[metric], "on": errors["scored_on"]}
 
     def run_metrics(self) -> dict:
         """The keys every trainer reports in ``metrics.json``, plus stream diagnostics."""
