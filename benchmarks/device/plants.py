@@ -135,6 +135,10 @@ PLANTS = {
          "{inertia: [0.03, 0.5], mass_com: [0.05, 1.0], viscous: [0.0, 0.5], coulomb: [0.0, 1.0], "
          "offset: [-1.0, 1.0]}"],
         "../shared/data/dfki_pendulum"),
+    # the host's own config, unchanged (issue 32): calibration replay, every jet kept (B = 8192), gate factor 2, the
+    # constants alone with the end-of-run refit, the input-affine form, envelope
+    "DFKI torque pendulum, configs/dfki_pendulum.yaml": ("configs/dfki_pendulum.yaml", [],
+                                                         "../shared/data/dfki_pendulum"),
     "EMPS axis": ("configs/emps_c.yaml", [], "../shared/data/emps"),
     "user's Duffing oscillator": ("configs/pendulum_case_a_c.yaml",
                                   ["--data.system.class_path", "benchmarks.device.plants.UserDuffing"], None),
