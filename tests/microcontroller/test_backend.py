@@ -109,18 +109,23 @@ def test_a_c_run_on_a_log_exports_the_envelope_of_the_span_it_recorded(tmp_path)
     assert sidecar["envelope"]["margin"] == metrics["envelope"]["margin"]
 
 
+def _physical_c_run(tmp_path, steps: int, settings: list[str]):
+    """``torch-ude fit`` with the C backend on the forced log, the inertia and the torque offset trained."""
+    config, _ = forced_log(tmp_path, 12.0)
+    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
+              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false", *settings,
+              "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
+    cli = main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule",
+                *device, "--trainer.max_steps", str(steps), "--trainer.enable_progress_bar", "false",
+                "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
+                str(tmp_path / "run")])
+    return cli, json.loads((tmp_path / "run" / "metrics.json").read_text())
+
+
 def test_a_physics_alone_c_run_exports_its_refitted_parameters(tmp_path):
     # issue 32, item 2: physics_first 1 and the default physics_refit: the run ends with tu_trainer_refit on the
     # reservoir, as the Python trainer ends with refit_physical_parameters; field.json carries the refitted values
-    config, _ = forced_log(tmp_path, 12.0)
-    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
-              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false", "--model.physics_first", "1",
-              "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
-    cli = main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule",
-                *device, "--trainer.max_steps", "100", "--trainer.enable_progress_bar", "false",
-                "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
-                str(tmp_path / "run")])
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    cli, metrics = _physical_c_run(tmp_path, 100, ["--model.physics_first", "1"])
     refit = metrics["physics_refit"]
     assert refit["converged"] and refit["loss_after"] < refit["loss_before"]  # 100 updates leave room to refit
     assert np.isfinite(refit["held_out_before"]) and np.isfinite(refit["held_out_after"])
@@ -135,15 +140,7 @@ def test_a_physics_alone_c_run_exports_its_refitted_parameters(tmp_path):
 def test_a_c_run_exports_the_physical_parameters_it_trained(tmp_path):
     # issue 32: the known model's inertia and torque offset trained on the device beside the residual; field.json's
     # known model carries p = p0 + s theta of the C trainer's EMA, and metrics.json lists them
-    config, _ = forced_log(tmp_path, 12.0)
-    device = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s",
-              "1.0", "--model.stream.m_max", "50", "--model.envelope", "false", "--model.physics_refit", "false",
-              "--data.known.init_args.trainable", "{inertia: [0.03, 0.5], offset: [-1.0, 1.0]}"]
-    cli = main(["fit", "--config", str(config), "--model.class_path", "microcontroller.training.CJetMatchingModule",
-                *device, "--trainer.max_steps", "400", "--trainer.enable_progress_bar", "false",
-                "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.logger.init_args.save_dir",
-                str(tmp_path / "run")])
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    cli, metrics = _physical_c_run(tmp_path, 400, ["--model.physics_refit", "false"])
     assert metrics["status"] == "finished" and metrics["updates"] == 400
     theta = cli.model.engine.weights(ema=True)[-2:].astype(np.float64)
     p0, spans = np.array([0.06259, 0.0]), np.array([0.235, 1.0])
