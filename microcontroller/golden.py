@@ -34,8 +34,7 @@ from torch_ude.gate import QualityGate
 from torch_ude.jet import JetLoss
 from torch_ude.physical import physical_report, refit_physical_parameters
 from torch_ude.prng import STREAM_BATCH, Pcg32
-from torch_ude.recorded import read_log
-from torch_ude.reservoir import stored_jets
+from torch_ude.reservoir import jet_arguments, stored_jets
 from torch_ude.savgol import SavitzkyGolay
 from torch_ude.stream import StreamEstimator
 from torch_ude.training.data import StreamDataModule
@@ -349,8 +348,7 @@ def data_stream(dm) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         velocities that the Python trainer's chunks carry are derived (the device derives them).
     """
     if getattr(dm, "velocity_from_position", None) is not None:
-        logs = [read_log(path, dm.columns["time"], dm.columns["states"], dm.columns["inputs"], dm.fs, dm.max_gap,
-                         antialias=dm.antialias, file_rate=dm.file_rate) for path in dm.files]
+        logs = [dm.read_as_logged(path) for path in dm.files]
         segments = [seg for log in logs for seg in log.segments]
         return (np.concatenate(segments), np.arange(sum(len(seg) for seg in segments)),
                 np.concatenate([np.full(len(seg), k, dtype=np.int64) for k, seg in enumerate(segments)]))
@@ -387,9 +385,7 @@ def physical_fit(ref: ReferenceRun, lambda1: float) -> dict:
     field = copy.deepcopy(ref.field).to(torch.float64)
     n, d = field.n_states, torch.float64
     loss = JetLoss(cal.s1[:n].to(d), cal.s2[:n].to(d), lambda1, float(cal.lambda2))
-    jets = buffer.data[: buffer.fill].to(d)
-    args = (jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n])
-    args += (jets[:, 0, n:], jets[:, 1, n:]) if field.n_inputs else ()
+    args = jet_arguments(buffer.data[: buffer.fill].to(d), n, bool(field.n_inputs))
     report = physical_report(field, loss, *args)
     spans = field.known.spans().to(d)
     se = np.array([report[name]["standard_error"] for name in field.known.trainable_names]) / spans.numpy()

@@ -17,10 +17,18 @@ from torch import Tensor
 
 from .prng import Pcg32
 
-__all__ = ["PRECISIONS", "SampleBuffer", "stored_jets"]
+__all__ = ["PRECISIONS", "SampleBuffer", "stored_jets", "jet_arguments"]
 
 #: The storage precisions of a buffer (``stream.reservoir_precision``).
 PRECISIONS = ("float32", "float16")
+
+
+def jet_arguments(jets: Tensor, n_states: int, inputs: bool) -> tuple[Tensor, ...]:
+    """Buffered jets (W, 3, n + n_u) as the jet loss's arguments: ``(x, xdot, xddot)``, (W, n) each, and with
+    ``inputs`` also ``(u, udot)``, (W, n_u) each."""
+    n = n_states
+    x, xdot, xddot = jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n]
+    return (x, xdot, xddot, jets[:, 0, n:], jets[:, 1, n:]) if inputs else (x, xdot, xddot)
 
 
 def stored_jets(samples: Tensor, scale: Tensor) -> Tensor:

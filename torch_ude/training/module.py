@@ -20,6 +20,7 @@ from ..field import HybridField
 from ..jet import JetLoss, JetResult
 from ..physical import physical_report, refit_physical_parameters
 from ..prediction import held_out_metric
+from ..reservoir import jet_arguments
 from ..stream import StreamEstimator, StreamSettings, reject_rate
 from ..update import ExponentialAverage, apply_calibration, due_updates, flatten_parameters, jet_update, link_gradients
 from .outputs import RunOutputs, tensor_bytes
@@ -650,10 +651,7 @@ class JetMatchingModule(L.LightningModule):
         buffer = self.stream.buffer if isinstance(self.stream, StreamEstimator) else None
         if buffer is None or buffer.fill == 0:
             return None
-        jets, n = buffer.data[: buffer.fill], field.n_states
-        if field.n_inputs:
-            return jets[:, 0, :n], jets[:, 1, :n], jets[:, 2, :n], jets[:, 0, n:], jets[:, 1, n:]
-        return jets[:, 0], jets[:, 1], jets[:, 2]
+        return jet_arguments(buffer.data[: buffer.fill], field.n_states, bool(field.n_inputs))
 
     def physical_parameters(self, field: HybridField) -> dict | None:
         """The trained physical parameters of ``field`` with their standard errors on the jets the

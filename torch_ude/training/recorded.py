@@ -215,9 +215,14 @@ class RecordedDataModule(L.LightningDataModule):
         self._tick = 0
 
     def _read(self, path: str) -> RecordedLog:
-        log = read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
-                       self.max_gap, antialias=self.antialias, file_rate=self.file_rate)
+        log = self.read_as_logged(path)
         return log if self.velocity_from_position is None else with_velocities(log, self.velocity_from_position)
+
+    def read_as_logged(self, path: str) -> RecordedLog:
+        """The log at ``path`` read with this module's columns at ``fs``, before ``velocity_from_position``
+        derives any velocity (what a device with position sensors receives; float64)."""
+        return read_log(path, self.columns["time"], self.columns["states"], self.columns["inputs"], self.fs,
+                        self.max_gap, antialias=self.antialias, file_rate=self.file_rate)
 
     @property
     def seed(self) -> int:
