@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi and Lightning when called
 __all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIANTS", "PLANTS", "trainer_job",
            "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
            "jet_matching", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure",
-           "C_CASES", "speedup", "speedup_line",
+           "C_CONFIG", "C_CASES", "speedup_line",
            "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_split_arguments",
            "fit_pem", "iac_ekf_pem_row", "markdown_table", "plot_validation", "validation_source"]
 
@@ -205,84 +205,29 @@ def torque_figure(comparisons: dict[str, dict]) -> Figure:
     return fig
 
 
-# --- the C trainer: memory cases and the host speed-up
+# --- the C trainer: the paper's device config, memory cases and the host speed-up
+#: The paper's on-device run (B = 2048, 8000 updates, float32 arithmetic; the reservoir stored in float16).
+C_CONFIG = "configs/pendulum_case_a_c.yaml"
 _F32 = ["--model.stream.reservoir_precision", "float32"]  # the paper's layout (the device config stores float16)
 #: The memory table's cases: name -> (config, overrides).
 C_CASES = {
-    "single pendulum, B = 2048": ("configs/pendulum_case_a_c.yaml", _F32),
-    "single pendulum, B = 4096": ("configs/pendulum_case_a_c.yaml", [*_F32, "--model.stream.capacity", "4096"]),
+    "single pendulum, B = 2048": (C_CONFIG, _F32),
+    "single pendulum, B = 4096": (C_CONFIG, [*_F32, "--model.stream.capacity", "4096"]),
     "double pendulum, B = 2048": ("configs/double_pendulum_case_a.yaml",
                                   ["--model.stream.tap_average", "false", "--model.stream.capacity", "2048",
                                    "--model.stream.m_max", "50"]),
     # without the second-order term (lambda2 = 0, as the SNR gate sets at 1 % noise) jets need no xddot
-    "single pendulum, B = 2048, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
-                                               [*_F32, "--model.stream.lambda2", "0"]),
-    "single pendulum, B = 4096, lambda2 = 0": ("configs/pendulum_case_a_c.yaml",
-                                               [*_F32, "--model.stream.capacity", "4096", "--model.stream.lambda2",
-                                                "0"]),
+    "single pendulum, B = 2048, lambda2 = 0": (C_CONFIG, [*_F32, "--model.stream.lambda2", "0"]),
+    "single pendulum, B = 4096, lambda2 = 0": (C_CONFIG, [*_F32, "--model.stream.capacity", "4096",
+                                                          "--model.stream.lambda2", "0"]),
     # the reservoir in binary16 (model.stream.reservoir_precision, issue 32 item 4; the device config's default)
-    "single pendulum, B = 2048, float16": ("configs/pendulum_case_a_c.yaml", []),
-    "single pendulum, B = 4096, float16": ("configs/pendulum_case_a_c.yaml", ["--model.stream.capacity", "4096"]),
+    "single pendulum, B = 2048, float16": (C_CONFIG, []),
+    "single pendulum, B = 4096, float16": (C_CONFIG, ["--model.stream.capacity", "4096"]),
 }
-_C_CONFIG = "configs/pendulum_case_a_c.yaml"
-#: the Python trainer's granularity (speed only); its settings are the config's (`_python_config`)
-_PYTHON = ["--model.replay_updates", "25", "--model.chunks_per_step", "1"]
-
-
-def _python_config() -> Path:
-    """`_C_CONFIG` with the Python trainer as its model class, written to ``results/c_speed/python.yaml``.
-
-    A ``--model.class_path`` override would not do: LightningCLI then gives the new class its own
-    defaults, not the config's settings (B = 4096 and box-averaged taps instead of the device's).
-    """
-    text = Path(_C_CONFIG).read_text()
-    engine = "class_path: microcontroller.training.CJetMatchingModule"
-    if engine not in text:
-        raise RuntimeError(f"{_C_CONFIG} no longer names {engine}; update benchmarks.common._python_config.")
-    path = RESULTS / "c_speed" / "python.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.replace(engine, "class_path: torch_ude.training.JetMatchingModule"))
-    return path
-
-
-def _plant_seconds() -> float:
-    """Seconds the simulated plant takes to produce the 60 s stream alone (the data module's chunks)."""
-    from torch_ude.systems import SinglePendulum
-    from torch_ude.training.data import StreamDataModule
-
-    dm = StreamDataModule(SinglePendulum(), duration=60.0, noise=0.01, seed=0)
-    t0 = time.perf_counter()
-    while dm.live:
-        dm.next_chunk()
-    return time.perf_counter() - t0
-
-
-def speedup(repeats: int) -> dict:
-    """The whole run with the C trainer and with the Python trainer, alternating, ``repeats`` times each.
-
-    Returns:
-        ``wall_s`` (per engine, s), ``median_wall_s``, ``speedup`` (Python over C, medians), ``runs``
-        (each run's wall_s, update_ms, stream_s, e_field_visited, c_hat), ``plant_s_median`` (the
-        simulated plant alone) and ``c_updates_s_median`` (8000 C updates with their Python calls).
-    """
-    walls = {"c": [], "python": []}
-    runs = {"c": [], "python": []}
-    python = str(_python_config())
-    for k in range(repeats):
-        for engine, config, extra in (("c", _C_CONFIG, []), ("python", python, _PYTHON)):
-            m = fit_config(config, RESULTS / "c_speed" / f"{engine}-{k}", 0, extra)
-            walls[engine].append(m["wall_s"])
-            runs[engine].append({k2: m[k2] for k2 in ("wall_s", "update_ms", "stream_s", "e_field_visited", "c_hat",
-                                                      "m")})
-    plant = [_plant_seconds() for _ in range(repeats)]
-    med = {e: statistics.median(v) for e, v in walls.items()}
-    c_update = statistics.median(r["update_ms"] for r in runs["c"]) * 8000 / 1e3
-    return {"wall_s": walls, "median_wall_s": med, "speedup": med["python"] / med["c"], "runs": runs,
-            "plant_s_median": statistics.median(plant), "c_updates_s_median": c_update}
 
 
 def speedup_line(out: dict) -> str:
-    """One line of `speedup`'s result."""
+    """One line of `microcontroller.host_speed.host_speedup`'s result on `C_CONFIG`."""
     med, repeats = out["median_wall_s"], len(out["wall_s"]["c"])
     return (f"whole run, median of {repeats}: C trainer {med['c']:.2f} s, Python trainer {med['python']:.2f} s, "
             f"speed-up {out['speedup']:.1f}x; of the C run: plant {out['plant_s_median']:.2f} s, "

@@ -250,6 +250,25 @@ class CTrainer:
             self._check(status, "steps")
         return self._count.value
 
+    def replay(self, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray) -> CTrainer:
+        """A whole stream as the firmware's ``replay`` trains on it (``support/tu_replay.c``), here on the host:
+        chunk by chunk (the samples of one training tick, `microcontroller.golden.chunks`) with each chunk's due
+        updates, then updates on the reservoir up to ``spec.max_steps``. The same sources on the same stream: the
+        emulated cores train these weights to float32 rounding of the libm.
+
+        Args:
+            y, ticks, segment: the stream as `push_chunk` takes it, (k, n + n_u), (k,), (k,).
+
+        Returns:
+            This trainer, after the run (`weights`, `report`).
+        """
+        from .golden import chunks  # (golden imports the Python trainer's modules: only when a stream is replayed)
+
+        for part in chunks(ticks, round(self.spec.fs / self.spec.train_rate)):
+            self.steps(self.push_chunk(y[part], ticks[part], segment[part]))
+        self.steps(self.spec.max_steps - self.report()["updates"])
+        return self
+
     @property
     def ready(self) -> bool:
         """True once the reservoir is full (False before, and after a failed calibration).

@@ -2,22 +2,26 @@
 
 `static_bytes` is ``sizeof(tu_trainer)`` for a `DeviceSpec`, from the layout of the struct
 in ``include/tu_trainer.h`` (the same on the host and on 32-bit Arm; the tests compare it
-with the compiler's ``sizeof`` for several configurations). `check_ram` refuses a
+with the compiler's ``sizeof`` for several configurations, `member_sizes`). `check_ram` refuses a
 configuration whose trainer does not fit a target's budget, before any compiler sees it,
 and names the largest reservoir that would fit.
 """
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .build import ROOT
+from .build import ROOT, build
 
 if TYPE_CHECKING:
     from .generate import DeviceSpec
 
-__all__ = ["static_bytes", "build_maxima", "reservoir_half", "check_ram", "firmware_ram", "FIRMWARE_RESERVE",
-           "default_ram_budget", "network_parameters", "physical_count", "physical_max", "velocity_ring_max"]
+__all__ = ["static_bytes", "member_sizes", "build_maxima", "reservoir_half", "check_ram", "firmware_ram",
+           "FIRMWARE_RESERVE", "default_ram_budget", "network_parameters", "physical_count", "physical_max",
+           "velocity_ring_max"]
 
 #: Bytes of the Cortex-M4F firmware's RAM kept for everything but the trainer instance: its
 #: stack, newlib and its stream buffers (a margin chosen for them, not a measurement).
@@ -139,6 +143,24 @@ def static_bytes(spec, capacity: int | None = None) -> int:
     vel = velocity_ring_max(spec)
     velocity = 8 + vel * ch * _F32 + 4 * 4 if vel else 0         # tick, ring, head, count, segment, runs
     return _round_up(head + stream + ring + gate + union + network + span + velocity, 8)
+
+
+def member_sizes(gen: str | Path) -> dict[str, int]:
+    """The compiler's ``sizeof`` of the trainer built from the generated headers in ``gen``, member by member: the
+    host build of ``support/tu_sizes.c``, run.
+
+    Returns:
+        Bytes of ``total`` (``sizeof(tu_trainer)``, `static_bytes`), ``reservoir``, ``calibration_record`` (in the
+        reservoir's memory: a union, unless the build replays the calibration), ``weights``, ``gradient``,
+        ``adam_exp_avg``, ``adam_exp_avg_sq``, ``ema``, ``ring``, ``gate_history``, ``calibration``, ``counters``,
+        ``prng`` and ``other`` (the rest); and the build's ``capacity``, ``n``, ``params``, ``m_max`` and
+        ``gate_history_windows``.
+
+    Raises:
+        microcontroller.build.BuildError: if the program does not compile.
+    """
+    exe = build(gen, "program", [ROOT / "support" / "tu_sizes.c"])
+    return json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
 
 
 def firmware_ram() -> int:

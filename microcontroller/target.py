@@ -26,7 +26,7 @@ from pathlib import Path
 from .build import ROOT, build
 
 __all__ = ["Target", "CORTEX_M4", "RV32", "RV32IMAC", "TARGETS", "build_firmware", "run_firmware", "FirmwareRun",
-           "sizes", "export_result", "measure_instructions", "CPI", "MHZ"]
+           "sizes", "export_result", "measure_instructions", "c_hat_trace", "CPI", "MHZ"]
 
 #: Cycles per instruction and clock (MHz) the instruction counts are projected to times with (an ESP32 class core).
 CPI = (1.0, 1.5, 2.0)
@@ -129,7 +129,7 @@ class FirmwareRun:
 
 
 def run_firmware(elf: Path, args: list[str], cwd: str | Path, timeout_s: int = 300, icount: bool = False,
-                 target: Target = CORTEX_M4) -> FirmwareRun:
+                 target: Target = CORTEX_M4, check: bool = False) -> FirmwareRun:
     """Run the firmware under QEMU with semihosting.
 
     Args:
@@ -140,23 +140,37 @@ def run_firmware(elf: Path, args: list[str], cwd: str | Path, timeout_s: int = 3
         icount: count one instruction per ns of virtual time (``-icount shift=0``) and tell the
             firmware so with ``--icount``: only then does it print instruction counts.
         target: the core ``elf`` was built for.
+        check: raise on an exit status other than 0 (as `subprocess.run` does with ``check``).
 
     Returns:
         The exit status (0 done, 1 the trainer failed, 2 a bad file or usage, 3 a fault, 124
         the time limit), stdout and stderr together, and the wall time in seconds.
+
+    Raises:
+        RuntimeError: with ``check``, for an exit status other than 0 (the firmware's output in the message).
     """
     import time
 
     qemu = target.tool(target.qemu[0])
-    args = ["--icount", *args] if icount else list(args)
+    argv = ["--icount", *args] if icount else list(args)
     semi = ",".join(["enable=on", "target=native", *(["arg=app.elf"] if target.program_name_arg else []),
-                     *(f"arg={a.replace(',', ',,')}" for a in args)])
+                     *(f"arg={a.replace(',', ',,')}" for a in argv)])
     cmd = ["timeout", str(timeout_s), qemu, *target.qemu[1:], *(["-icount", "shift=0,align=off,sleep=off"] if icount
                                                                  else []),
            "-nographic", "-monitor", "none", "-serial", "none", "-semihosting-config", semi, "-kernel", str(elf)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    return FirmwareRun(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0)
+    run = FirmwareRun(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0)
+    if check and run.returncode != 0:
+        raise RuntimeError(f"the firmware's `{' '.join(args)}` on {target.name} exited with status {run.returncode}:"
+                           f"\n{run.output}")
+    return run
+
+
+def c_hat_trace(output: str) -> list[tuple[float, float]]:
+    """The damping estimate over stream time that the firmware's ``simulate RESULT SECONDS DAMPING AT EVERY``
+    prints every EVERY updates: ``[(t in s, c_hat), ...]`` in the order printed, from its output."""
+    return [(float(t), float(c)) for t, c in re.findall(r"\(t ([\d.]+) s\).*?c_hat ([\d.-]+)", output)]
 
 
 def sizes(elf: Path, target: Target = CORTEX_M4) -> dict[str, int]:

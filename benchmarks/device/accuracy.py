@@ -12,12 +12,12 @@ import argparse
 from pathlib import Path
 
 from torch_ude.cli import fit_config
-from benchmarks.common import C_CASES, RESULTS, save, summarize
+from benchmarks.common import C_CASES, C_CONFIG, RESULTS, save, summarize
 
 C_MODULE = "microcontroller.training.CJetMatchingModule"
 PY_MODULE = "torch_ude.training.JetMatchingModule"
 EXPERIMENTS = {
-    "single": ("configs/pendulum_case_a_c.yaml", [], (0, 1, 2)),
+    "single": (C_CONFIG, [], (0, 1, 2)),
     "double": (*C_CASES["double pendulum, B = 2048"], (0, 1, 2, 3)),
 }
 

@@ -35,28 +35,25 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from microcontroller.ctrainer import CTrainer
-from microcontroller.files import read_result, write_stream
+from microcontroller.device_replay import replay_simulated
+from microcontroller.files import write_stream
 from microcontroller.generate import headers_for, spec_from_config, spec_from_run
-from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import (CORTEX_M4, RV32IMAC, TARGETS, Target, build_firmware, export_result,
-                                    measure_instructions, run_firmware,
-                                    sizes)
+from microcontroller.golden import golden_stream
+from microcontroller.target import (CORTEX_M4, RV32IMAC, TARGETS, Target, build_firmware, c_hat_trace, export_result,
+                                    measure_instructions, run_firmware, sizes)
 from torch_ude.cli import fit_config
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.data import StreamDataModule
 from torch_ude.training.outputs import to_jsonable
 
-from benchmarks.common import RESULTS, save
+from benchmarks.common import C_CONFIG, RESULTS, save
 
-CONFIG = "configs/pendulum_case_a_c.yaml"
 ADAPT = "configs/pendulum_case_a_adapt_c.yaml"
 
 
@@ -69,38 +66,20 @@ def replay(folder: Path, seed: int, target: Target = CORTEX_M4, precision: str |
     """One replay on the emulated core with run seed ``seed`` (stream, initial weights and PCG32
     draws, compiled into its firmware), scored and compared with the host build; ``precision``: the
     reservoir's storage (None: the config's)."""
-    spec = spec_from_config(CONFIG, ["--seed_everything", str(seed), *_precision(precision)])
+    spec = spec_from_config(C_CONFIG, ["--seed_everything", str(seed), *_precision(precision)])
     elf = build_firmware(headers_for(spec), target=target)
     y, ticks, segment = golden_stream(spec, 60.0, spec.noise)
     write_stream(folder / f"stream-seed{seed}.bin", y, ticks, segment)
     name = f"seed{seed}" + ("" if target is CORTEX_M4 else f"-{target.name}") + ("" if precision is None else
                                                                                   f"-{precision}")
-    t0 = time.perf_counter()
-    run = run_firmware(elf, ["replay", f"stream-seed{seed}.bin", f"result-{name}.bin"], cwd=folder, timeout_s=600,
-                       target=target)
-    if run.returncode != 0:
-        raise RuntimeError(f"the replay of seed {seed} on {target.name} failed:\n{run.output}")
-    dm = StreamDataModule(spec.system, spec.case, duration=60.0, noise=spec.noise, seed=seed)
-    metrics, _ = export_result(spec, folder / f"result-{name}.bin", folder / f"replay-{name}",
-                               states=dm.evaluation_states(), extra={"seed": seed}, target=target)
-    ema, _, _ = read_result(folder / f"result-{name}.bin")
-    host = CTrainer(spec)
-    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
-        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
-    host.steps(spec.max_steps - host.report()["updates"])
-    report = metrics["report"]
-    out = {"seed": seed, "e_field": metrics["e_field"], "e_field_visited": metrics["e_field_visited"],
-           "c_hat": metrics["c_hat"], "m": report["calibration"]["m"], "updates": report["updates"],
-           "counters": report["counters"], "qemu_wall_s": round(time.perf_counter() - t0, 1),
-           "max_weight_difference_to_host": float(np.abs(host.weights(True) - ema).max())}
-    return out
+    states = StreamDataModule(spec.system, spec.case, duration=60.0, noise=spec.noise, seed=seed).evaluation_states()
+    return {"seed": seed, **replay_simulated(spec, f"stream-seed{seed}.bin", elf, folder, name, target, states=states,
+                                             extra={"seed": seed})}
 
 
 def self_contained(spec, elf, folder: Path) -> dict:
     """60 s on the firmware's own simulated pendulum."""
-    run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=600)
-    if run.returncode != 0:
-        raise RuntimeError(f"the self-contained run failed:\n{run.output}")
+    run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=600, check=True)
     metrics, _ = export_result(spec, folder / "simulate.bin")
     return {"c_hat_on_device": float(re.findall(r"c_hat ([\d.-]+)", run.output)[-1]),
             "c_hat": metrics["c_hat"], "e_field_visited": metrics["e_field_visited"], "e_field": metrics["e_field"],
@@ -110,13 +89,12 @@ def self_contained(spec, elf, folder: Path) -> dict:
 def adaptation(folder: Path) -> dict:
     """Pretrain on the host (C backend), then adapt on the device while the damping grows."""
     pretrained = RESULTS / "c_device" / "pretrained"
-    fit_config(CONFIG, pretrained, 0, reuse=True)
+    fit_config(C_CONFIG, pretrained, 0, reuse=True)
     spec = spec_from_run(pretrained, ADAPT)
     elf = build_firmware(headers_for(spec))
-    run = run_firmware(elf, ["simulate", "adapt.bin", "120", "0.55", "60", "50"], cwd=folder, timeout_s=600)
-    if run.returncode != 0:
-        raise RuntimeError(f"the adaptation run failed:\n{run.output}")
-    points = [(float(t), float(c)) for t, c in re.findall(r"\(t ([\d.]+) s\).*?c_hat ([\d.-]+)", run.output)]
+    run = run_firmware(elf, ["simulate", "adapt.bin", "120", "0.55", "60", "50"], cwd=folder, timeout_s=600,
+                       check=True)
+    points = c_hat_trace(run.output)
     after = [(t - 60.0, c) for t, c in points if t > 60.0]
     first = next((t for t, c in after if abs(c - 0.55) <= 0.02), None)
     stays = next((t for i, (t, _) in enumerate(after) if all(abs(c - 0.55) <= 0.02 for _, c in after[i:])), None)
@@ -139,7 +117,7 @@ def adaptation(folder: Path) -> dict:
 def on_target(target: Target, folder: Path) -> dict:
     """Memory, instructions (after the Cortex-M4F's seed-0 stream is written) and the seed-0
     replay on a target other than the Cortex-M4F."""
-    elf = build_firmware(headers_for(spec_from_config(CONFIG)), target=target)
+    elf = build_firmware(headers_for(spec_from_config(C_CONFIG)), target=target)
     # software floats take 35 times the instructions: a run of 1000 updates, steady state its last 500
     updates = 1000 if target is RV32IMAC else None
     return {"sizes": sizes(elf, target), "instructions": measure_instructions(elf, folder, target, updates=updates),
@@ -150,7 +128,7 @@ def precision_comparison(folder: Path, seeds: list[int], precisions: list[str]) 
     """The reservoir's storages side by side on the Cortex-M4F: memory, replays, instructions."""
     out = {}
     for precision in precisions:
-        elf = build_firmware(headers_for(spec_from_config(CONFIG, _precision(precision))))
+        elf = build_firmware(headers_for(spec_from_config(C_CONFIG, _precision(precision))))
         runs = [replay(folder, s, precision=precision) for s in seeds]
         out[precision] = {"sizes": sizes(elf), "replay": runs,
                           "instructions": measure_instructions(elf, folder, stream=f"stream-seed{seeds[0]}.bin")}
@@ -216,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     folder = RESULTS / "c_device"
     folder.mkdir(parents=True, exist_ok=True)
-    spec = spec_from_config(CONFIG)
+    spec = spec_from_config(C_CONFIG)
     elf = build_firmware(headers_for(spec))
     out = {"sizes": sizes(elf), "replay": [replay(folder, s) for s in args.seeds]}
     out["instructions"] = measure_instructions(elf, folder)

@@ -11,12 +11,10 @@ table of every member of ``tu_trainer`` and, where the Arm toolchain is installe
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import subprocess
 
-from microcontroller.build import ROOT, build
 from microcontroller.generate import headers_for, spec_from_config
+from microcontroller.memory import member_sizes
 
 from benchmarks.common import C_CASES as CASES, save
 
@@ -31,8 +29,7 @@ def measure() -> dict:
     out = {}
     for name, (config, overrides) in CASES.items():
         spec = spec_from_config(config, overrides)
-        exe = build(headers_for(spec), "program", [ROOT / "support" / "tu_sizes.c"])
-        sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+        sizes = member_sizes(headers_for(spec))
         if shutil.which("arm-none-eabi-gcc"):
             from microcontroller.target import build_firmware, sizes as elf_sizes
 

@@ -12,8 +12,8 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
   (float32, static memory, the residual with its linear term, box-averaged taps, the known model's fixed
   constants) and writes its weights, which Python exports (``field.pt``, ``field.json``, ``metrics.json``
   in ``results/c_plants/NAME/device``, a run folder ``torch-ude score`` reads) and scores on the validation log with
-  the data module's
-  prediction errors (`torch_ude.prediction`: one-step, 1 s and 5 s open-loop NRMSE). The float32 Python
+  the data module's prediction errors (`microcontroller.device_replay.replay_log`; `torch_ude.prediction`:
+  one-step, 1 s and 5 s open-loop NRMSE). The float32 Python
   trainer on the same samples with the same seed and PCG32 draws (`microcontroller.golden.reference_run`)
   and the known model alone are scored the same way; the result is the device's 1 s NRMSE over the
   Python trainer's (issue 32: within 10 %);
@@ -25,59 +25,34 @@ them; a plant whose logs are missing from ../shared/data is left out, with the r
   the 8000) and per training tick of stream work, exactly (QEMU ``-icount shift=0``; a time at 240 MHz is
   a projection: QEMU models no pipeline, cache or wait state);
 * the host speed-up (item 8): the C trainer through ctypes against today's Python trainer on the same
-  config, side by side in this run (`benchmarks.common.speedup`).
+  config, side by side in this run (`microcontroller.host_speed.host_speedup`).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from microcontroller.files import read_result, write_stream
+from microcontroller.files import write_stream
 from microcontroller.generate import headers_for, spec_from_config
-from microcontroller.golden import data_module, data_stream, physical_fit, reference_run
-from microcontroller.headers import refit_evaluations
-from microcontroller.target import build_firmware, export_result, measure_instructions, run_firmware, sizes
-from torch_ude.systems import System, VectorField
+from microcontroller.golden import data_module, data_stream
+from microcontroller.host_speed import host_speedup
+from microcontroller.device_replay import replay_log
+from microcontroller.target import build_firmware, measure_instructions, sizes
+from torch_ude.systems import DuffingField, System
 from torch_ude.training.outputs import to_jsonable
 
-from benchmarks.common import C_CASES, RESULTS, save, speedup, speedup_line
-
-
-class DuffingField(VectorField):
-    """A Duffing oscillator with a smooth Coulomb term: ``x' = v``,
-    ``v' = -delta v - alpha x - beta x^3 - mu tanh(20 v)`` (x in m, v in m/s; (N, 2) -> (N, 2))."""
-
-    n_states = 2
-
-    def __init__(self, alpha: float, beta: float, delta: float, mu: float) -> None:
-        super().__init__()
-        self.alpha, self.beta, self.delta, self.mu = alpha, beta, delta, mu
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The field at states ``x`` (N, 2)."""
-        pos, vel = x.unbind(1)
-        acc = -self.delta * vel - self.alpha * pos - self.beta * pos ** 3 - self.mu * torch.tanh(20.0 * vel)
-        return torch.stack((vel, acc), dim=1)
-
-    def jacobian(self, x: torch.Tensor) -> torch.Tensor:
-        """d field / d x at states ``x`` (N, 2) -> (N, 2, 2)."""
-        jac = x.new_zeros(x.shape[0], 2, 2)
-        jac[:, 0, 1] = 1.0
-        jac[:, 1, 0] = -self.alpha - 3.0 * self.beta * x[:, 0] ** 2
-        jac[:, 1, 1] = -self.delta - 20.0 * self.mu / torch.cosh(20.0 * x[:, 1]) ** 2
-        return jac
+from benchmarks.common import C_CASES, C_CONFIG, RESULTS, save, speedup_line
 
 
 class UserDuffing(System):
-    """A user's plant outside ``torch_ude``: `DuffingField`, whose known model lacks the damping
-    ``delta`` (the residual learns it), re-excited to random states every 2-4 s."""
+    """A user's plant outside ``torch_ude``: a Duffing oscillator with Coulomb friction
+    (`torch_ude.systems.DuffingField`), whose known model lacks the damping ``delta`` (the residual learns
+    it), re-excited to random states every 2-4 s (x in m, v in m/s)."""
 
     state_names = ("x", "v")
     cases = ("A",)
@@ -113,9 +88,8 @@ class UserDuffing(System):
 
 #: name -> (config, overrides, the data a recorded plant needs)
 PLANTS = {
-    "single pendulum": ("configs/pendulum_case_a_c.yaml", [], None),  # (its reservoir in float16)
-    "single pendulum, float32 reservoir": ("configs/pendulum_case_a_c.yaml",
-                                           ["--model.stream.reservoir_precision", "float32"], None),
+    "single pendulum": (C_CONFIG, [], None),  # (its reservoir in float16)
+    "single pendulum, float32 reservoir": (C_CONFIG, ["--model.stream.reservoir_precision", "float32"], None),
     "double pendulum": (*C_CASES["double pendulum, B = 2048"], None),
     "DFKI torque pendulum": ("configs/dfki_pendulum_c.yaml", [], "../shared/data/dfki_pendulum"),
     # the reservoir in float16 (model.stream.reservoir_precision, issue 32 item 4) beside the float32 above
@@ -140,51 +114,15 @@ PLANTS = {
     "DFKI torque pendulum, configs/dfki_pendulum.yaml": ("configs/dfki_pendulum.yaml", [],
                                                          "../shared/data/dfki_pendulum"),
     "EMPS axis": ("configs/emps_c.yaml", [], "../shared/data/emps"),
-    "user's Duffing oscillator": ("configs/pendulum_case_a_c.yaml",
-                                  ["--data.system.class_path", "benchmarks.device.plants.UserDuffing"], None),
+    "user's Duffing oscillator": (C_CONFIG, ["--data.system.class_path", "benchmarks.device.plants.UserDuffing"],
+                                  None),
 }
 CPI, MHZ = 1.5, 240.0
 
 
-def real_log(spec, dm, y: np.ndarray, ticks: np.ndarray, segment: np.ndarray, elf: Path, folder: Path) -> dict:
-    """Train on a recorded stream on the emulated Cortex-M4F and score it beside the float32 Python trainer.
-
-    Args:
-        spec: the device settings; dm: their `torch_ude.training.RecordedDataModule`.
-        y, ticks, segment: its stream (k, n + n_u), (k,), (k,), written to ``folder/stream.bin``.
-        elf: the Cortex-M4F firmware of ``spec``.
-        folder: the working folder (the device's run is exported to ``folder/device``).
-
-    Returns:
-        ``device``, ``python`` and ``known_model`` prediction errors on the validation logs, the 1 s
-        NRMSE ratio ``device_over_python_1s``, the largest weight difference device - Python, the
-        device's report (counters, calibration) and the QEMU wall time in s.
-    """
-    t0 = time.perf_counter()
-    run = run_firmware(elf, ["replay", "stream.bin", "result.bin"], cwd=folder, timeout_s=600, icount=True)
-    wall = time.perf_counter() - t0
-    if run.returncode != 0:
-        raise RuntimeError(f"the replay on the Cortex-M4F failed:\n{run.output}")
-    device, field = export_result(spec, folder / "result.bin", folder / "device", data=dm)
-    ref = reference_run(spec, y.astype(np.float32), ticks, segment)
-    fit = physical_fit(ref, spec.lambda1) if refit_evaluations(spec) else None  # Python's end-of-run refit, float64
-    weights = ref.ema_weights if fit is None else np.concatenate([ref.ema_weights[:-len(fit["theta"])], fit["theta"]])
-    with torch.no_grad():
-        python = dm.evaluate(ref.field.double() if fit is None else fit["field"])
-        known = dm.evaluate(field.without_residual())
-    ema, _, _ = read_result(folder / "result.bin")
-    keys = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse")
-    return {"device": {k: device[k] for k in keys}, "python": {k: python[k] for k in keys},
-            "known_model": {k: known[k] for k in keys},
-            "device_over_python_1s": device["open_loop_1s_nrmse"] / python["open_loop_1s_nrmse"],
-            "max_weight_difference_to_python": float(np.abs(ema - weights).max()),
-            "python_updates": ref.updates, "updates": device["updates"], "m": device["m"],
-            "counters": device["counters"], "qemu_wall_s": round(wall, 1), "run_folder": str(folder / "device"),
-            "refit": re.findall(r"^refit: .*$", run.output, re.M)}
-
-
 def plant(name: str, folder: Path) -> dict:
-    """Memory and instructions of one plant's firmware (and, for a recorded plant, `real_log`)."""
+    """Memory and instructions of one plant's firmware (and, for a recorded plant, its real log trained on the
+    device: `microcontroller.device_replay.replay_log`)."""
     config, overrides, data = PLANTS[name]
     spec = spec_from_config(config, overrides)
     dm = data_module(config, overrides)
@@ -196,7 +134,7 @@ def plant(name: str, folder: Path) -> dict:
            "capacity": spec.stream.capacity, "fs": spec.fs, "samples": len(y), "max_steps": spec.max_steps,
            "sizes": sizes(elf), "instructions": measure_instructions(elf, folder, stream="stream.bin")}
     if data is not None:
-        out["real_log"] = real_log(spec, dm, y, ticks, segment, elf, folder)
+        out["real_log"] = replay_log(spec, dm, "stream.bin", elf, folder)
     return out
 
 
@@ -266,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     print(real_log_table(out["plants"]))
     print(table(out["plants"]))
     if args.repeats > 0:
-        out["host_speedup"] = {**speedup(args.repeats), "commit": commit}
+        out["host_speedup"] = {**host_speedup(C_CONFIG, args.repeats, RESULTS / "c_speed"), "commit": commit}
         print(speedup_line(out["host_speedup"]))
     print(f"saved in {save('c_plants', to_jsonable(out))}")
 

@@ -10,16 +10,17 @@ skip where its toolchain or QEMU is missing; the Cortex-M4F is required (``make 
 both).
 """
 import json
-import re
 
 import numpy as np
 import pytest
 
 from microcontroller.ctrainer import CTrainer
+from microcontroller.device_replay import replay_simulated
 from microcontroller.files import read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
-from microcontroller.golden import chunks, golden_stream
-from microcontroller.target import CORTEX_M4, RV32, TARGETS, build_firmware, export_result, run_firmware, sizes
+from microcontroller.golden import golden_stream
+from microcontroller.target import (CORTEX_M4, RV32, TARGETS, build_firmware, c_hat_trace, export_result, run_firmware,
+                                    sizes)
 from torch_ude.systems import SensorFaults
 
 SMALL = ["--model.stream.tap_average", "false", "--model.stream.capacity", "256", "--model.stream.calibration_s", "1.0", "--model.stream.m_max", "50",
@@ -60,10 +61,7 @@ def test_the_emulated_core_and_the_host_build_train_the_same_weights(firmware, t
     assert run.returncode == 0, run.output
     assert "done: updates 400," in run.output and "c_hat 0." in run.output
     ema, raw, _ = read_result(folder / "result.bin")
-    host = CTrainer(spec)
-    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
-        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
-    host.steps(spec.max_steps - host.report()["updates"])
+    host = CTrainer(spec).replay(y, ticks, segment)
     # newlib's, picolibc's and glibc's sinf may differ in the last bit; everything else is the same code
     assert np.abs(host.weights(True) - ema).max() < 1e-5
     assert np.abs(host.weights(False) - raw).max() < 1e-5
@@ -136,35 +134,27 @@ def test_a_fault_ends_the_emulation_with_status_3(firmware, target):
 @pytest.fixture(scope="module")
 def device_run(tmp_path_factory, fpu_target):
     """The paper's on-device experiment on the emulated core: configs/pendulum_case_a_c.yaml
-    (B = 2048, 8000 updates), the 60 s, 1 % noise stream of seed 0 replayed from a file."""
+    (B = 2048, 8000 updates), the 60 s, 1 % noise stream of seed 0 replayed from a file, scored and compared
+    with the host build (`microcontroller.device_replay.replay_simulated`)."""
     spec = spec_from_config("configs/pendulum_case_a_c.yaml")
     folder = tmp_path_factory.mktemp(f"device-{fpu_target.name}")
-    y, ticks, segment = golden_stream(spec, 60.0, 0.01)
-    write_stream(folder / "stream.bin", y, ticks, segment)
+    write_stream(folder / "stream.bin", *golden_stream(spec, 60.0, 0.01))
     elf = build_firmware(headers_for(spec), target=fpu_target)
-    run = run_firmware(elf, ["replay", "stream.bin", "result.bin"], cwd=folder, timeout_s=300, target=fpu_target)
-    return spec, folder, elf, run, (y, ticks, segment)
+    return spec, folder, elf, replay_simulated(spec, "stream.bin", elf, folder, "seed0", fpu_target, timeout_s=300)
 
 
-def test_the_device_run_trains_8000_updates_and_python_scores_and_exports_it(device_run, fpu_target):
-    spec, folder, _, run, (y, ticks, segment) = device_run
-    assert run.returncode == 0, run.output
-    metrics, _ = export_result(spec, folder / "result.bin", folder / "run", target=fpu_target)
-    assert metrics["updates"] == 8000
-    assert metrics["e_field_visited"] < 0.003 and abs(metrics["c_hat"] - 0.40) < 0.012  # paper: 0.0020, 0.400
-    assert json.loads((folder / "run" / "metrics.json").read_text())["status"] == "finished"
-    assert (folder / "run" / "field.pt").is_file()
+def test_the_device_run_trains_8000_updates_and_python_scores_and_exports_it(device_run):
+    _, folder, _, out = device_run
+    assert out["updates"] == 8000
+    assert out["e_field_visited"] < 0.003 and abs(out["c_hat"] - 0.40) < 0.012  # paper: 0.0020, 0.400
+    assert json.loads((folder / "replay-seed0" / "metrics.json").read_text())["status"] == "finished"
+    assert (folder / "replay-seed0" / "field.pt").is_file()
     # the host build of the same sources on the same stream: the same field within float32 rounding
-    ema, _, _ = read_result(folder / "result.bin")
-    host = CTrainer(spec)
-    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
-        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
-    host.steps(spec.max_steps - host.report()["updates"])
-    assert np.abs(host.weights(True) - ema).max() < 1e-5
+    assert out["max_weight_difference_to_host"] < 1e-5
 
 
 def test_the_self_contained_device_run_learns_the_damping(device_run, fpu_target):
-    spec, folder, elf, _, _ = device_run
+    spec, folder, elf, _ = device_run
     run = run_firmware(elf, ["simulate", "simulate.bin", "60"], cwd=folder, timeout_s=300, target=fpu_target)
     assert run.returncode == 0, run.output
     metrics, _ = export_result(spec, folder / "simulate.bin")
@@ -178,7 +168,7 @@ def test_a_forgetting_reservoir_follows_a_plant_that_changes(tmp_path):
     run = run_firmware(build_firmware(headers_for(spec)), ["simulate", "adapt.bin", "60", "0.55", "30", "100"],
                        cwd=tmp_path, timeout_s=300)
     assert run.returncode == 0, run.output
-    c_hat = [(float(t), float(c)) for t, c in re.findall(r"\(t ([\d.]+) s\).*?c_hat ([\d.-]+)", run.output)]
+    c_hat = c_hat_trace(run.output)
     before = [c for t, c in c_hat if 20.0 < t <= 30.0]
     assert before and all(abs(c - 0.40) < 0.03 for c in before)
     assert abs(c_hat[-1][1] - 0.55) < 0.03

@@ -3,7 +3,6 @@ the target's RAM budget, fine-tuning a run and the run folders it refuses."""
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ import yaml
 
 from microcontroller.build import ROOT, BuildError, build
 from microcontroller.generate import main, spec_from_config, spec_from_run, spec_from_settings, write_headers
-from microcontroller.memory import default_ram_budget, static_bytes
+from microcontroller.memory import default_ram_budget, member_sizes, static_bytes
 from tests.microcontroller.helpers import position_log
 from torch_ude import HybridField, __version__
 from torch_ude.cli import main as cli_main, user_error
@@ -122,8 +121,7 @@ def test_the_cli_reports_the_c_ports_errors_in_one_line(tmp_path):
 ])
 def test_the_generator_knows_the_trainers_size_and_the_compiler_checks_the_budget(config, overrides, tmp_path):
     spec = spec_from_config(config, overrides)
-    exe = build(write_headers(spec, tmp_path / "gen")[0].parent, "program", [ROOT / "support" / "tu_sizes.c"])
-    sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+    sizes = member_sizes(write_headers(spec, tmp_path / "gen")[0].parent)
     assert static_bytes(spec) == sizes["total"]
     write_headers(spec, tmp_path / "fits", ram_budget=sizes["total"])
     build(tmp_path / "fits", "static")
@@ -361,8 +359,7 @@ def test_calibration_replay_gives_the_record_its_own_memory(tmp_path):
     record = cal_len * ch * 4 + -(-2 * cal_len // 4) * 4 + cal_len * 4
     reservoir = spec.stream.capacity * 3 * ch * 4
     assert static_bytes(plain) - max(reservoir, record) == static_bytes(spec) - reservoir - record - 8 * cal_len
-    exe = build(tmp_path / "replay", "program", [ROOT / "support" / "tu_sizes.c"])
-    sizes = json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
+    sizes = member_sizes(tmp_path / "replay")
     assert sizes["total"] == static_bytes(spec) and sizes["calibration_record"] == record
 
 

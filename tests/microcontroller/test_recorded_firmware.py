@@ -10,7 +10,7 @@ A sample of the stream file has TU_CH = TU_N + TU_NU channels: the states, then 
   every update is made on the reservoir after it), at 700 updates
   (each skipped without its folder in ``../shared/data``): the field the Cortex-M4F trains scores within
   10 % of the float32 Python trainer's on the same samples with the same seed
-  (`microcontroller.golden.reference_run`) on the validation log (``ddp.csv``, ``DATA_EMPS_PULSES.mat``;
+  (`microcontroller.device_replay.replay_log`) on the validation log (``ddp.csv``, ``DATA_EMPS_PULSES.mat``;
   1 s open-loop NRMSE, the data module's prediction errors, `torch_ude.prediction`), and ``torch-ude score`` gives the
   same score from the run folder the device's weights were exported to.
 """
@@ -22,7 +22,8 @@ import yaml
 from microcontroller.ctrainer import CTrainer
 from microcontroller.files import read_physical, read_result, write_stream
 from microcontroller.generate import headers_for, spec_from_config
-from microcontroller.golden import chunks, data_module, data_stream, reference_run
+from microcontroller.golden import data_module, data_stream
+from microcontroller.device_replay import replay_log
 from microcontroller.target import (CORTEX_M4, CPI, MHZ, RV32, build_firmware, export_result, measure_instructions,
                                     run_firmware)
 from tests.microcontroller.helpers import REPO, forced_log
@@ -64,10 +65,7 @@ def test_a_log_with_inputs_trains_the_host_builds_weights_on_the_emulated_core(f
     assert run.returncode == 0, run.output
     assert f"done: updates {spec.max_steps}," in run.output and "nonfinite_samples 2," in run.output
     ema, raw, _ = read_result(folder / f"result-{fpu_target.name}.bin")
-    host = CTrainer(spec)
-    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
-        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
-    host.steps(spec.max_steps - host.report()["updates"])
+    host = CTrainer(spec).replay(y, ticks, segment)
     assert np.abs(host.weights(True) - ema).max() < 1e-5
     assert np.abs(host.weights(False) - raw).max() < 1e-5
 
@@ -86,10 +84,7 @@ def test_a_physics_alone_run_is_refitted_and_reports_its_standard_errors_on_the_
     assert run.returncode == 0 and "refit: ok, " in run.output and "converged 1" in run.output, run.output
     ema, _, _ = read_result(folder / "physical.bin")
     physical = read_physical(folder / "physical.bin")
-    host = CTrainer(spec)
-    for part in chunks(ticks, round(spec.fs / spec.train_rate)):
-        host.steps(host.push_chunk(y[part], ticks[part], segment[part]))
-    host.steps(spec.max_steps - host.report()["updates"])
+    host = CTrainer(spec).replay(y, ticks, segment)
     refit = host.refit(50)
     assert physical["refit"]["evaluations"] == refit["evaluations"] and refit["loss_after"] < refit["loss_before"]
     assert np.abs(host.weights(True) - ema).max() < 1e-5  # theta refitted as on the host
@@ -130,16 +125,14 @@ def test_a_real_log_trained_on_the_emulated_mcu_scores_as_the_python_trainer(con
     dm = data_module(config, STEPS)
     y, ticks, segment = data_stream(dm)
     write_stream(tmp_path / "stream.bin", y, ticks, segment)
-    run = run_firmware(build_firmware(headers_for(spec)), ["replay", "stream.bin", "result.bin"], cwd=tmp_path,
-                       timeout_s=120)
-    assert run.returncode == 0 and "done: updates 700," in run.output, run.output
-    device, _ = export_result(spec, tmp_path / "result.bin", tmp_path / "device", data=dm)
-    python = dm.evaluate(reference_run(spec, y.astype(np.float32), ticks, segment).field.double())
+    out = replay_log(spec, dm, "stream.bin", build_firmware(headers_for(spec)), tmp_path, timeout_s=120)
+    assert out["updates"] == out["python_updates"] == 700
     key = "open_loop_1s_nrmse"
-    assert np.isfinite(device[key]) and abs(device[key] / python[key] - 1.0) < 0.10, (device[key], python[key])
+    device, python = out["device"][key], out["python"][key]
+    assert np.isfinite(device) and abs(out["device_over_python_1s"] - 1.0) < 0.10, (device, python)
     # the exported run folder is a model `torch-ude score` reads, with the run's columns: the same score
-    scored = score(tmp_path / "device", [data / val], horizons=[1.0], out=tmp_path / "score")
-    assert scored["pooled"][key] == pytest.approx(device[key], rel=1e-6)
+    scored = score(out["run_folder"], [data / val], horizons=[1.0], out=tmp_path / "score")
+    assert scored["pooled"][key] == pytest.approx(device, rel=1e-6)
 
 
 @pytest.mark.parametrize("name, trust", [("dfki_pendulum", {"periodic": False, "envelope": False}),

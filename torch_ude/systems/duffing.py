@@ -21,26 +21,34 @@ __all__ = ["DuffingField", "DuffingOscillator"]
 
 
 class DuffingField(VectorField):
-    """``x' = v``, ``v' = -delta v - alpha x - beta x^3``.
+    """``x' = v``, ``v' = -delta v - alpha x - beta x^3 - mu tanh(20 v)``.
 
     Args:
         alpha: linear stiffness per unit mass in 1/s^2 (> 0).
         beta: cubic stiffness per unit mass in 1/(s^2 unit^2).
         delta: damping in 1/s (>= 0).
+        mu: Coulomb friction per unit mass in unit/s^2 (>= 0; default 0: none), its sign of v smoothed by
+            ``tanh(20 v)`` (v in unit/s).
     """
 
     n_states = 2
 
-    def __init__(self, alpha: float, beta: float, delta: float) -> None:
+    def __init__(self, alpha: float, beta: float, delta: float, mu: float = 0.0) -> None:
         super().__init__()
-        if not alpha > 0 or not delta >= 0:
-            raise ValueError(f"alpha must be positive and delta >= 0; got alpha={alpha}, delta={delta}.")
-        self.alpha, self.beta, self.delta = float(alpha), float(beta), float(delta)
+        if not alpha > 0:
+            raise ValueError(f"alpha must be positive; got alpha={alpha}.")
+        for name, value in (("delta", delta), ("mu", mu)):
+            if not value >= 0:
+                raise ValueError(f"{name} must be >= 0; got {name}={value}.")
+        self.alpha, self.beta, self.delta, self.mu = float(alpha), float(beta), float(delta), float(mu)
 
     def forward(self, x: Tensor) -> Tensor:
         """Field value, (N, 2) -> (N, 2)."""
         pos, vel = x[:, 0], x[:, 1]
-        return torch.stack((vel, -self.delta * vel - self.alpha * pos - self.beta * pos ** 3), dim=1)
+        acc = -self.delta * vel - self.alpha * pos - self.beta * pos ** 3
+        if self.mu:
+            acc = acc - self.mu * torch.tanh(20.0 * vel)
+        return torch.stack((vel, acc), dim=1)
 
     def jacobian(self, x: Tensor) -> Tensor:
         """State Jacobian, (N, 2) -> (N, 2, 2)."""
@@ -48,6 +56,8 @@ class DuffingField(VectorField):
         jac[:, 0, 1] = 1.0
         jac[:, 1, 0] = -self.alpha - 3.0 * self.beta * x[:, 0] ** 2
         jac[:, 1, 1] = -self.delta
+        if self.mu:
+            jac[:, 1, 1] -= 20.0 * self.mu / torch.cosh(20.0 * x[:, 1]) ** 2
         return jac
 
 

@@ -5,7 +5,7 @@ import torch
 from torch.func import jacrev
 
 from torch_ude import DoublePendulum, SinglePendulum
-from torch_ude.systems import PendulumField, System, ZeroField
+from torch_ude.systems import DuffingField, PendulumField, System, ZeroField
 
 
 def _jac_ref(f, x):
@@ -18,6 +18,18 @@ def test_known_and_true_jacobians_match_jacrev(plant, case):
     f = plant.true_field() if case == "true" else plant.known_field(case)
     x = 2.0 * torch.randn(13, plant.n_states)
     assert torch.allclose(f.jacobian(x), _jac_ref(f, x), rtol=1e-12, atol=1e-12)
+
+
+def test_the_duffing_fields_coulomb_term_and_its_jacobian():
+    x = torch.randn(17, 2)
+    plain, friction = DuffingField(4.0, 1.5, 0.1), DuffingField(4.0, 1.5, 0.1, mu=0.05)
+    assert torch.allclose(friction(x)[:, 1] - plain(x)[:, 1], -0.05 * torch.tanh(20.0 * x[:, 1]), atol=1e-15)
+    for f in (plain, friction):
+        assert torch.allclose(f.jacobian(x), _jac_ref(f, x), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="mu must be >= 0; got mu=-0.1"):
+        DuffingField(4.0, 1.5, 0.1, mu=-0.1)
+    with pytest.raises(ValueError, match="alpha must be positive; got alpha=0"):
+        DuffingField(0, 1.5, 0.1)
 
 
 def test_single_pendulum_cases_follow_the_paper():
