@@ -25,10 +25,8 @@ import yaml
 from matplotlib.figure import Figure
 
 from baselines.matched import matched_baseline
-from torch_ude.cli import fit_config, main as cli_main
+from torch_ude.cli import fit_config
 from torch_ude.field import HybridField
-from torch_ude.systems.controlled import TorquePendulumModel
-from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
 
 if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi and Lightning when called, not when this module is imported
     from mhe import IdentificationProblem, MovingHorizonEstimator
@@ -38,7 +36,7 @@ if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi and Lightning when called
 
 __all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIANTS", "PLANTS", "trainer_job",
            "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
-           "jet_matching", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure",
+           "rk4_baseline", "summarize_seeds", "save_run", "torque_figure",
            "C_CONFIG", "C_CASES", "speedup_line",
            "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_split_arguments",
            "fit_pem", "iac_ekf_pem_row", "markdown_table", "plot_validation", "validation_source"]
@@ -147,17 +145,6 @@ def add_run_arguments(ap: argparse.ArgumentParser, config: str) -> None:
     ap.add_argument("--windows", type=int, help="baseline windows, B (default: the baseline config's)")
 
 
-def jet_matching(config: Path, seed: int, folder: Path) -> tuple[dict, object, HybridField]:
-    """One jet-matching run through the CLI; returns its metrics.json, the data module and the field it
-    exported (the EMA field with its envelope, or its physics alone where the residual check rejected it)."""
-    start = time.perf_counter()
-    cli = cli_main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.logger", "false",
-                    "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder)])
-    metrics = json.loads((folder / "metrics.json").read_text())
-    metrics["process_wall_s"] = time.perf_counter() - start
-    return metrics, cli.datamodule, cli.model.exported
-
-
 def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace,
                  form: HybridField) -> tuple[dict, HybridField]:
     """`baselines.matched.matched_baseline` with the baseline settings of `add_run_arguments`."""
@@ -165,23 +152,20 @@ def rk4_baseline(config: Path, seed: int, folder: Path, args: argparse.Namespace
                             args.windows)
 
 
-def reference_model(dm, config: Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
-    """The lab's whole identified model beside ``config``'s logs and its constants: for the single pendulum
-    `TorquePendulumModel.from_lab_file` of system_identification.txt (at the known model's gravity), for the
-    double pendulum the lab's model 3.0 (model_3.0_parameters.yml)."""
-    folder = Path(_data_files(config)[0]).parent
-    if isinstance(dm.system.known, TorqueDoublePendulumModel):
-        model = TorqueDoublePendulumModel.from_lab_file(folder / "model_3.0_parameters.yml")
-        return model, model.init_args()
-    model = TorquePendulumModel.from_lab_file(folder / "system_identification.txt", dm.system.known.gravity)
-    return model, {"J": model.inertia, "m*cx": model.mass_com, "Fv": model.viscous, "Fc": model.coulomb,
-                   "offset": model.offset}
-
-
 def summarize_seeds(rows: list[dict], keys: tuple[str, ...] = KEYS) -> dict:
     """Per key present in every row (one row per seed): the mean over the rows and the values."""
     return {k: {"mean": float(np.mean([r[k] for r in rows])), "values": [r[k] for r in rows]}
             for k in keys if all(r.get(k) is not None for r in rows)}
+
+
+def save_run(name: str, out: dict, field: HybridField, dm, summary: dict) -> Path:
+    """`save` a recorded-log run's ``out`` with the jet field's form, the data module's log reports (as their
+    attributes) and the ``summary`` table rows added last."""
+    out["field"] = {"hidden": list(field.mlp.sizes[1:-1]), "linear": field.linear, "input_affine": field.input_affine,
+                    "num_parameters": field.num_parameters()}
+    out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
+    out["summary"] = summary
+    return save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))
 
 
 def torque_figure(comparisons: dict[str, dict]) -> Figure:

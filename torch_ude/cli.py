@@ -48,6 +48,7 @@ import os
 import pickle
 import shlex
 import sys
+import time
 import warnings
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -61,14 +62,15 @@ from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
+from .field import HybridField
 from .training.callbacks import PeriodicCheckpoint
 from .training.checkpoint_match import checkpoint_mismatch
 from .training.overrides import nest_override_values, reset_changed_classes, short_parse_error
 from .training.progress import UpdateProgressBar
 from .training.run_folder import RunFolderLock, checkpoint_step, killed_run, resume_point, settings_differ
 
-__all__ = ["main", "fit_config", "console", "check_files", "user_error", "one_line", "TorchUdeCLI", "KNOWN_NOTICES",
-           "quiet_known_notices", "log_dir_of", "RESUME_ENV"]
+__all__ = ["main", "fit_config", "jet_matching_run", "console", "check_files", "user_error", "one_line",
+           "TorchUdeCLI", "KNOWN_NOTICES", "quiet_known_notices", "log_dir_of", "RESUME_ENV"]
 
 #: Exception types whose message, raised by the project's code, is the whole story for a user.
 USER_ERRORS = (ValueError, TypeError, KeyError, FileNotFoundError, RuntimeError, FloatingPointError)
@@ -417,6 +419,31 @@ def fit_config(config: str | Path, root: str | Path, seed: int, overrides: Seque
     main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false",
           "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root), *overrides])
     return json.loads((root / "metrics.json").read_text())
+
+
+def jet_matching_run(config: str | Path, seed: int,
+                     folder: str | Path) -> tuple[dict, L.LightningDataModule, HybridField]:
+    """Run ``torch-ude fit`` in-process on a jet-matching config, without logger or progress bar, and keep the run.
+
+    Args:
+        config: path of the YAML config (e.g. ``configs/dfki_pendulum.yaml``).
+        seed: ``seed_everything`` value (stream and initial weights).
+        folder: the run folder (``trainer.default_root_dir``).
+
+    Returns:
+        The run's ``metrics.json`` with ``process_wall_s`` (s, the whole call) added, its data module (the
+        logs read as the config says) and the field it exported (the EMA field with its envelope, or its
+        physics alone where the residual check rejected it).
+
+    Raises:
+        ValueError, RuntimeError: as `main`.
+    """
+    start = time.perf_counter()
+    cli = main(["fit", "--config", str(config), "--seed_everything", str(seed), "--trainer.logger", "false",
+                "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(folder)])
+    metrics = json.loads((Path(folder) / "metrics.json").read_text())
+    metrics["process_wall_s"] = time.perf_counter() - start
+    return metrics, cli.datamodule, cli.model.exported
 
 
 def _ours(filename: str) -> bool:

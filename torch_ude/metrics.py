@@ -13,6 +13,7 @@ from .systems.simulate import simulate
 
 __all__ = [
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field", "residual_torques",
+    "residual_forces",
 ]
 
 Field = Callable[[Tensor], Tensor]
@@ -181,4 +182,25 @@ def residual_torques(field, reference, known, logs: Sequence) -> dict:
         fric = -reference.friction(x[:, -n_u:])
         out.update({"rms_reference_friction": rms(fric), "rms_difference_friction": rms(res - fric)})
         out["series"]["friction"] = fric
+    return out
+
+
+def residual_forces(field, reference, known, logs: Sequence) -> dict:
+    """`residual_torques` of a force-driven axis in N: its input-unit forces (V) times the known model's ``gain``.
+
+    Args:
+        field, reference, logs: as `residual_torques`.
+        known: the known model at its configured constants, with ``gain`` (N per input unit), e.g. a
+            `torch_ude.systems.LinearAxisModel`.
+
+    Returns:
+        ``rms_residual``, ``rms_reference``, ``rms_difference`` (lists, N) and ``series`` (``velocity`` (N, 1)
+        in m/s, ``residual`` and ``reference`` (N, 1) in N).
+    """
+    gain = known.gain
+    comp = residual_torques(field, reference, known, logs)
+    out = {k: [gain * v for v in comp[k]] for k in ("rms_residual", "rms_reference", "rms_difference")}
+    series = comp["series"]
+    out["series"] = {"velocity": series["velocity"], "residual": gain * series["residual"],
+                     "reference": gain * series["reference"]}
     return out

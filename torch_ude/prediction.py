@@ -31,7 +31,7 @@ from torch import Tensor
 from .recorded import RecordedLog
 
 __all__ = ["rk4_input_rollout", "open_loop_rollouts", "prediction_errors", "nrmse", "wrap_angle", "held_out_metric",
-           "full_simulation"]
+           "full_simulation", "prediction_and_simulation"]
 
 
 @torch.no_grad()
@@ -233,3 +233,21 @@ def full_simulation(field, log: RecordedLog) -> dict:
             "rms_v": float(np.sqrt(np.mean(err[:, 1] ** 2))),
             "fit_percent_q": 100.0 * (1.0 - float(np.linalg.norm(err[:, 0])) / np.sqrt(sst)),
             "series": {"measured": y[:, 0], "simulated": pred[:, 0]}}
+
+
+def prediction_and_simulation(field, logs: Sequence[RecordedLog], horizons: Sequence[float] = (1.0, 5.0)) -> dict:
+    """`prediction_errors` on ``logs`` and the `full_simulation` of the first, as the EMPS rows report them.
+
+    Args:
+        field: as `full_simulation`.
+        logs: the validation records; the first is simulated whole.
+        horizons: the open-loop horizons in s.
+
+    Returns:
+        The prediction errors, the simulation's scalars prefixed ``simulation_`` (``simulation_rms_q_mm``,
+        ``simulation_r2_q``, ...) and its ``series`` (not saved).
+    """
+    out = prediction_errors(field, logs, horizons)
+    sim = full_simulation(field, logs[0])
+    out.update({f"simulation_{k}": v for k, v in sim.items() if k != "series"})
+    return out | {"series": sim["series"]}

@@ -61,7 +61,7 @@ import argparse
 import importlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,8 +82,8 @@ if TYPE_CHECKING:  # CasADi loads only for a PEM-MHE run
     from mhe import MovingHorizonEstimator
 
 __all__ = ["LogColumns", "columns_of", "check_against_config", "check_network", "read_scored_log", "score_logs",
-           "score_table", "rollout_figure", "score", "main", "plausible_limits", "class_of", "SCORE_FILE",
-           "DEFAULT_HORIZONS", "PLAUSIBLE_RMS", "pem_free_run", "pem_run_estimator"]
+           "score_table", "rollout_figure", "comparison_figure", "score", "main", "plausible_limits", "class_of",
+           "SCORE_FILE", "DEFAULT_HORIZONS", "PLAUSIBLE_RMS", "pem_free_run", "pem_run_estimator"]
 
 SCORE_FILE = "score.json"
 #: A value more than this many training RMS of its channel from zero is implausible (a corrupted sample):
@@ -574,6 +574,40 @@ def rollout_figure(field, log: RecordedLog, horizon: float, title: str = "") -> 
     axes[-1].set_xlabel("time (s)")
     if title:
         fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def comparison_figure(models: Mapping[str, Callable[[Tensor, Tensor], Tensor]], log: RecordedLog,
+                      horizon: float = 1.0, ylabel: str | None = None) -> Figure:
+    """The first measured state of ``log``'s first segment and several models' open-loop predictions over
+    ``horizon`` s from the measured states, one colour per model (backend-free `Figure`).
+
+    Args:
+        models: name -> ``F(x, u)``, (B, n), (B, n_u) -> (B, n), float64 (e.g. a field's ``evaluate_unchecked``).
+        log: a validation log (`torch_ude.recorded.read_log`).
+        horizon: the open-loop horizon in s; a prediction starts every ``horizon``.
+        ylabel: the axis label of the state; None for its column name.
+    """
+    seg = torch.as_tensor(log.segments[0], dtype=torch.float64)
+    n, h = log.n_states, 1.0 / log.fs
+    steps = int(round(horizon / h))
+    t = np.arange(seg.shape[0]) * h
+    fig = Figure(figsize=(9.0, 4.0))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(t, seg[:, 0].numpy(), color="k", lw=2.0, label="measured")
+    for i, (name, field) in enumerate(models.items()):
+        rollouts = open_loop_rollouts(field, seg, n, steps, h)
+        if rollouts is None:  # the segment is shorter than the horizon: the measured state only
+            break
+        idx, traj = rollouts
+        for b in range(idx.shape[1]):
+            ax.plot(t[idx[:, b].numpy()], traj[:, b, 0].numpy(), color=f"C{i}", lw=1.0,
+                    label=name if b == 0 else None)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(log.names[0] if ylabel is None else ylabel)
+    ax.set_title(f"{Path(log.report.file).name if log.report else 'validation'}: {horizon:g} s open-loop predictions")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -49,17 +49,18 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.common import (KEYS, RESULTS, add_run_arguments, jet_matching, reference_model, require_data,
-                               rk4_baseline, save, summarize_seeds, torque_figure)
+from benchmarks.common import (KEYS, RESULTS, add_run_arguments, require_data, rk4_baseline, save_run,
+                               summarize_seeds, torque_figure)
+from torch_ude.cli import jet_matching_run
 from torch_ude.field import HybridField
 from torch_ude.metrics import residual_torques
 from torch_ude.prediction import prediction_errors
+from torch_ude.systems.dfki_double_pendulum import dfki_lab_model
 
 def known_alone(dm) -> dict:
     """Prediction errors of f_known with the residual switched off (zero network)."""
@@ -67,9 +68,9 @@ def known_alone(dm) -> dict:
                              periodic=dm.system.periodic)
 
 
-def lab_model(dm, config: Path) -> dict:
+def lab_model(dm) -> dict:
     """Prediction errors of the lab's whole identified model (friction and offset or rotor inertia included)."""
-    model, value = reference_model(dm, config)
+    model, value = dfki_lab_model(dm.system.known, Path(dm.files[0]).parent)
     field = HybridField.configured_physics(model)
     return prediction_errors(field, dm.val_logs, dm.horizons, periodic=dm.system.periodic) | {"parameters": value}
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
            "rk4_baseline": []}
     dm, name, fields = None, args.config.stem, {}
     for seed in args.seeds:
-        metrics, dm, jet_field = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
+        metrics, dm, jet_field = jet_matching_run(args.config, seed, RESULTS / name / f"jet_{seed}")
         out["jet_matching"].append({k: v for k, v in metrics.items() if k != "config"} | {"seed": seed})
         print(f"seed {seed}: jet matching " + ", ".join(f"{k} {metrics.get(k)}" for k in KEYS)
               + f" ({metrics['updates']} updates, {metrics['wall_s']:.1f} s)", flush=True)
@@ -97,9 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         fields[seed] = {"jet matching": jet_field, "RK4 baseline": base_field}
     out["f_known_alone"] = known_alone(dm)
     print("f_known alone " + ", ".join(f"{k} {out['f_known_alone'].get(k)}" for k in KEYS), flush=True)
-    out["lab_model"] = lab_model(dm, args.config)
+    out["lab_model"] = lab_model(dm)
     print("lab model " + ", ".join(f"{k} {out['lab_model'].get(k)}" for k in KEYS), flush=True)
-    reference, comparisons = reference_model(dm, args.config)[0], {}
+    reference, comparisons = dfki_lab_model(dm.system.known, Path(dm.files[0]).parent)[0], {}
     for seed, pair in fields.items():
         for method, field in pair.items():
             comp = residual_torques(field, reference, dm.system.known, dm.val_logs)
@@ -110,15 +111,11 @@ def main(argv: list[str] | None = None) -> None:
                   f"{np.round(comp['rms_difference'], 4).tolist()}", flush=True)
             if seed == args.seeds[0]:
                 comparisons[method] = comp
-    out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
-                    "input_affine": jet_field.input_affine,
-                    "num_parameters": jet_field.num_parameters()}
-    out["data_reports"] = [log.report for log in dm.train_logs + dm.val_logs]
-    out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"]),
-                      "rk4_baseline": summarize_seeds(out["rk4_baseline"]),
-                      "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
-                      "lab_model": {k: out["lab_model"].get(k) for k in KEYS}}
-    folder = save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))
+    summary = {"jet_matching": summarize_seeds(out["jet_matching"]),
+               "rk4_baseline": summarize_seeds(out["rk4_baseline"]),
+               "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
+               "lab_model": {k: out["lab_model"].get(k) for k in KEYS}}
+    folder = save_run(name, out, jet_field, dm, summary)
     torque_figure(comparisons).savefig(folder / "residual_torque.png", dpi=120)
     print(f"saved {folder}")
 

@@ -9,10 +9,11 @@ controller voltage ``vir`` (force ``gtau vir``) at 1 kHz, no velocity. The state
 ``(q, q')`` is ``qm`` and its centred SG derivative (`torch_ude.position_only`, the config's
 ``data.velocity_from_position``); known model ``M q'' = gtau vir``
 (`torch_ude.systems.LinearAxisModel` without friction, the IDIM-LS mass). Trained on
-DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the functions of
-`benchmarks.real.dfki_pendulum` (the same protocol as on the DFKI pendulums):
+DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, the same protocol as on the
+DFKI pendulums (`benchmarks.real.dfki_pendulum`):
 
-* jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED``, its EMA field;
+* jet matching: ``torch-ude fit --config CONFIG --seed_everything SEED`` (`torch_ude.cli.jet_matching_run`), its
+  EMA field;
 * the RK4 multiple-shooting baseline on the same derived states and voltages:
   ``torch-ude fit --config configs/baseline_emps.yaml --seed_everything SEED`` (observed at its
   ``data.rate``, ``data.steps`` RK4 steps per window, ``data.n_windows`` windows, full-batch Adam
@@ -24,11 +25,12 @@ DATA_EMPS, scored on the validation record DATA_EMPS_PULSES. Per seed, with the 
 Scores (on DATA_EMPS_PULSES, never trained on): one-step and 1 s / 5 s open-loop NRMSE from
 the measured state (`torch_ude.prediction`), and the benchmark's own protocol,
 `torch_ude.prediction.full_simulation`: one open-loop RK4 simulation of the whole record at 1 kHz from its first
-state with the recorded voltage, position error RMS in m and R^2. The record's voltage
+state with the recorded voltage, position error RMS in m and R^2 (both:
+`torch_ude.prediction.prediction_and_simulation`). The record's voltage
 already holds its force pulses (``vir`` steps by 5.07 V, 178 N, at every onset of
-``pulses_N``; `pulse_steps`), so the input is ``vir`` alone. Each learned residual is
+``pulses_N``; `torch_ude.systems.linear_axis.pulse_steps`), so the input is ``vir`` alone. Each learned residual is
 compared with IDIM-LS's friction and offset on the validation record's states, as forces
-(N): ``M N(x, u)`` against ``-(Fv q' + Fc tanh(q' / v_c) + offset)``.
+(N, `torch_ude.metrics.residual_forces`): ``M N(x, u)`` against ``-(Fv q' + Fc tanh(q' / v_c) + offset)``.
 
 Writes results/emps/emps.json, residual_force.png (residual forces over the velocity, seed
 0) and simulation.png (the full-record simulations, seed 0).
@@ -36,63 +38,22 @@ Writes results/emps/emps.json, residual_force.png (residual forces over the velo
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
-import scipy.io
 import torch
 import yaml
 from matplotlib.figure import Figure
 
-from benchmarks.common import (RESULTS, add_run_arguments, jet_matching, require_data, rk4_baseline, save,
-                               summarize_seeds, torque_figure)
+from benchmarks.common import (RESULTS, add_run_arguments, require_data, rk4_baseline, save_run, summarize_seeds,
+                               torque_figure)
+from torch_ude.cli import jet_matching_run
 from torch_ude.field import HybridField
-from torch_ude.metrics import residual_torques
+from torch_ude.metrics import residual_forces
 from torch_ude.position_only import noise_gains
-from torch_ude.prediction import full_simulation, prediction_errors
-from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel, idim_ls
+from torch_ude.prediction import prediction_and_simulation
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, idim_ls, idim_ls_model, pulse_steps
 
 KEYS = ("one_step_nrmse", "open_loop_1s_nrmse", "open_loop_5s_nrmse", "simulation_rms_q_mm", "simulation_r2_q")
-
-
-def pulse_steps(path: str | Path) -> dict:
-    """How ``vir`` steps at the onsets and ends of the force pulses of DATA_EMPS_PULSES (V, mean and std)."""
-    data = scipy.io.loadmat(path)
-    on = (data["pulses_N"].ravel() != 0).astype(int)
-    vir = data["vir"].ravel()
-    out = {}
-    for name, edge in (("onset", 1), ("end", -1)):
-        k = np.flatnonzero(np.diff(on) == edge) + 1
-        step = vir[k] - vir[k - 1]
-        out[name] = {"count": int(k.size), "mean_V": float(step.mean()), "std_V": float(step.std())}
-    return out
-
-
-def scores(field, dm) -> dict:
-    """Prediction errors and the full-record simulation of ``field`` on the validation record."""
-    out = prediction_errors(field, dm.val_logs, dm.horizons)
-    sim = full_simulation(field, dm.val_logs[0])
-    out.update({f"simulation_{k}": v for k, v in sim.items() if k != "series"})
-    return out | {"series": sim["series"]}
-
-
-def reference_model(dm, fit: dict) -> LinearAxisModel:
-    """IDIM-LS as a whole model (its M, Fv, Fc, offset) with the known model's gain and Coulomb smoothing."""
-    known = dm.system.known
-    return LinearAxisModel(mass=fit["M"], gain=known.gain, viscous=fit["Fv"], coulomb=fit["Fc"],
-                           coulomb_velocity=known.coulomb_velocity, offset=fit["offset"])
-
-
-def residual_forces(field, reference: LinearAxisModel, dm) -> dict:
-    """`torch_ude.metrics.residual_torques` in N: its input-unit (V) forces times ``gtau``."""
-    gain = dm.system.known.gain
-    comp = residual_torques(field, reference, dm.system.known, dm.val_logs)
-    out = {k: [gain * v for v in comp[k]] for k in ("rms_residual", "rms_reference", "rms_difference")}
-    series = comp["series"]
-    out["series"] = {"velocity": series["velocity"], "residual": gain * series["residual"],
-                     "reference": gain * series["reference"]}
-    return out
 
 
 def simulation_figure(fs: float, runs: dict[str, dict | None]) -> Figure:
@@ -142,13 +103,14 @@ def main(argv: list[str] | None = None) -> None:
            "jet_matching": [], "rk4_baseline": []}
     dm, comparisons, simulations = None, {}, {}
     for seed in args.seeds:
-        metrics, dm, jet_field = jet_matching(args.config, seed, RESULTS / name / f"jet_{seed}")
+        metrics, dm, jet_field = jet_matching_run(args.config, seed, RESULTS / name / f"jet_{seed}")
         base, base_field = rk4_baseline(args.config, seed, RESULTS / name / f"baseline_{seed}", args, jet_field)
-        reference = reference_model(dm, fit)
+        known = dm.system.known
+        reference = idim_ls_model(fit, known.gain, known.coulomb_velocity)
         for method, field, row, key in (("jet matching", jet_field, metrics, "jet_matching"),
                                         ("RK4 baseline", base_field, base, "rk4_baseline")):
-            score = scores(field, dm)
-            forces = residual_forces(field, reference, dm)
+            score = prediction_and_simulation(field, dm.val_logs, dm.horizons)
+            forces = residual_forces(field, reference, known, dm.val_logs)
             keep = {k: v for k, v in row.items() if k != "config"}
             out[key].append(keep | {k: v for k, v in score.items() if k != "series"} | {"seed": seed} |
                             {"residual_force": {k: v for k, v in forces.items() if k != "series"}})
@@ -157,10 +119,11 @@ def main(argv: list[str] | None = None) -> None:
                   f"difference {forces['rms_difference'][0]:.3f} N", flush=True)
             if seed == args.seeds[0]:
                 comparisons[method], simulations[method] = forces, score["series"]
-    alone = scores(HybridField.configured_physics(dm.system.known), dm)
+    alone = prediction_and_simulation(HybridField.configured_physics(known), dm.val_logs, dm.horizons)
     out["f_known_alone"] = {k: v for k, v in alone.items() if k != "series"}
     print(_line("f_known alone", alone), flush=True)
-    idim = scores(HybridField.configured_physics(reference_model(dm, fit)), dm)
+    idim_model = HybridField.configured_physics(idim_ls_model(fit, known.gain, known.coulomb_velocity))
+    idim = prediction_and_simulation(idim_model, dm.val_logs, dm.horizons)
     out["idim_ls_model"] = {k: v for k, v in idim.items() if k != "series"}
     simulations["IDIM-LS model"] = idim["series"]
     print(_line("IDIM-LS model", idim), flush=True)
@@ -173,15 +136,11 @@ def main(argv: list[str] | None = None) -> None:
                             "velocity_rms_m_per_s": float(np.sqrt(np.mean(log.segments[0][:, 1] ** 2)))}
     print(f"position only: sigma_q {sigma_q:.3g} m -> sigma_v {out['position_only']['sigma_v_derived_m_per_s']:.3g} "
           f"m/s against a velocity RMS of {out['position_only']['velocity_rms_m_per_s']:.3g} m/s", flush=True)
-    out["field"] = {"hidden": list(jet_field.mlp.sizes[1:-1]), "linear": jet_field.linear,
-                    "input_affine": jet_field.input_affine,
-                    "num_parameters": jet_field.num_parameters()}
-    out["data_reports"] = [r.report for r in dm.train_logs + dm.val_logs]
-    out["summary"] = {"jet_matching": summarize_seeds(out["jet_matching"], KEYS),
-                      "rk4_baseline": summarize_seeds(out["rk4_baseline"], KEYS),
-                      "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
-                      "idim_ls_model": {k: out["idim_ls_model"].get(k) for k in KEYS}}
-    folder = save(name, json.loads(json.dumps(out, default=lambda v: v.__dict__ if hasattr(v, "__dict__") else str(v))))
+    summary = {"jet_matching": summarize_seeds(out["jet_matching"], KEYS),
+               "rk4_baseline": summarize_seeds(out["rk4_baseline"], KEYS),
+               "f_known_alone": {k: out["f_known_alone"].get(k) for k in KEYS},
+               "idim_ls_model": {k: out["idim_ls_model"].get(k) for k in KEYS}}
+    folder = save_run(name, out, jet_field, dm, summary)
     fig = torque_figure(comparisons)
     fig.axes[0].set_xlabel("velocity (m/s)")
     fig.axes[0].set_ylabel("friction and offset force (N)")

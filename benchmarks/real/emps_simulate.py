@@ -21,7 +21,7 @@ from torch_ude import HybridField, load_field
 from torch_ude.position_only import VelocityFromPosition, with_velocities
 from torch_ude.prediction import full_simulation
 from torch_ude.recorded import read_log
-from torch_ude.systems.linear_axis import EMPS_IDIM_LS, LinearAxisModel
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, idim_ls_model
 
 __all__ = ["main"]
 
@@ -39,9 +39,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     log = with_velocities(read_log(args.file, "t", ["qm"], ["vir"], 1000.0), VelocityFromPosition(5, 2))
     fields = {str(r): load_field(r) for r in args.runs}
     if args.idim_ls:
-        b = EMPS_IDIM_LS
-        fields["IDIM-LS (script values)"] = HybridField.configured_physics(LinearAxisModel(
-            mass=b["M"], gain=35.15065188, viscous=b["Fv"], coulomb=b["Fc"], offset=b["offset"]))
+        fields["IDIM-LS (script values)"] = HybridField.configured_physics(idim_ls_model(EMPS_IDIM_LS, 35.15065188))
     out = {}
     for name, field in fields.items():
         sim = full_simulation(field, log)

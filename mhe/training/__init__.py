@@ -3,5 +3,7 @@ from .config import PEMExperiment as PEMExperiment, load_experiment as load_expe
 from .module import PEMModule as PEMModule
 from .outputs import pem_outputs as pem_outputs, write_pem_outputs as write_pem_outputs
 from .data import IdentificationData as IdentificationData
+from .recorded import pem_identify as pem_identify
 
-__all__ = ["IdentificationData", "PEMModule", "PEMExperiment", "load_experiment", "pem_outputs", "write_pem_outputs"]
+__all__ = ["IdentificationData", "PEMModule", "PEMExperiment", "load_experiment", "pem_outputs", "write_pem_outputs",
+           "pem_identify"]

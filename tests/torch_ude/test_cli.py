@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import torch_ude
-from torch_ude.cli import console, fit_config, main, one_line, user_error
+from torch_ude.cli import console, fit_config, jet_matching_run, main, one_line, user_error
 from torch_ude.systems import SinglePendulum
 from torch_ude.training.overrides import nest_override_values, short_parse_error
 
@@ -194,3 +194,15 @@ def test_fit_config_runs_a_config_into_its_folder_and_reuses_a_finished_run(tmp_
     assert (root / "field.pt").is_file() and list(root.glob("**/events.out.tfevents.*"))  # outputs and logs in root
     (root / "metrics.json").write_text('{"e_field": 1.0}')
     assert fit_config(CONFIG, root, 3, short, reuse=True) == {"e_field": 1.0}
+
+
+def test_fit_run_returns_the_metrics_the_data_and_the_exported_field(tmp_path):
+    config = yaml.safe_load(Path(CONFIG).read_text())
+    config["data"]["init_args"]["duration"] = 8.0
+    config["model"]["init_args"]["stream"] |= {"capacity": 256, "calibration_s": 1.0}
+    config["trainer"]["max_steps"] = 30
+    (tmp_path / "short.yaml").write_text(yaml.safe_dump(config))
+    metrics, dm, field = jet_matching_run(tmp_path / "short.yaml", 3, tmp_path / "run")
+    assert metrics["updates"] == 30 and metrics["process_wall_s"] >= metrics["wall_s"] > 0
+    assert isinstance(dm.system, SinglePendulum) and field.num_parameters() > 0
+    assert (tmp_path / "run" / "field.pt").is_file() and not list(tmp_path.glob("**/events.out.tfevents.*"))

@@ -3,10 +3,11 @@ import pytest
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
-from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error, residual_torques,
-                               rollout_error)
+from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error, residual_forces,
+                               residual_torques, rollout_error)
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.systems.linear_axis import LinearAxisModel
 
 
 def test_field_error_of_the_true_field_is_zero_and_scales_linearly():
@@ -68,3 +69,18 @@ def test_residual_torques_of_a_field_that_is_the_reference_equal_the_references(
     assert out["rms_reference"] == pytest.approx([float((torque**2).mean() ** 0.5)], rel=1e-12)
     assert out["rms_residual"] == pytest.approx(out["rms_reference"], rel=1e-12) and out["rms_difference"][0] < 1e-12
     assert out["series"]["residual"].shape == (50, 1) and "rms_reference_friction" not in out
+
+
+def test_residual_forces_are_the_residual_torques_times_the_gain_in_newton():
+    known = LinearAxisModel(mass=2.0, gain=4.0)
+    reference = LinearAxisModel(mass=2.0, gain=4.0, viscous=3.0, offset=0.5)
+    field = HybridField.configured_physics(LinearAxisModel(mass=2.0, gain=4.0, viscous=1.0))
+    gen = torch.Generator().manual_seed(2)
+    segment = torch.randn(40, 3, generator=gen, dtype=torch.float64).numpy()  # q, q', vir
+    log = RecordedLog(fs=1000.0, names=("q", "q_dot", "vir"), n_states=2, segments=[segment], starts=[0.0])
+    out = residual_forces(field, reference, known, [log])
+    force = -(3.0 * segment[:, 1] + 0.5)  # M (f_ref - f_known) = -(Fv q' + offset), N
+    assert out["rms_reference"] == pytest.approx([float((force**2).mean() ** 0.5)], rel=1e-12)
+    assert out["series"]["residual"][:, 0].numpy() == pytest.approx(-1.0 * segment[:, 1], rel=1e-12)
+    torques = residual_torques(field, reference, known, [log])
+    assert out["rms_difference"] == pytest.approx([4.0 * v for v in torques["rms_difference"]], rel=1e-12)

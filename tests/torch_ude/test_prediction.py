@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from torch_ude.field import HybridField
-from torch_ude.prediction import full_simulation, prediction_errors, rk4_input_rollout
+from torch_ude.prediction import full_simulation, prediction_and_simulation, prediction_errors, rk4_input_rollout
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
 from torch_ude.systems.linear_axis import LinearAxisModel
@@ -62,3 +62,18 @@ def test_the_full_simulation_of_the_model_that_made_a_record_is_exact_and_a_wron
     err = wrong["series"]["simulated"] - q
     assert wrong["rms_q_mm"] == pytest.approx(1e3 * np.sqrt(np.mean(err**2)))
     assert wrong["r2_q"] == pytest.approx(1 - np.sum(err**2) / np.sum((q - q.mean())**2)) and wrong["r2_q"] < 0.9
+
+
+def test_prediction_and_simulation_joins_both_scores():
+    truth = LinearAxisModel(mass=2.0, gain=1.0, viscous=3.0)
+    t = torch.arange(2001, dtype=torch.float64) / 1000.0
+    u = torch.sin(3.0 * t).unsqueeze(1)
+    x = rk4_input_rollout(truth, torch.tensor([[0.0, 0.0]]), u.unsqueeze(1), 1e-3)[:, 0]
+    log = RecordedLog(fs=1000.0, names=("q", "q_dot", "u"), n_states=2,
+                      segments=[torch.cat((x, u), dim=1).numpy()], starts=[0.0])
+    field = HybridField.configured_physics(LinearAxisModel(mass=2.0, gain=1.0))
+    out = prediction_and_simulation(field, [log], (1.0,))
+    sim = full_simulation(field, log)
+    assert out["open_loop_1s_nrmse"] == prediction_errors(field, [log], (1.0,))["open_loop_1s_nrmse"]
+    assert out["simulation_rms_q_mm"] == sim["rms_q_mm"] and out["simulation_r2_q"] == sim["r2_q"]
+    assert (out["series"]["simulated"] == sim["series"]["simulated"]).all()

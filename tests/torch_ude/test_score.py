@@ -13,7 +13,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from torch_ude import SinglePendulum, export_field
 from torch_ude.cli import console, main
-from torch_ude.recorded import read_log, resample_segment
+from torch_ude.recorded import RecordedLog, read_log, resample_segment
+from torch_ude.score import comparison_figure
+from torch_ude.systems import TorquePendulumModel
 from torch_ude.training.recorded import RecordedPlant
 from tests.torch_ude.helpers import random_field, variant_field
 
@@ -255,3 +257,18 @@ def test_score_reads_a_log_without_a_time_column_at_the_rate_given(run, monkeypa
     vectors, stamped = record["files"]
     assert code == 0 and vectors["report"]["dt_median"] == pytest.approx(1 / 500) and vectors["report"]["samples"] == 600
     assert stamped["one_step_nrmse"] == pytest.approx(json.loads((run / "metrics.json").read_text())["one_step_nrmse"])
+
+
+def test_the_comparison_figure_draws_each_models_rollouts_beside_the_measured_state():
+    segment = np.zeros((250, 3))
+    segment[:, 2] = 0.1 * np.sin(np.arange(250) / 10.0)  # a recorded torque; the pendulum at rest
+    log = RecordedLog(fs=100.0, names=("position", "velocity", "torque"), n_states=2, segments=[segment])
+    models = {"known": TorquePendulumModel(), "damped": TorquePendulumModel(viscous=0.1)}
+    fig = comparison_figure(models, log, horizon=1.0)
+    (ax,) = fig.axes
+    # the measured angle, then two 1 s rollouts per model (2.5 s of log): labels once per model
+    assert len(ax.lines) == 1 + 2 * 2 and [t.get_text() for t in ax.get_legend().texts] == ["measured", *models]
+    assert ax.get_ylabel() == "position" and comparison_figure(models, log, ylabel="angle (rad)").axes[0].get_ylabel() \
+        == "angle (rad)"
+    # a segment shorter than the horizon: the measured state only
+    assert len(comparison_figure(models, log, horizon=5.0).axes[0].lines) == 1

@@ -36,10 +36,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .controlled import GRAVITY, ControlledField
+from .controlled import GRAVITY, ControlledField, TorquePendulumModel
 from .parameters import PhysicalParameters
 
-__all__ = ["TorqueDoublePendulumModel", "MODEL_3_1"]
+__all__ = ["TorqueDoublePendulumModel", "MODEL_3_1", "dfki_lab_model"]
 
 #: The lab's rigid-body model 3.1 (design C.0), as in ``model_3.1_parameters.yml``.
 MODEL_3_1 = {"m1": 0.6416937799349799, "m2": 0.563935954099688, "l1": 0.2, "r1": 0.2, "r2": 0.3212669909674605,
@@ -358,6 +358,32 @@ def _friction(const: dict, qd: Tensor) -> Tensor:
     """``F(q')`` (N, 2) from the constants and the velocities (N, 2)."""
     return torch.stack([const[f"b{i + 1}"] * qd[:, i] + const[f"cf{i + 1}"] * torch.atan(_SHARPNESS * qd[:, i])
                         for i in range(2)], dim=1)
+
+
+def dfki_lab_model(known: TorquePendulumModel | TorqueDoublePendulumModel,
+                   folder: str | Path) -> tuple[TorquePendulumModel | TorqueDoublePendulumModel, dict]:
+    """The DFKI lab's whole identified model beside its logs, a reference (not the truth), and its constants.
+
+    Args:
+        known: the known model a config trains on: a `TorquePendulumModel` (single pendulum) or a
+            `TorqueDoublePendulumModel`.
+        folder: the folder of the logs, e.g. ``../shared/data/dfki_pendulum``.
+
+    Returns:
+        For the single pendulum `TorquePendulumModel.from_lab_file` of ``system_identification.txt`` at the known
+        model's gravity and ``{"J", "m*cx", "Fv", "Fc", "offset"}``; for the double pendulum the lab's model 3.0
+        (``model_3.0_parameters.yml``: friction and rotor inertia added to model 3.1) and its ``init_args``.
+
+    Raises:
+        FileNotFoundError, ValueError: for a missing or unreadable lab file (the ``from_lab_file`` readers).
+    """
+    folder = Path(folder)
+    if isinstance(known, TorqueDoublePendulumModel):
+        model = TorqueDoublePendulumModel.from_lab_file(folder / "model_3.0_parameters.yml")
+        return model, model.init_args()
+    model = TorquePendulumModel.from_lab_file(folder / "system_identification.txt", known.gravity)
+    return model, {"J": model.inertia, "m*cx": model.mass_com, "Fv": model.viscous, "Fc": model.coulomb,
+                   "offset": model.offset}
 
 
 def _apply(inv: tuple[Tensor, Tensor, Tensor], y1: Tensor, y2: Tensor) -> Tensor:

@@ -23,7 +23,7 @@ from torch import Tensor
 from .controlled import ControlledField
 from .parameters import PhysicalParameters
 
-__all__ = ["LinearAxisModel", "EMPS_IDIM_LS", "idim_ls"]
+__all__ = ["LinearAxisModel", "EMPS_IDIM_LS", "idim_ls", "idim_ls_model", "pulse_steps"]
 
 #: The EMPS benchmark's IDIM-LS values (kg, N s/m, N, N), as Simulation_EMPS_Validation.m states them (mhe's start).
 EMPS_IDIM_LS = {"M": 95.1089, "Fv": 203.5034, "Fc": 20.3935, "offset": -3.1648}
@@ -187,3 +187,37 @@ def idim_ls(path: str | Path) -> dict:
     return {**{k: float(v) for k, v in zip(names, beta)}, "std": {k: float(s) for k, s in zip(names, std)},
             "relative_error_percent": float(100 * np.linalg.norm(error) / np.linalg.norm(y)), "gtau": gtau,
             "samples": int(y.shape[0])}
+
+
+def idim_ls_model(fit: Mapping[str, float], gain: float, coulomb_velocity: float = 1e-3) -> LinearAxisModel:
+    """An IDIM-LS fit as a whole model ``M q'' = gtau vir - Fv q' - Fc tanh(q' / v_c) - offset``: a reference.
+
+    Args:
+        fit: ``M`` (kg), ``Fv`` (N s/m), ``Fc`` (N), ``offset`` (N), e.g. `idim_ls` or `EMPS_IDIM_LS`.
+        gain: ``gtau`` in N/V.
+        coulomb_velocity: ``v_c`` in m/s, the smoothing of ``sign(q')``.
+    """
+    return LinearAxisModel(mass=fit["M"], gain=gain, viscous=fit["Fv"], coulomb=fit["Fc"],
+                           coulomb_velocity=coulomb_velocity, offset=fit["offset"])
+
+
+def pulse_steps(path: str | Path) -> dict:
+    """How ``vir`` steps at the onsets and ends of the force pulses of a record (DATA_EMPS_PULSES.mat).
+
+    The record's voltage already holds its force pulses: ``vir`` steps where ``pulses_N`` turns on or off.
+
+    Args:
+        path: a .mat record with ``pulses_N`` and ``vir`` (V).
+
+    Returns:
+        ``onset`` and ``end``, each with ``count`` and the steps' ``mean_V`` and ``std_V`` (V).
+    """
+    data = scipy.io.loadmat(path)
+    on = (data["pulses_N"].ravel() != 0).astype(int)
+    vir = data["vir"].ravel()
+    out = {}
+    for name, edge in (("onset", 1), ("end", -1)):
+        k = np.flatnonzero(np.diff(on) == edge) + 1
+        step = vir[k] - vir[k - 1]
+        out[name] = {"count": int(k.size), "mean_V": float(step.mean()), "std_V": float(step.std())}
+    return out

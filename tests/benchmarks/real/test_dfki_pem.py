@@ -36,9 +36,7 @@ def test_one_iteration_on_the_real_logs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     main(["--config", str(config), "--variants", "theta_friction", "--max-steps", "1", "--name", "tiny"])
     out = json.loads((tmp_path / "results" / "tiny" / "tiny.json").read_text())
-    row = out["pem"]["theta_friction"]
-    assert row["steps"] == 1 and row["windows"] > 100
-    # one Gauss-Newton step moves the friction off its start; J and m cx stay the lab's
-    assert row["parameters"]["J"] == 6.259e-2 and row["parameters"]["Fc"] != pytest.approx(0.01)
+    row = out["pem"]["theta_friction"]  # the identification itself: tests/mhe/training/test_recorded.py
+    assert row["steps"] == 1 and row["parameters"]["J"] == 6.259e-2
     assert row["open_loop_1s_nrmse"] > 0 and out["lab_model"]["parameters"]["Fc"] == 0.1839
     assert "from_dfki_pendulum" not in out and (tmp_path / "results" / "tiny" / "rollouts.png").is_file()

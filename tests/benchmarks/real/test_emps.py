@@ -1,5 +1,5 @@
-"""The EMPS benchmark: the pulses already in the voltage and a tiny end-to-end run on the real records (the IDIM-LS
-recomputation: tests/torch_ude/systems/test_linear_axis.py; the full-record simulation score:
+"""The EMPS benchmark: a tiny end-to-end run on the real records (the IDIM-LS recomputation and the pulses already
+in the voltage: tests/torch_ude/systems/test_linear_axis.py; the full-record simulation score:
 tests/torch_ude/test_prediction.py)."""
 import json
 from pathlib import Path
@@ -7,21 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.real.emps import main, pulse_steps
+from benchmarks.real.emps import main
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT.parent / "shared" / "data" / "emps"
 CONFIG = ROOT / "configs" / "emps.yaml"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"the EMPS records are not at {DATA} "
                                                           f"(see ../shared/data/README.md)")
-
-
-@needs_data
-def test_the_validation_voltage_already_holds_the_force_pulses():
-    steps = pulse_steps(DATA / "DATA_EMPS_PULSES.mat")
-    # pulses of 5 (pulses_N) show as steps of about 5 V in vir, i.e. 5 gtau = 176 N, not 5 N
-    assert steps["onset"]["count"] == 25 and steps["onset"]["mean_V"] == pytest.approx(5.07, abs=0.01)
-    assert steps["end"]["mean_V"] == pytest.approx(-5.06, abs=0.01) and steps["onset"]["std_V"] < 0.05
 
 
 def test_missing_data_files_stop_the_benchmark(tmp_path):

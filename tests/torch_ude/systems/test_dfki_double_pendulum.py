@@ -9,8 +9,8 @@ import torch
 from torch.func import jacrev
 
 from torch_ude import HybridField
-from torch_ude.systems import TorqueDoublePendulumModel
-from torch_ude.systems.dfki_double_pendulum import MODEL_3_1
+from torch_ude.systems import TorqueDoublePendulumModel, TorquePendulumModel
+from torch_ude.systems.dfki_double_pendulum import MODEL_3_1, dfki_lab_model
 from baselines.gradcheck import complex_copy, complex_step_gradient
 from baselines.shooting import ShootingObjective
 from tests.baselines.test_adjoint import _input_windows, _relative
@@ -133,6 +133,21 @@ def test_the_lab_files_are_models_3_1_and_3_0():
     assert TorqueDoublePendulumModel.from_lab_file(DATA / "model_3.0_parameters.yml").init_args() == \
         TorqueDoublePendulumModel(**MODEL_3_0).init_args()
 
+
+
+def test_the_lab_model_of_a_single_pendulum_log_folder(tmp_path):
+    (tmp_path / "system_identification.txt").write_text("J = 0.06\nm*cx = 0.1\nFv = 0.02\nFc = 0.18\noffset = -0.05\n")
+    model, constants = dfki_lab_model(TorquePendulumModel(gravity=9.8), tmp_path)
+    assert constants == {"J": 0.06, "m*cx": 0.1, "Fv": 0.02, "Fc": 0.18, "offset": -0.05} and model.gravity == 9.8
+    with pytest.raises(FileNotFoundError, match="system_identification.txt does not exist"):
+        dfki_lab_model(TorquePendulumModel(), tmp_path / "nowhere")
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"the DFKI double-pendulum files are not at {DATA} "
+                                              f"(see ../shared/data/README.md)")
+def test_the_lab_model_of_a_double_pendulum_log_folder_is_model_3_0():
+    model, constants = dfki_lab_model(TorqueDoublePendulumModel(), DATA)
+    assert constants == model.init_args() == TorqueDoublePendulumModel(**MODEL_3_0).init_args()
 
 def test_bad_constants_and_files_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="m2 must be positive"):

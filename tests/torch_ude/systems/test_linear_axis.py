@@ -1,4 +1,5 @@
-"""The force-driven linear axis (EMPS): hand-written Jacobians against torch.func and complex step, bad constants."""
+"""The force-driven linear axis (EMPS): hand-written Jacobians against torch.func and complex step, bad constants,
+IDIM-LS and the pulses in the validation record's voltage."""
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ import yaml
 from torch.func import jacrev
 
 from torch_ude.systems import LinearAxisModel
-from torch_ude.systems.linear_axis import EMPS_IDIM_LS, idim_ls
+from torch_ude.systems.linear_axis import EMPS_IDIM_LS, idim_ls, idim_ls_model, pulse_steps
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT.parent / "shared" / "data" / "emps"
@@ -90,3 +91,17 @@ def test_idim_ls_recomputes_the_benchmarks_values():
     # the config's known model carries that mass
     known = yaml.safe_load((ROOT / "configs" / "emps.yaml").read_text())["data"]["init_args"]["known"]["init_args"]
     assert known["mass"] == pytest.approx(fit["M"], rel=1e-4) and known["gain"] == pytest.approx(fit["gtau"])
+
+
+def test_an_idim_ls_fit_is_the_whole_model():
+    model = idim_ls_model(EMPS_IDIM_LS, gain=35.15)
+    assert model.init_args() == {**IDIM, "coulomb_velocity": 1e-3}
+    assert idim_ls_model(EMPS_IDIM_LS, gain=35.15, coulomb_velocity=0.05).coulomb_velocity == 0.05
+
+
+@needs_data
+def test_the_validation_voltage_already_holds_the_force_pulses():
+    steps = pulse_steps(DATA / "DATA_EMPS_PULSES.mat")
+    # pulses of 5 (pulses_N) show as steps of about 5 V in vir, i.e. 5 gtau = 176 N, not 5 N
+    assert steps["onset"]["count"] == 25 and steps["onset"]["mean_V"] == pytest.approx(5.07, abs=0.01)
+    assert steps["end"]["mean_V"] == pytest.approx(-5.06, abs=0.01) and steps["onset"]["std_V"] < 0.05
