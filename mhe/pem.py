@@ -20,8 +20,7 @@ from .models.envelope import DEFAULT_MARGIN, record_envelope
 from .data.input_history import history_names
 from .data.windows import Windows
 from .estimator.estimator import MovingHorizonEstimator
-from .estimator.kkt import prediction_loss
-from .estimator.solver import SolverSettings, WindowSolver
+from .estimator.solver import SolverSettings, WindowSolver, solved_loss
 from .identification import IdentificationProblem
 from .outer.free_run import OutputErrorSettings, refine_output_error
 from .outer.outer import OuterSettings, PEMLoop
@@ -179,13 +178,6 @@ def envelope_of_windows(estimator: MovingHorizonEstimator, solver: WindowSolver,
     return {**record, "windows": int(ok.sum())}
 
 
-def _one_step_loss(estimator: MovingHorizonEstimator, solver: WindowSolver, windows: Windows) -> float:
-    """``J`` of Eq. (9) over the windows that solve, from cold starts at the estimator's current parameters."""
-    sol = solver.solve(windows)
-    loss = prediction_loss(estimator, sol.point.stages(), windows)[0]
-    return float(loss[sol.ok].sum())
-
-
 def simulation_criterion(problem: IdentificationProblem, estimator: MovingHorizonEstimator, solver: WindowSolver,
                          settings: OutputErrorSettings = OutputErrorSettings()) -> dict[str, float]:
     """The output-error refinement after PEM (``outer.criterion: simulation``) and both criteria before and after it.
@@ -204,8 +196,8 @@ def simulation_criterion(problem: IdentificationProblem, estimator: MovingHorizo
         units, initial states estimated), ``free_run_iterations`` and ``free_run_success`` (IPOPT's).
     """
     windows = problem.windows
-    j_pem = _one_step_loss(estimator, solver, windows)
+    j_pem = solved_loss(estimator, windows, solver.solve(windows))
     res = refine_output_error(estimator, problem.logged, settings)
-    return {"J_pem": j_pem, "J_refined": _one_step_loss(estimator, solver, windows),
+    return {"J_pem": j_pem, "J_refined": solved_loss(estimator, windows, solver.solve(windows)),
             "free_run_rmse_pem": float(res.rmse_before.mean()), "free_run_rmse_refined": float(res.rmse_after.mean()),
             "free_run_iterations": res.iterations, "free_run_success": res.success}

@@ -34,16 +34,12 @@ import torch
 from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, SingleTrackVehicle, WindowSolver
 from mhe import residual_jacobian
 from mhe.estimator.kkt import prediction_loss
-from mhe.estimator.solver import WindowSolutions, cold_solve, lower_cost
+from mhe.estimator.solver import cold_solve, lower_cost, solved_loss
 from mhe.models.vehicle import BAYESRACE_TRUTH, IDENTIFIED
+from mhe.peers.cramer_rao import mhe_cramer_rao_std
 from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
-
-
-def total_loss(est: MovingHorizonEstimator, problem: IdentificationProblem, sol: WindowSolutions) -> float:
-    """``J`` over the windows whose solve succeeded."""
-    return float(prediction_loss(est, sol.point[sol.ok].stages(), problem.windows[sol.ok])[0].sum())
 
 
 def final_report(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
@@ -52,15 +48,15 @@ def final_report(est: MovingHorizonEstimator, problem: IdentificationProblem, so
     windows = problem.windows
     cold = solver.solve(windows)
     multi = cold_solve(solver, windows, starts)[0] if starts > 1 else cold
-    out = {"J_cold_start": total_loss(est, problem, cold), "n_failed_cold_start": cold.n_failed,
-           "J_cold_multistart": total_loss(est, problem, multi), "report_starts": starts,
+    out = {"J_cold_start": solved_loss(est, windows, cold), "n_failed_cold_start": cold.n_failed,
+           "J_cold_multistart": solved_loss(est, windows, multi), "report_starts": starts,
            "n_failed_multistart": multi.n_failed}
     if warm is not None:
         last = solver.solve(windows, warm)
         both, took = lower_cost(est, windows, last, multi)
         lw, lc, lm = (prediction_loss(est, s.point.stages(), windows)[0] for s in (last, cold, multi))
-        out.update({"J_warm": total_loss(est, problem, last), "n_failed_warm": last.n_failed,
-                    "J_lower_cost": total_loss(est, problem, both), "windows_cold_lower_cost": int(took.sum()),
+        out.update({"J_warm": solved_loss(est, windows, last), "n_failed_warm": last.n_failed,
+                    "J_lower_cost": solved_loss(est, windows, both), "windows_cold_lower_cost": int(took.sum()),
                     "windows_J_differ_warm_cold": _differ(lw, lc), "windows_J_differ_warm_multistart": _differ(lw, lm)})
     return out
 
@@ -77,18 +73,7 @@ def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
     with WindowSolver(est, build) as solver:
         report = final_report(est, truth, solver, None, starts)
         sol = solver.solve(truth.windows)
-    rj = residual_jacobian(est, sol.point.stages(), truth.windows)
-    bp = est.model.physics.params
-    free = bp.free_names
-    dp = torch.func.jacfwd(lambda r: torch.stack([bp.bounds[n].from_raw(r[i]) for i, n in enumerate(free)]))(
-        bp.raw.detach())
-    scale = dp.diagonal() / torch.tensor([abs(float(bp()[n])) for n in free], dtype=torch.float64)
-    order = [n for n, _ in est.named_parameters()]
-    first = sum(p.numel() for _, p in list(est.named_parameters())[:order.index("model.physics.params.raw")])
-    dr = rj.jacobian[..., first:first + len(free)] / scale
-    fisher = torch.einsum("myp,myq,y->pq", dr, dr, 1.0 / rj.residual.var(0))
-    std = torch.linalg.inv(fisher).diagonal().sqrt()
-    crlb = {n: float(s) for n, s in zip(free, std)}
+    crlb = mhe_cramer_rao_std(est, residual_jacobian(est, sol.point.stages(), truth.windows))
     return {**report, "crlb_rel_std_at_truth": crlb,
             "crlb_mean_over_identified": sum(crlb[n] for n in IDENTIFIED) / len(IDENTIFIED)}
 
