@@ -7,12 +7,13 @@ at 0), parsed with its overrides exactly as ``torch-ude fit`` parses it
 run of the same config give the same parameters. The run leaves the CLI's run files
 (``field.pt``, ``field.json``, ``metrics.json``) in ``--out`` plus ``recovery.json``: the
 per-iteration history and the final ``J`` re-solved from the run's warm starts, from one
-cold start and from ``--report-starts`` cold starts per window (lowest MHE cost kept).
+cold start and from ``--report-starts`` cold starts per window (lowest MHE cost kept;
+`mhe.outer.report.starts_report`).
 ``--compare RUN`` prints the largest relative difference of the parameters to another
 run's ``metrics.json``. ``--truth`` evaluates instead at the true parameters (Er free): ``J``
 from one and from ``--report-starts`` cold starts, and the Cramer-Rao standard deviations of
-the relative errors from the exact residual Jacobian, which tell which parameters the data
-can pin.
+the relative errors from the exact residual Jacobian (`mhe.peers.cramer_rao.mhe_cramer_rao_std`),
+which tell which parameters the data can pin.
 
     python -m benchmarks.mhe.vehicle_recovery --config configs/mhe_racing_physics_gn.yaml
     python -m benchmarks.mhe.vehicle_recovery --compare runs/mhe_racing_physics_gn
@@ -29,40 +30,13 @@ import math
 import time
 from pathlib import Path
 
-import torch
-
-from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, SingleTrackVehicle, WindowSolver
-from mhe import residual_jacobian
-from mhe.estimator.kkt import prediction_loss
-from mhe.estimator.solver import cold_solve, lower_cost, solved_loss
+from mhe import IdentificationProblem, PEMIdentifier, SingleTrackVehicle, WindowSolver, residual_jacobian
 from mhe.models.vehicle import BAYESRACE_TRUTH, IDENTIFIED
+from mhe.outer.report import starts_report
 from mhe.peers.cramer_rao import mhe_cramer_rao_std
 from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
-
-
-def final_report(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
-                 warm: list | None, starts: int) -> dict:
-    """``J`` at the current parameters from warm starts (if given), one cold start and ``starts`` cold starts."""
-    windows = problem.windows
-    cold = solver.solve(windows)
-    multi = cold_solve(solver, windows, starts)[0] if starts > 1 else cold
-    out = {"J_cold_start": solved_loss(est, windows, cold), "n_failed_cold_start": cold.n_failed,
-           "J_cold_multistart": solved_loss(est, windows, multi), "report_starts": starts,
-           "n_failed_multistart": multi.n_failed}
-    if warm is not None:
-        last = solver.solve(windows, warm)
-        both, took = lower_cost(est, windows, last, multi)
-        lw, lc, lm = (prediction_loss(est, s.point.stages(), windows)[0] for s in (last, cold, multi))
-        out.update({"J_warm": solved_loss(est, windows, last), "n_failed_warm": last.n_failed,
-                    "J_lower_cost": solved_loss(est, windows, both), "windows_cold_lower_cost": int(took.sum()),
-                    "windows_J_differ_warm_cold": _differ(lw, lc), "windows_J_differ_warm_multistart": _differ(lw, lm)})
-    return out
-
-
-def _differ(a: torch.Tensor, b: torch.Tensor) -> int:
-    return int(((a - b).abs() > 1e-8 * a.abs().clamp_min(1e-12)).sum())
 
 
 def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
@@ -71,7 +45,7 @@ def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
     truth = problem.replace(physics=SingleTrackVehicle(BAYESRACE_TRUTH, identify=names))
     est = truth.estimator()
     with WindowSolver(est, build) as solver:
-        report = final_report(est, truth, solver, None, starts)
+        report = starts_report(solver, truth.windows, starts=starts)
         sol = solver.solve(truth.windows)
     crlb = mhe_cramer_rao_std(est, residual_jacobian(est, sol.point.stages(), truth.windows))
     return {**report, "crlb_rel_std_at_truth": crlb,
@@ -119,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
 
         result = pem.fit(record)
-        report = final_report(est, problem, pem.solver, [pem.loop.starts.get(i) for i in range(len(problem.windows))],
-                              starts)
+        report = starts_report(pem.solver, problem.windows,
+                               [pem.loop.starts.get(i) for i in range(len(problem.windows))], starts)
         paths = write_pem_outputs(outputs, est, result)
     out = {"config": args.config, "overrides": overrides, "result": {**vars(result), "counters": vars(result.counters)},
            "final": report, "history": history,
