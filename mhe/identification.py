@@ -33,7 +33,7 @@ from .data.windows import Windows, make_windows
 from .estimator.arrival import arrival_bounds
 from .estimator.estimator import MHESettings, MovingHorizonEstimator
 
-__all__ = ["ArrivalCost", "ResidualSettings", "IdentificationProblem", "start_from_run"]
+__all__ = ["ArrivalCost", "ResidualSettings", "IdentificationProblem", "start_from_estimator", "start_from_run"]
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,26 @@ def start_from_run(start: str, physics: PhysicsField | None, output: OutputMap |
             raise ValueError(f"start={start!r}: {err}") from None
     return physics, output, replace(arrival, mean=tuple(float(v) for v in run["arrival"]["mean"]),
                                     std=tuple(float(v) for v in run["arrival"]["std"]))
+
+
+def start_from_estimator(problem: IdentificationProblem, estimator: MovingHorizonEstimator) -> IdentificationProblem:
+    """``problem`` started where an estimator in memory ended, as `start_from_run` starts from a run folder: copies
+    of its physics (values, identified names, bounds) and output map, and its trained arrival mean and standard
+    deviations (the problem's arrival box, margin and range kept); e.g. a gray-box problem from a physics-only fit.
+
+    Args:
+        problem: the problem to start (of the same physics and number of states as ``estimator``'s model).
+        estimator: the MHE after its run.
+
+    Returns:
+        The started copy of ``problem``.
+    """
+    a = problem.arrival
+    return problem.replace(physics=copy.deepcopy(estimator.model.physics),
+                           output=copy.deepcopy(estimator.model.output_map),
+                           arrival=ArrivalCost(tuple(estimator.arrival_mean.detach().tolist()),
+                                               tuple(estimator.arrival_std().detach().tolist()), a.box, a.margin,
+                                               a.std_range))
 
 
 class IdentificationProblem:

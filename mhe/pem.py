@@ -6,7 +6,8 @@ module `mhe.training.PEMModule` runs the same loop from the same problem and set
 both give the same iterates. Both end a run with `finish`: the output-error refinement of
 ``outer.criterion: simulation`` (`simulation_criterion`), the trust envelope of a gray-box
 model (`envelope_of_windows`) and its residual check (`residual_check_of_run`), which need the problem, the
-estimator and its solver together.
+estimator and its solver together. `compare_refinement` runs PEM-MHE alone and then the refinement on a
+simulated recording and scores both models by free run (issue 33's comparison).
 """
 from __future__ import annotations
 
@@ -14,21 +15,24 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+import torch
+from torch import Tensor
 from torch.nn.utils import parameters_to_vector
 
 from .models.envelope import DEFAULT_MARGIN, record_envelope
 from .data.input_history import history_names
 from .data.windows import Windows
 from .estimator.estimator import MovingHorizonEstimator
-from .estimator.kkt import prediction_loss
-from .estimator.solver import SolverSettings, WindowSolver
+from .estimator.solver import SolverSettings, WindowSolver, solved_loss
 from .identification import IdentificationProblem
-from .outer.free_run import OutputErrorSettings, refine_output_error
+from .outer.free_run import (OutputErrorSettings, estimate_initial_states, free_run_rmse, refine_output_error,
+                              simulate_free_run)
 from .outer.outer import OuterSettings, PEMLoop
 from .outer.residual_check import CHECK_PASSES, check_residual
 from .outer.report import PEMResult, PEMStep
 
-__all__ = ["PEMIdentifier", "envelope_of_windows", "finish", "residual_check_of_run", "simulation_criterion"]
+__all__ = ["PEMIdentifier", "compare_refinement", "envelope_of_windows", "finish", "residual_check_of_run",
+           "simulation_criterion"]
 
 
 class PEMIdentifier:
@@ -179,13 +183,6 @@ def envelope_of_windows(estimator: MovingHorizonEstimator, solver: WindowSolver,
     return {**record, "windows": int(ok.sum())}
 
 
-def _one_step_loss(estimator: MovingHorizonEstimator, solver: WindowSolver, windows: Windows) -> float:
-    """``J`` of Eq. (9) over the windows that solve, from cold starts at the estimator's current parameters."""
-    sol = solver.solve(windows)
-    loss = prediction_loss(estimator, sol.point.stages(), windows)[0]
-    return float(loss[sol.ok].sum())
-
-
 def simulation_criterion(problem: IdentificationProblem, estimator: MovingHorizonEstimator, solver: WindowSolver,
                          settings: OutputErrorSettings = OutputErrorSettings()) -> dict[str, float]:
     """The output-error refinement after PEM (``outer.criterion: simulation``) and both criteria before and after it.
@@ -204,8 +201,59 @@ def simulation_criterion(problem: IdentificationProblem, estimator: MovingHorizo
         units, initial states estimated), ``free_run_iterations`` and ``free_run_success`` (IPOPT's).
     """
     windows = problem.windows
-    j_pem = _one_step_loss(estimator, solver, windows)
+    j_pem = solved_loss(estimator, windows, solver.solve(windows))
     res = refine_output_error(estimator, problem.logged, settings)
-    return {"J_pem": j_pem, "J_refined": _one_step_loss(estimator, solver, windows),
+    return {"J_pem": j_pem, "J_refined": solved_loss(estimator, windows, solver.solve(windows)),
             "free_run_rmse_pem": float(res.rmse_before.mean()), "free_run_rmse_refined": float(res.rmse_after.mean()),
             "free_run_iterations": res.iterations, "free_run_success": res.success}
+
+
+def _free_run_scores(pem: PEMIdentifier, clean: Tensor, initial: Tensor, rmse: Tensor,
+                     extra: Callable[[PEMIdentifier], dict] | None) -> dict:
+    """The free-run scores of `compare_refinement` of ``pem``'s model now, from the ``initial`` states (S, n_x) whose
+    RMSE per output against the measured outputs is ``rmse`` (n_y,)."""
+    rec = pem.problem.logged
+    with torch.no_grad():
+        run = simulate_free_run(pem.estimator.model, initial, rec.inputs, rec.breaks)
+    return {"free_run_rmse": float(rmse.mean()), "free_run_rmse_clean": float(free_run_rmse(run, clean).mean()),
+            **(extra(pem) if extra is not None else {}), "rel_errors": pem.problem.relative_errors(pem.estimator)}
+
+
+def compare_refinement(pem: PEMIdentifier, clean: Tensor, extra: Callable[[PEMIdentifier], dict] | None = None
+                       ) -> dict[str, dict]:
+    """PEM-MHE alone, then the output-error refinement (`refine_output_error`), each model scored by free run.
+
+    Fits ``pem`` (its one-step criterion), scores the model, refines it in place on the free-run error of the
+    problem's recording with the run's ``outer.simulation`` settings and scores it again. A model is scored by
+    free run from the initial states that fit it best, its parameters fixed
+    (`mhe.outer.free_run.estimate_initial_states`), against the measured outputs and against the noise-free ones.
+
+    Args:
+        pem: an identifier, not yet fitted, with ``outer.criterion: prediction``.
+        clean: the recording's noise-free outputs (T, n_y), output units (a simulated plant's).
+        extra: more scores of a model, called with ``pem`` after each free run (e.g. ``J`` of Eq. 9).
+
+    Returns:
+        ``pem_mhe`` and ``refined``, each with ``free_run_rmse`` and ``free_run_rmse_clean`` (the mean over
+        the outputs of the RMSE against the measured and the noise-free outputs), ``extra``'s scores and
+        ``rel_errors`` (`mhe.identification.IdentificationProblem.relative_errors`); ``pem_mhe`` also with the
+        PEM run's ``steps``, ``stop`` (reason) and ``wall_s``, ``refined`` with IPOPT's ``success`` and
+        ``ipopt_iterations`` and the refinement's ``wall_s`` (seconds).
+
+    Raises:
+        ValueError: for a run whose criterion is already the free-run one (``outer.criterion: simulation``).
+    """
+    settings = pem.loop.settings
+    if settings.criterion != "prediction":
+        raise ValueError(f"compare_refinement runs the refinement itself; the run's outer.criterion must be "
+                         f"'prediction', got {settings.criterion!r}.")
+    rec = pem.problem.logged
+    t0 = time.perf_counter()
+    result = pem.fit()
+    pem_s = time.perf_counter() - t0
+    x0, rmse = estimate_initial_states(pem.estimator, rec, settings.simulation)
+    alone = _free_run_scores(pem, clean, x0, rmse, extra)
+    res = refine_output_error(pem.estimator, rec, settings.simulation)
+    refined = _free_run_scores(pem, clean, res.initial_states, res.rmse_after, extra)
+    return {"pem_mhe": {**alone, "steps": result.counters.steps, "stop": result.stop_reason, "wall_s": pem_s},
+            "refined": {**refined, "success": res.success, "ipopt_iterations": res.iterations, "wall_s": res.wall_s}}

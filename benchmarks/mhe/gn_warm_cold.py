@@ -20,8 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mhe import GaussNewtonStopping, PEMIdentifier
-from mhe.estimator.kkt import prediction_loss
-from mhe.estimator.solver import lower_cost
+from mhe.estimator.solver import lower_cost, solved_loss
 from mhe.training import load_experiment
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
@@ -56,8 +55,7 @@ def main(argv: list[str] | None = None) -> None:
             if (i + 1) % args.every == 0 or step.stop:
                 warm = pem.solver.solve(windows, [loop.starts.get(j) for j in range(len(windows))])
                 cold = pem.solver.solve(windows)
-                lw, lc = (prediction_loss(est, s.point.stages(), windows)[0] for s in (warm, cold))
-                row.update(J_warm=float(lw[warm.ok].sum()), J_cold=float(lc[cold.ok].sum()),
+                row.update(J_warm=solved_loss(est, windows, warm), J_cold=solved_loss(est, windows, cold),
                            windows_cold_lower_cost=int((lower_cost(est, windows, warm, cold)[1] & warm.ok).sum()),
                            windows_warm_lower_cost=int((lower_cost(est, windows, cold, warm)[1] & cold.ok).sum()),
                            failed_warm=warm.n_failed, failed_cold=cold.n_failed)

@@ -1,8 +1,8 @@
 """Hypergradient time, explicit (Eq. 11) vs adjoint-VJP (Prop. 1), for neural models at N = 40 (Sec. 4.2).
 
-Neural-only models ``f_c = N(x, u) + w`` (tanh MLP, two hidden layers of width h) on
-the racing windows; ``alpha`` and the KKT points are fixed and only the hypergradient
-evaluation is timed. KKT points come from undamped Newton on the torch KKT system
+Neural-only models ``f_c = N(x, u) + w`` (tanh MLP, two hidden layers of width h,
+`mhe.problems.racing.neural_racing_problem`) on the racing windows; ``alpha`` and the KKT points are
+fixed and only the hypergradient evaluation is timed. KKT points come from undamped Newton on the torch KKT system
 (the last layer is small and random, so every weight has a non-trivial gradient).
 The explicit form is run only while its matrices (`explicit_memory_bytes`) stay under
 ``--explicit-cap-gib`` (default 8 GiB: this machine's 24 GiB are shared).
@@ -20,32 +20,9 @@ from pathlib import Path
 
 import torch
 
-from mhe import (ArrivalCost, IdentificationProblem, MHESettings, MovingHorizonEstimator, Recording,
-                 ResidualSettings, hypergradient_adjoint, hypergradient_explicit)
+from mhe import hypergradient_adjoint, hypergradient_explicit
 from mhe.estimator.kkt import explicit_memory_bytes, refine
-from mhe.problems.racing import MEASURED, RacingSimulation
-
-IN_SCALE, OUT_SCALE = (2.0, 0.3, 3.0, 0.3, 1.0), (1.0, 1.0, 20.0)
-
-
-def neural_problem(width: int, recording: Recording, horizon: int, windows: int) -> IdentificationProblem:
-    """The neural-only racing problem: ``f_c = N(x, u) + w``, two tanh layers of ``width``."""
-    sim = RacingSimulation()
-    return IdentificationProblem(recording, MHESettings(horizon, sim.process_std, sim.measurement_std),
-                                 ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0)), MEASURED,
-                                 residual=ResidualSettings(width, IN_SCALE, OUT_SCALE, seed=0), stride=50,
-                                 windows=windows, n_x=3)
-
-
-def neural_estimator(problem: IdentificationProblem) -> MovingHorizonEstimator:
-    """The problem's estimator with a small random last layer, so that every weight has a gradient."""
-    est = problem.estimator()
-    width = problem.residual.width
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        w_last = est.model.residual.mlp.ordered_parameters()[-2]
-        w_last.copy_(torch.randn(w_last.shape, generator=gen, dtype=torch.float64) * (0.5 / width ** 0.5))
-    return est
+from mhe.problems.racing import RacingSimulation, neural_racing_estimator, neural_racing_problem
 
 
 def timed(fn, repeats: int):
@@ -74,8 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     recording = RacingSimulation(steps=400).record()
     rows = []
     for width in args.widths:
-        problem = neural_problem(width, recording, args.horizon, args.windows)
-        est, windows = neural_estimator(problem), problem.windows
+        problem = neural_racing_problem(width, recording, args.horizon, args.windows)
+        est, windows = neural_racing_estimator(problem), problem.windows
         n_alpha = sum(p.numel() for p in est.parameters())
         z = est.initial_point(windows).stages()
         for _ in range(30):  # undamped Newton until the relative KKT residual is at round-off

@@ -7,7 +7,8 @@ of the physics at the config's start values, ``(x_{k+1} - f_d(x_k, u~_k)) / h``
 (`mhe.peers.state_pem.state_residuals`, dx/dt units); the config's own `mhe.models.model.NeuralResidual`
 (its width, scales, input history and outputs, zero last layer, the hidden layers seeded per seed) is
 fitted by full-batch Adam to the rows of the first ``--fraction`` of the training part and scored on the
-rest: per driven state channel, ``R^2 = 1 - mean((N - target)^2) / var(target)`` on the held-out rows.
+rest: per driven state channel, ``R^2 = 1 - mean((N - target)^2) / var(target)`` on the held-out rows
+(`mhe.peers.state_pem.fit_residual_on_states`).
 The validation part is never read. For the gray-box configs the start values are the physics-only
 PEM-MHE result, so the targets are what that fit leaves::
 
@@ -20,68 +21,15 @@ numbers to ``--out`` (JSON).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import time
 from pathlib import Path
 
 import torch
 
-from mhe import IdentificationProblem
-from mhe.peers.state_pem import state_residuals
+from mhe.peers.state_pem import fit_residual_on_states
 from mhe.training import load_experiment
 
-__all__ = ["held_out_fit", "main"]
-
-
-def held_out_fit(problem: IdentificationProblem, seed: int, fraction: float = 0.7, steps: int = 1500,
-                 lr: float = 0.01) -> dict:
-    """Fit ``problem``'s residual network to the physics' one-step residuals on the logged states; score the rest.
-
-    Args:
-        problem: a gray-box problem on a recording with logged states (float64); its start values are
-            the physics the residual corrects.
-        seed: seed of the network's hidden layers (replaces the config's).
-        fraction: the first ``fraction`` of the one-step rows fit, the rest are held out, in (0, 1).
-        steps: full-batch Adam steps.
-        lr: Adam's learning rate.
-
-    Returns:
-        ``channels`` (the driven state indices), ``train_r2`` and ``held_out_r2`` per driven channel,
-        the row counts and the wall time in seconds.
-
-    Raises:
-        ValueError: without a residual or logged states, or for ``fraction`` outside (0, 1).
-    """
-    rec = problem.recording
-    if problem.residual is None or rec.states.shape[-1] != problem.n_x:
-        raise ValueError("The check needs a gray-box problem (data.problem.residual) on a recording with logged "
-                         f"states; got residual={problem.residual} and states of shape {tuple(rec.states.shape)}.")
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"fraction (the rows that fit) must lie in (0, 1); got {fraction}.")
-    t0 = time.perf_counter()
-    target = torch.as_tensor(state_residuals(problem.model(), rec) / rec.dt)  # none across a gap
-    keep = rec.follows()
-    x, u = rec.states[:-1][keep], rec.inputs[:-1][keep]
-    net = dataclasses.replace(problem.residual, seed=seed).build(problem.n_x, problem.physics.n_u)
-    channels = list(net.outputs)
-    scale = net.out_scale[channels]
-    cut = int(fraction * len(target))
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = (((net(x[:cut], u[:cut]) - target[:cut])[:, channels] / scale) ** 2).mean()
-        loss.backward()
-        opt.step()
-
-    def r2(rows: slice) -> list[float]:
-        with torch.no_grad():
-            t = target[rows][:, channels]
-            err = (net(x[rows], u[rows])[:, channels] - t).pow(2).mean(dim=0)
-            return (1.0 - err / t.var(dim=0, unbiased=False)).tolist()
-
-    return {"seed": seed, "channels": channels, "train_r2": r2(slice(0, cut)), "held_out_r2": r2(slice(cut, None)),
-            "fit_rows": cut, "held_out_rows": len(target) - cut, "wall_s": time.perf_counter() - t0}
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     names = problem.physics.state_names
     runs = []
     for seed in args.seeds:
-        runs.append(held_out_fit(problem, seed, args.fraction, args.steps))
+        runs.append(fit_residual_on_states(problem, seed, args.fraction, args.steps))
         r = runs[-1]
         print(f"seed {seed}: R^2 " + ", ".join(f"{names[c]} {a:.3f} / held out {b:.3f}" for c, a, b in
                                                zip(r["channels"], r["train_r2"], r["held_out_r2"]))

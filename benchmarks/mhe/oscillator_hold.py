@@ -8,8 +8,9 @@ multisine's tones reach ``--max-hz`` times the natural frequency (default 0.5: a
 period of the input, so linear interpolation follows it; at 1.5 its fastest tone has 6 samples per
 period and a first-order hold's own interpolation error shows).
 For each hold (`mhe.models.hold`) the same `LinearOscillator` model, started 10 % off in ``omega`` and
-``gain`` and at ``zeta`` 0.08 (truth 0.05), is identified by Gauss-Newton PEM-MHE, then refined on the
-free-run error (`mhe.outer.free_run.refine_output_error`). For both it reports
+``gain`` and at ``zeta`` 0.08 (truth 0.05, `mhe.problems.oscillator.oscillator_problem`), is identified by
+Gauss-Newton PEM-MHE, then refined on the free-run error (`mhe.outer.free_run.refine_output_error`). For both it
+reports (`mhe.pem.compare_refinement`)
 
 * ``free_run_rmse``: the free-run RMSE against the measured position (initial state estimated);
 * ``free_run_rmse_clean``: the same free run against the plant's noise-free position (the model's
@@ -28,57 +29,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
-import torch
-
-from mhe import ArrivalCost, IdentificationProblem, MHESettings, OuterSettings, PEMIdentifier, SolverSettings
+from mhe import OuterSettings, PEMIdentifier, SolverSettings
 from mhe.models.hold import HOLDS
-from mhe.outer.free_run import estimate_initial_states, free_run_rmse, refine_output_error, simulate_free_run
-from mhe.problems.oscillator import LinearOscillator, OscillatorSimulation
+from mhe.pem import compare_refinement
+from mhe.problems.oscillator import OscillatorSimulation, oscillator_problem
 
-__all__ = ["problem", "run_hold", "main"]
-
-
-def problem(hold: str, steps: int, noise: float, seed: int, max_hz: float = 1.5) -> IdentificationProblem:
-    """The oscillator's identification problem with input hold ``hold`` (every hold sees the same recording).
-
-    Args:
-        hold: ``"zoh"``, ``"foh"`` or ``"midpoint"``.
-        steps: samples of the recording.
-        noise: standard deviation of the position noise.
-        seed: the recording's seed (multisine phases and noise).
-        max_hz: the multisine's highest frequency as a multiple of the natural frequency.
-    """
-    source = OscillatorSimulation(steps=steps, noise=noise, seed=seed, max_hz=max_hz)
-    physics = LinearOscillator(1.1 * source.omega, 0.08, 0.9 * source.gain, identify=("omega", "zeta", "gain"))
-    return IdentificationProblem(source, MHESettings(15, (0.5, 5.0), (noise,)), ArrivalCost((0.0, 0.0), (1.0, 50.0)),
-                                 (0,), physics, stride=10, hold=hold)
-
-
-def _score(pem: PEMIdentifier, initial: torch.Tensor, rmse: torch.Tensor) -> dict:
-    rec = pem.problem.logged
-    with torch.no_grad():
-        run = simulate_free_run(pem.estimator.model, initial, rec.inputs)
-    return {"free_run_rmse": float(rmse.mean()), "free_run_rmse_clean": float(free_run_rmse(run, rec.states[:, :1])),
-            "rel_errors": pem.problem.relative_errors(pem.estimator)}
+__all__ = ["run_hold", "main"]
 
 
 def run_hold(hold: str, steps: int, noise: float, seed: int, max_hz: float, max_steps: int, build: str) -> dict:
-    """Gauss-Newton PEM-MHE with input hold ``hold``, then the free-run refinement; both models scored by free run."""
-    prob = problem(hold, steps, noise, seed, max_hz)
+    """Gauss-Newton PEM-MHE with input hold ``hold``, then the free-run refinement; both models scored by free run
+    (`mhe.pem.compare_refinement`, against the plant's noise-free position)."""
+    prob = oscillator_problem(hold, steps, noise, seed, max_hz)
     outer = OuterSettings(optimizer="gauss_newton")
     with PEMIdentifier(prob, max_steps, outer, SolverSettings(build_dir=build)) as pem:
-        t0 = time.perf_counter()
-        result = pem.fit()
-        pem_s = time.perf_counter() - t0
-        x0, rmse = estimate_initial_states(pem.estimator, prob.logged, outer.simulation)
-        alone = _score(pem, x0, rmse)
-        res = refine_output_error(pem.estimator, prob.logged, outer.simulation)
-        refined = _score(pem, res.initial_states, res.rmse_after)
-    return {"pem_mhe": {**alone, "steps": result.counters.steps, "stop": result.stop_reason, "wall_s": pem_s},
-            "refined": {**refined, "success": res.success, "ipopt_iterations": res.iterations, "wall_s": res.wall_s}}
+        return compare_refinement(pem, prob.logged.states[:, :1])
 
 
 def main(argv: list[str] | None = None) -> dict:

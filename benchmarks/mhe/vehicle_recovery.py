@@ -7,12 +7,13 @@ at 0), parsed with its overrides exactly as ``torch-ude fit`` parses it
 run of the same config give the same parameters. The run leaves the CLI's run files
 (``field.pt``, ``field.json``, ``metrics.json``) in ``--out`` plus ``recovery.json``: the
 per-iteration history and the final ``J`` re-solved from the run's warm starts, from one
-cold start and from ``--report-starts`` cold starts per window (lowest MHE cost kept).
+cold start and from ``--report-starts`` cold starts per window (lowest MHE cost kept;
+`mhe.outer.report.starts_report`).
 ``--compare RUN`` prints the largest relative difference of the parameters to another
 run's ``metrics.json``. ``--truth`` evaluates instead at the true parameters (Er free): ``J``
 from one and from ``--report-starts`` cold starts, and the Cramer-Rao standard deviations of
-the relative errors from the exact residual Jacobian, which tell which parameters the data
-can pin.
+the relative errors from the exact residual Jacobian (`mhe.peers.cramer_rao.mhe_cramer_rao_std`),
+which tell which parameters the data can pin.
 
     python -m benchmarks.mhe.vehicle_recovery --config configs/mhe_racing_physics_gn.yaml
     python -m benchmarks.mhe.vehicle_recovery --compare runs/mhe_racing_physics_gn
@@ -29,44 +30,13 @@ import math
 import time
 from pathlib import Path
 
-import torch
-
-from mhe import IdentificationProblem, MovingHorizonEstimator, PEMIdentifier, SingleTrackVehicle, WindowSolver
-from mhe import residual_jacobian
-from mhe.estimator.kkt import prediction_loss
-from mhe.estimator.solver import WindowSolutions, cold_solve, lower_cost
+from mhe import IdentificationProblem, PEMIdentifier, SingleTrackVehicle, WindowSolver, residual_jacobian
 from mhe.models.vehicle import BAYESRACE_TRUTH, IDENTIFIED
+from mhe.outer.report import starts_report
+from mhe.peers.cramer_rao import mhe_cramer_rao_std
 from mhe.training import load_experiment, pem_outputs, write_pem_outputs
 
 CONFIG = "configs/mhe_racing_physics_gn.yaml"
-
-
-def total_loss(est: MovingHorizonEstimator, problem: IdentificationProblem, sol: WindowSolutions) -> float:
-    """``J`` over the windows whose solve succeeded."""
-    return float(prediction_loss(est, sol.point[sol.ok].stages(), problem.windows[sol.ok])[0].sum())
-
-
-def final_report(est: MovingHorizonEstimator, problem: IdentificationProblem, solver: WindowSolver,
-                 warm: list | None, starts: int) -> dict:
-    """``J`` at the current parameters from warm starts (if given), one cold start and ``starts`` cold starts."""
-    windows = problem.windows
-    cold = solver.solve(windows)
-    multi = cold_solve(solver, windows, starts)[0] if starts > 1 else cold
-    out = {"J_cold_start": total_loss(est, problem, cold), "n_failed_cold_start": cold.n_failed,
-           "J_cold_multistart": total_loss(est, problem, multi), "report_starts": starts,
-           "n_failed_multistart": multi.n_failed}
-    if warm is not None:
-        last = solver.solve(windows, warm)
-        both, took = lower_cost(est, windows, last, multi)
-        lw, lc, lm = (prediction_loss(est, s.point.stages(), windows)[0] for s in (last, cold, multi))
-        out.update({"J_warm": total_loss(est, problem, last), "n_failed_warm": last.n_failed,
-                    "J_lower_cost": total_loss(est, problem, both), "windows_cold_lower_cost": int(took.sum()),
-                    "windows_J_differ_warm_cold": _differ(lw, lc), "windows_J_differ_warm_multistart": _differ(lw, lm)})
-    return out
-
-
-def _differ(a: torch.Tensor, b: torch.Tensor) -> int:
-    return int(((a - b).abs() > 1e-8 * a.abs().clamp_min(1e-12)).sum())
 
 
 def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
@@ -75,20 +45,9 @@ def at_truth(problem: IdentificationProblem, build: Path, starts: int) -> dict:
     truth = problem.replace(physics=SingleTrackVehicle(BAYESRACE_TRUTH, identify=names))
     est = truth.estimator()
     with WindowSolver(est, build) as solver:
-        report = final_report(est, truth, solver, None, starts)
+        report = starts_report(solver, truth.windows, starts=starts)
         sol = solver.solve(truth.windows)
-    rj = residual_jacobian(est, sol.point.stages(), truth.windows)
-    bp = est.model.physics.params
-    free = bp.free_names
-    dp = torch.func.jacfwd(lambda r: torch.stack([bp.bounds[n].from_raw(r[i]) for i, n in enumerate(free)]))(
-        bp.raw.detach())
-    scale = dp.diagonal() / torch.tensor([abs(float(bp()[n])) for n in free], dtype=torch.float64)
-    order = [n for n, _ in est.named_parameters()]
-    first = sum(p.numel() for _, p in list(est.named_parameters())[:order.index("model.physics.params.raw")])
-    dr = rj.jacobian[..., first:first + len(free)] / scale
-    fisher = torch.einsum("myp,myq,y->pq", dr, dr, 1.0 / rj.residual.var(0))
-    std = torch.linalg.inv(fisher).diagonal().sqrt()
-    crlb = {n: float(s) for n, s in zip(free, std)}
+    crlb = mhe_cramer_rao_std(est, residual_jacobian(est, sol.point.stages(), truth.windows))
     return {**report, "crlb_rel_std_at_truth": crlb,
             "crlb_mean_over_identified": sum(crlb[n] for n in IDENTIFIED) / len(IDENTIFIED)}
 
@@ -134,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
 
         result = pem.fit(record)
-        report = final_report(est, problem, pem.solver, [pem.loop.starts.get(i) for i in range(len(problem.windows))],
-                              starts)
+        report = starts_report(pem.solver, problem.windows,
+                               [pem.loop.starts.get(i) for i in range(len(problem.windows))], starts)
         paths = write_pem_outputs(outputs, est, result)
     out = {"config": args.config, "overrides": overrides, "result": {**vars(result), "counters": vars(result.counters)},
            "final": report, "history": history,

@@ -47,13 +47,13 @@ from torch import Tensor
 from ..models.casadi_model import CasadiDynamics
 from ..models.checks import require
 from ..data.windows import Windows
-from .kkt import refine
+from .kkt import prediction_loss, refine
 from .point import KKTPoint
 from .problem import MHEProblem, MHESolution, OuterValues
 from .estimator import MovingHorizonEstimator
 
 __all__ = ["SolverSettings", "WindowSolutions", "WindowSolver", "lower_cost", "cold_guesses", "cold_solve",
-           "propagated_guess", "propagated_solve", "lowest_cost_solve"]
+           "propagated_guess", "propagated_solve", "lowest_cost_solve", "solved_loss"]
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +273,20 @@ class WindowSolver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def solved_loss(estimator: MovingHorizonEstimator, windows: Windows, solutions: WindowSolutions) -> float:
+    """``J`` of Eq. (9), ``sum_i 1/2 ||r_i||^2``, over the windows whose solve succeeded.
+
+    Args:
+        estimator: the MHE the windows were solved with (its current ``alpha``).
+        windows: the M windows.
+        solutions: their solutions.
+
+    Returns:
+        ``J`` (output units squared; 0.0 when no window solved).
+    """
+    return float(prediction_loss(estimator, solutions.point.stages(), windows)[0][solutions.ok].sum())
 
 
 def lower_cost(estimator: MovingHorizonEstimator, windows: Windows, first: WindowSolutions,

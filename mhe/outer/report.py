@@ -2,14 +2,22 @@
 
 One `PEMStep` per iteration of `mhe.outer.outer.PEMLoop`, the run's `PEMCounters` (checkpointed
 with the loop) and the `PEMResult` a run ends with, whose `PEMResult.summary` is the last
-line the CLI and the benchmarks print.
+line the CLI and the benchmarks print. `starts_report` tells at a run's end whether its warm starts still find
+the lowest MHE cost that cold starts find (the windows are nonconvex, `mhe.estimator.solver.lower_cost`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["PEMStep", "PEMCounters", "PEMResult"]
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from ..data.windows import Windows
+    from ..estimator.solver import Start, WindowSolver
+
+__all__ = ["PEMStep", "PEMCounters", "PEMResult", "starts_report"]
 
 
 @dataclass(frozen=True)
@@ -145,3 +153,46 @@ class PEMResult:
         return (f"PEM-MHE: {err}, J = {self.loss:.4e}, {c.steps} steps ({c.updates} applied, {c.skipped} skipped), "
                 f"{stop}, failed window solves {c.failed} (+{c.failed_trials} in trials and checks), "
                 f"{self.wall_s:.1f} s{free}{check}{out}")
+
+
+def _differ(a: Tensor, b: Tensor) -> int:
+    """Windows whose ``J^(i)`` differ by more than 1e-8 relative."""
+    return int(((a - b).abs() > 1e-8 * a.abs().clamp_min(1e-12)).sum())
+
+
+def starts_report(solver: WindowSolver, windows: Windows, warm: list[Start | None] | None = None,
+                  starts: int = 1) -> dict[str, float | int]:
+    """``J`` of Eq. (9) at the solver's estimator's current parameters from warm starts, one cold start and
+    ``starts`` cold starts (`mhe.estimator.solver.cold_solve`), each over the windows that solved.
+
+    Args:
+        solver: the window solver (its estimator's current ``alpha``).
+        windows: the M windows.
+        warm: per window the run's warm start or None (start cold), or None for no warm solve.
+        starts: cold starts per window, >= 1 (more than one needs an arrival box on the unmeasured states).
+
+    Returns:
+        ``J_cold_start``, ``n_failed_cold_start``, ``J_cold_multistart``, ``report_starts`` and
+        ``n_failed_multistart``; given ``warm`` also ``J_warm``, ``n_failed_warm``, ``J_lower_cost`` (per window
+        the lower MHE cost of the warm and the multistart solution, `mhe.estimator.solver.lower_cost`),
+        ``windows_cold_lower_cost`` (the windows where the multistart one was lower) and
+        ``windows_J_differ_warm_cold`` and ``windows_J_differ_warm_multistart`` (windows whose ``J^(i)`` differ
+        by more than 1e-8 relative).
+    """
+    from ..estimator.kkt import prediction_loss
+    from ..estimator.solver import cold_solve, lower_cost, solved_loss  # loads CasADi; the records above do not
+
+    est = solver.estimator
+    cold = solver.solve(windows)
+    multi = cold_solve(solver, windows, starts)[0] if starts > 1 else cold
+    out = {"J_cold_start": solved_loss(est, windows, cold), "n_failed_cold_start": cold.n_failed,
+           "J_cold_multistart": solved_loss(est, windows, multi), "report_starts": starts,
+           "n_failed_multistart": multi.n_failed}
+    if warm is not None:
+        last = solver.solve(windows, warm)
+        both, took = lower_cost(est, windows, last, multi)
+        lw, lc, lm = (prediction_loss(est, s.point.stages(), windows)[0] for s in (last, cold, multi))
+        out.update({"J_warm": solved_loss(est, windows, last), "n_failed_warm": last.n_failed,
+                    "J_lower_cost": solved_loss(est, windows, both), "windows_cold_lower_cost": int(took.sum()),
+                    "windows_J_differ_warm_cold": _differ(lw, lc), "windows_J_differ_warm_multistart": _differ(lw, lm)})
+    return out

@@ -9,19 +9,28 @@ The Cramér–Rao bound of an unbiased estimator's relative error ``e_j`` is ``s
 (`cramer_rao_std`); a parameter whose bound is small is one "the data determine" (the issue's
 subset of Table 1). The true states stand in for the estimated ones (the hidden state is known
 exactly in the bound), so the bound is optimistic for methods that estimate the states.
+
+`mhe_cramer_rao_std` takes the states the MHE estimates instead: the Fisher information of the windows'
+prediction residuals from their exact Jacobian at the KKT points (`mhe.outer.gauss_newton.residual_jacobian`),
+the noise variance per output estimated from the residuals themselves.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from ..estimator.estimator import MovingHorizonEstimator
 from ..models.checks import require
 from ..models.model import StateSpaceModel
 from ..models.ops import TORCH_OPS
 
-__all__ = ["one_step_fisher", "cramer_rao_std"]
+if TYPE_CHECKING:
+    from ..outer.gauss_newton import ResidualJacobian
+
+__all__ = ["one_step_fisher", "cramer_rao_std", "mhe_cramer_rao_std"]
 
 
 def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, measurement_std: Sequence[float],
@@ -94,3 +103,32 @@ def cramer_rao_std(fisher: Tensor, rtol: float = 1e-12) -> Tensor:
     var = (vec[:, seen] ** 2 / lam[seen]).sum(dim=1)
     blind = (vec[:, ~seen] ** 2).sum(dim=1) > 1e-16
     return torch.where(blind, torch.full_like(var, float("inf")), var.sqrt())
+
+
+def mhe_cramer_rao_std(estimator: MovingHorizonEstimator, jacobian: ResidualJacobian) -> dict[str, float]:
+    """Cramér–Rao standard deviations of the relative errors of the identified physical parameters, from the
+    windows' prediction residuals at the MHE's estimated states (module docstring).
+
+    With ``J_i = dr_i/de`` the residuals' Jacobian in the relative parameters ``theta_j (1 + e_j)`` (the columns
+    of the physics' raw parameters, chained through their bounds, `mhe.models.bounds.Bound.from_raw`) and
+    ``R = diag(var_i(r_i))`` the residuals' sample variance per output, ``F = sum_i J_i^T R^-1 J_i`` and the bound
+    is ``sqrt((F^-1)_jj)``.
+
+    Args:
+        estimator: the MHE whose physics has identified parameters, at the values the bound is taken at.
+        jacobian: the residuals (M, n_y) and their Jacobian (M, n_y, n_alpha) at the windows' KKT points
+            (`mhe.outer.gauss_newton.residual_jacobian`).
+
+    Returns:
+        The bound per identified physical parameter, by name in ``free_names`` order (dimensionless).
+    """
+    params = estimator.model.physics.params
+    free = params.free_names
+    draw = torch.func.jacfwd(lambda r: torch.stack([params.bounds[n].from_raw(r[i]) for i, n in enumerate(free)]))(
+        params.raw.detach())
+    scale = draw.diagonal() / torch.tensor([abs(float(params()[n])) for n in free], dtype=torch.float64)
+    named = list(estimator.named_parameters())
+    first = sum(p.numel() for _, p in named[:[n for n, _ in named].index("model.physics.params.raw")])
+    dr = jacobian.jacobian[..., first:first + len(free)] / scale
+    fisher = torch.einsum("myp,myq,y->pq", dr, dr, 1.0 / jacobian.residual.var(0))
+    return {n: float(s) for n, s in zip(free, torch.linalg.inv(fisher).diagonal().sqrt())}

@@ -6,7 +6,7 @@
 records it at ``samples_per_period`` samples per natural period with Gaussian measurement noise;
 the plant is integrated finely (`mhe.data.simulate.simulate_plant`). A model that holds the sampled
 input constant over each step (zero-order hold) shifts it by half a sample; a first-order hold
-follows it to second order in the sample time.
+follows it to second order in the sample time. `oscillator_problem` identifies it with a chosen hold.
 """
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from types import SimpleNamespace
 import torch
 from torch import Tensor
 
+from ..identification import ArrivalCost, IdentificationProblem
+from ..estimator.estimator import MHESettings
 from ..models.bounds import Bound, BoundedParameters
 from ..models.model import PhysicsField
 from ..data.recording import RecordingSource
 from ..data.recording import Recording
 from ..data.simulate import simulate_plant
 
-__all__ = ["LinearOscillator", "OscillatorSimulation", "multisine"]
+__all__ = ["LinearOscillator", "OscillatorSimulation", "multisine", "oscillator_problem"]
 
 
 class LinearOscillator(PhysicsField):
@@ -102,3 +104,22 @@ class OscillatorSimulation(RecordingSource):
         gen = torch.Generator().manual_seed(self.seed + 1)
         noise = self.noise * torch.randn(self.steps, 1, generator=gen, dtype=torch.float64)
         return Recording(states, inputs, states[:, :1] + noise, self.dt)
+
+
+def oscillator_problem(hold: str, steps: int, noise: float, seed: int, max_hz: float = 1.5) -> IdentificationProblem:
+    """The oscillator's identification problem with input hold ``hold`` (every hold sees the same recording).
+
+    `LinearOscillator` started 10 % off in ``omega`` (above) and ``gain`` (below) and at ``zeta`` 0.08 (truth 0.05),
+    all three identified; windows of 15 samples every 10 samples, the position measured.
+
+    Args:
+        hold: the model's input hold, ``"zoh"``, ``"foh"`` or ``"midpoint"`` (`mhe.models.hold`).
+        steps: samples of the recording.
+        noise: standard deviation of the position noise (also the MHE's measurement standard deviation).
+        seed: the recording's seed (multisine phases and noise).
+        max_hz: the multisine's highest frequency as a multiple of the natural frequency.
+    """
+    source = OscillatorSimulation(steps=steps, noise=noise, seed=seed, max_hz=max_hz)
+    physics = LinearOscillator(1.1 * source.omega, 0.08, 0.9 * source.gain, identify=("omega", "zeta", "gain"))
+    return IdentificationProblem(source, MHESettings(15, (0.5, 5.0), (noise,)), ArrivalCost((0.0, 0.0), (1.0, 50.0)),
+                                 (0,), physics, stride=10, hold=hold)

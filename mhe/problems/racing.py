@@ -5,27 +5,36 @@
 is measured (`MEASURED`), ``vy`` is hidden. It is the recording of the racing configs
 (``configs/mhe_racing_*.yaml``). `perturbed_values` gives the "about 50 % off" starts of
 the identification; the error metric of Table 1, ``|theta^_j - theta*_j| / |theta*_j|``, is
-`mhe.identification.IdentificationProblem.relative_errors` with this truth.
+`mhe.identification.IdentificationProblem.relative_errors` with this truth. `neural_racing_problem` and
+`neural_racing_estimator` are the neural-only models of the hypergradient timings (Sec. 4.2).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import torch
 
+from ..estimator.estimator import MHESettings, MovingHorizonEstimator
+from ..identification import ArrivalCost, IdentificationProblem, ResidualSettings
 from ..models.model import StateSpaceModel
 from ..models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED, SingleTrackVehicle
 from ..data.recording import RecordingSource
 from ..data.recording import Recording
 from ..data.simulate import simulate_closed_loop, vehicle_policy
 
-__all__ = ["MEASURED", "DT", "RacingSimulation", "perturbed_values", "start_values"]
+__all__ = ["MEASURED", "DT", "RacingSimulation", "neural_racing_estimator", "neural_racing_problem", "perturbed_values",
+           "start_values"]
 
 MEASURED = (0, 2)
 """Measured states: vx and omega (vy is unmeasured)."""
 
 DT = 0.02
 """Sample time of the simulated recording in seconds (50 Hz)."""
+
+NEURAL_SCALES = ((2.0, 0.3, 3.0, 0.3, 1.0), (1.0, 1.0, 20.0))
+"""Input scales (vx, vy, omega in m/s, m/s, rad/s; the two inputs) and output scales (the three rates) of the
+neural-only racing model."""
 
 
 class RacingSimulation(RecordingSource):
@@ -134,3 +143,34 @@ def start_values(mean_error: float, seed: int = 0, identify: Sequence[str] = IDE
     for name, s, fj in zip(identify, signs, f):
         out[name] = BAYESRACE_TRUTH[name] * (1.0 + s * float(fj))
     return out
+
+
+def neural_racing_problem(width: int, recording: Recording, horizon: int, windows: int) -> IdentificationProblem:
+    """The neural-only racing problem ``f_c = N(x, u) + w``: a tanh MLP of two hidden layers of ``width``, no physics.
+
+    Args:
+        width: hidden width of the network.
+        recording: the data (a `RacingSimulation` recording).
+        horizon: the MHE horizon N.
+        windows: the number of windows M (every 50 samples).
+
+    Returns:
+        The problem, with the simulator's noise levels and the arrival cost of the racing configs.
+    """
+    sim = RacingSimulation()
+    return IdentificationProblem(recording, MHESettings(horizon, sim.process_std, sim.measurement_std),
+                                 ArrivalCost((1.5, 0.0, 0.0), (1.0, 0.3, 3.0)), MEASURED,
+                                 residual=ResidualSettings(width, *NEURAL_SCALES, seed=0), stride=50,
+                                 windows=windows, n_x=3)
+
+
+def neural_racing_estimator(problem: IdentificationProblem, seed: int = 1) -> MovingHorizonEstimator:
+    """The problem's estimator with a small random last layer (std ``0.5 / sqrt(width)``, seeded), so that every
+    weight has a non-trivial gradient (a new network's last layer is zero)."""
+    est = problem.estimator()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        w_last = est.model.residual.mlp.ordered_parameters()[-2]
+        scale = 0.5 / problem.residual.width ** 0.5
+        w_last.copy_(torch.randn(w_last.shape, generator=gen, dtype=torch.float64) * scale)
+    return est

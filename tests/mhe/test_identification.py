@@ -1,4 +1,5 @@
-"""The identification problem: lazy data, windows from the MHE horizon, fresh estimators, bounds, truth, bad input."""
+"""The identification problem: lazy data, windows from the MHE horizon, fresh estimators, bounds, truth, bad input,
+starts from a run."""
 import json
 from dataclasses import replace
 
@@ -8,6 +9,7 @@ import torch
 from mhe import (ArrivalCost, IdentificationProblem, MHESettings, Recording, RecordingSource, ResidualSettings,
                  SingleTrackVehicle, make_windows)
 from mhe.estimator.arrival import arrival_bounds
+from mhe.identification import start_from_estimator
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
 from tests.mhe.helpers import leak_problem, physics_run, racing_problem
@@ -176,6 +178,18 @@ def test_a_gray_box_starts_where_a_physics_only_run_ended(tmp_path):
     assert copy.start == str(run) and float(copy.physics.params()["a"]) == pytest.approx(result.parameters["a"])
     plain = leak_problem(inflow=0.0, noise=0.01, a=0.9)
     assert float(plain.physics.params()["a"]) == pytest.approx(0.9)  # the config's start where none is given
+
+
+def test_a_start_from_the_estimator_in_memory_is_the_start_from_its_run_folder(tmp_path):
+    run, _, est = physics_run(tmp_path)
+    gray = leak_problem(inflow=0.0, noise=0.01, a=0.9, check=False)
+    from_memory = start_from_estimator(gray, est).estimator()
+    from_folder = leak_problem(inflow=0.0, noise=0.01, a=0.9, check=False, start=str(run)).estimator()
+    assert float(from_memory.model.physics.params()["a"]) == pytest.approx(
+        float(from_folder.model.physics.params()["a"]), rel=1e-12)
+    assert from_memory.arrival_mean.tolist() == pytest.approx(from_folder.arrival_mean.tolist(), rel=1e-12)
+    assert from_memory.arrival_std().tolist() == pytest.approx(from_folder.arrival_std().tolist(), rel=1e-12)
+    assert from_memory.model.residual is not None and float(gray.physics.params()["a"]) == pytest.approx(0.9)
 
 
 def test_a_start_sets_the_identified_output_map_too(tmp_path):

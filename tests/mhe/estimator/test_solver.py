@@ -10,7 +10,9 @@ import torch
 
 from mhe import MovingHorizonEstimator, WindowSolver
 from mhe.estimator.arrival import arrival_bounds
-from mhe.estimator.solver import (cold_guesses, cold_solve, lower_cost, lowest_cost_solve, propagated_guess, propagated_solve)
+from mhe.estimator.kkt import prediction_loss
+from mhe.estimator.solver import (cold_guesses, cold_solve, lower_cost, lowest_cost_solve, propagated_guess, propagated_solve,
+                                 solved_loss)
 from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 
@@ -27,6 +29,9 @@ def test_a_failed_window_is_dropped_with_a_warning_and_counted(tmp_path, caplog)
     assert "1 of 3 MHE windows failed" in caplog.text
     assert bad.starts[1] is None and bad.starts[0] is not None
     assert torch.allclose(bad.point[[0, 2]].x, good.point[[0, 2]].x, atol=1e-10)
+    # J leaves the failed window out: the same number as J of the windows that solved, taken alone
+    alone = prediction_loss(est, bad.point[bad.ok].stages(), windows[bad.ok])[0].sum()
+    assert solved_loss(est, windows, bad) == float(alone) < solved_loss(est, windows, good)
 
 
 def test_ipopt_iteration_limit_counts_as_failure(tmp_path):

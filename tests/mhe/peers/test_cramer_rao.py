@@ -7,8 +7,10 @@ from mhe import NeuralResidual, SingleTrackVehicle, StateSpaceModel
 from mhe.data.recording import held_inputs
 from mhe.models.hold import input_hold
 from mhe.models.pendulum import PendulumPhysics
-from mhe.peers.cramer_rao import cramer_rao_std, one_step_fisher
+from mhe.outer.gauss_newton import ResidualJacobian, residual_jacobian
+from mhe.peers.cramer_rao import cramer_rao_std, mhe_cramer_rao_std, one_step_fisher
 from mhe.problems.racing import MEASURED, RacingSimulation
+from tests.mhe.helpers import estimator, torch_kkt_point, vehicle_windows
 
 DT, C, R = 0.02, 0.4, (1e-3, 2e-3)
 
@@ -75,3 +77,14 @@ def test_bad_input_is_a_clear_error():
         one_step_fisher(pendulum((0, 1)), states, torch.zeros(10, 0), (1e-3, 0.0))
     with pytest.raises(ValueError, match=r"states must have shape \(T, 2\)"):
         one_step_fisher(pendulum((0, 1)), states[:, :1], torch.zeros(10, 0), R)
+
+
+def test_the_mhe_bound_scales_with_the_residuals_and_names_the_identified_parameters():
+    est, windows = estimator("physics", 6), vehicle_windows(6, 8)
+    rj = residual_jacobian(est, torch_kkt_point(est, windows), windows)
+    std = mhe_cramer_rao_std(est, rj)
+    assert list(std) == list(est.model.physics.params.free_names)
+    assert all(0.0 < s < float("inf") for s in std.values())
+    # F ~ 1 / var(r): noise twice as large, bounds twice as wide
+    doubled = mhe_cramer_rao_std(est, ResidualJacobian(2.0 * rj.residual, rj.jacobian))
+    assert [doubled[n] for n in std] == pytest.approx([2.0 * s for s in std.values()], rel=1e-10)

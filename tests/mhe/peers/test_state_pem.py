@@ -1,4 +1,7 @@
-"""One-step PEM on given states: exact Jacobian, recovery from true states, seeded starts, bad input."""
+"""One-step PEM on given states: exact Jacobian, recovery from true states, seeded starts, bad input; a residual's
+form fitted to the physics' one-step residuals and scored on held-out rows."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -6,10 +9,14 @@ import torch
 from mhe import SingleTrackVehicle, StateSpaceModel
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED
-from mhe.peers.state_pem import fit_on_states, jittered_starts, state_residuals
+from mhe.peers.state_pem import fit_on_states, fit_residual_on_states, jittered_starts, state_residuals
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
-from tests.mhe.datasets import bayesrace_file
+from mhe.training import load_experiment
+from tests.mhe.datasets import bayesrace_file, data_file
 
+ROOT = Path(__file__).resolve().parents[3]
+IAC_DATA, IAC_GRAY = "iac/LVMS_23_01_04_B.csv", "configs/mhe_iac_gray.yaml"
+IAC_TINY = ["--data.problem.recording.init_args.part", "[0.0, 0.05]", "--trainer.logger", "false"]
 BAYESRACE_16 = ("Bf", "Cf", "Df", "Ef", "Shf", "Svf", "Br", "Cr", "Dr", "Er", "Shr", "Svr", "Cm1", "Cm2", "Cr0", "Cr2")
 
 
@@ -80,3 +87,28 @@ def test_state_residuals_are_zero_for_the_true_model_and_skip_the_gaps():
                           measured=MEASURED)
     assert np.abs(state_residuals(off, rec)).max() > 1e-6
 
+
+def test_the_fit_explains_the_training_rows_and_scores_the_held_out_ones(monkeypatch):
+    data_file(IAC_DATA)
+    monkeypatch.chdir(ROOT)
+    problem = load_experiment(IAC_GRAY, [*IAC_TINY, "--data.problem.residual.outputs", "[0, 1]",
+                                         "--data.problem.residual.width", "8"]).problem
+    untrained = fit_residual_on_states(problem, seed=0, steps=0)
+    fitted = fit_residual_on_states(problem, seed=0, steps=300)
+    rows = len(problem.recording.states) - 1
+    assert fitted["channels"] == [0, 1] and fitted["fit_rows"] == int(0.7 * rows)
+    assert fitted["fit_rows"] + fitted["held_out_rows"] == rows
+    # a zero network explains nothing (R^2 <= 0); 300 Adam steps explain part of the training rows
+    assert all(r <= 0 for r in untrained["train_r2"])
+    assert all(f > max(u, 0.05) for f, u in zip(fitted["train_r2"], untrained["train_r2"]))
+    assert fitted != fit_residual_on_states(problem, seed=1, steps=300)  # the seed is the network's
+
+
+def test_problems_the_residual_fit_cannot_use_are_rejected(monkeypatch):
+    data_file(IAC_DATA)
+    monkeypatch.chdir(ROOT)
+    gray = load_experiment(IAC_GRAY, IAC_TINY).problem
+    with pytest.raises(ValueError, match="needs a gray-box problem"):
+        fit_residual_on_states(gray.replace(residual=None), seed=0)
+    with pytest.raises(ValueError, match=r"fraction \(the rows that fit\) must lie in \(0, 1\)"):
+        fit_residual_on_states(gray, seed=0, fraction=1.0)
