@@ -4,9 +4,9 @@ For each condition: a random field whose every weight matters (seeded Glorot wei
 the output layer at full gain, random calibration scales in [0.5, 1.5]), windows from a
 short 1 % noise stream with the shooting states moved off the observations, and the
 relative errors ``||g - g_ref|| / ||g_ref||`` of the gradients in theta and in the
-shooting states against complex step (complex128, h = 1e-30, one parameter at a time,
-`baselines.gradcheck.adjoint_errors`) and against ``torch.autograd`` through the core's unrolled RK4
-(Section 4.1 and Figure 11 of the jet-matching paper).
+shooting states against complex step (complex128, h = 1e-30, one parameter at a time)
+and against ``torch.autograd`` through the core's unrolled RK4
+(`baselines.gradcheck.adjoint_errors`; Section 4.1 and Figure 11 of the jet-matching paper).
 
     python -m benchmarks.baseline.gradcheck [--steps 1 3 5 10] [--windows 3]
 
