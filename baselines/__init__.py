@@ -1,6 +1,7 @@
 """Solver-based UDE baselines: RK4 multiple shooting with a hand-derived discrete adjoint."""
 from .accounting import (
     IterationCost as IterationCost,
+    account_iteration as account_iteration,
     matmul_macs as matmul_macs,
     measure_iteration as measure_iteration,
     tape_breakdown as tape_breakdown,
@@ -26,6 +27,6 @@ __all__ = [
     "RK4Tape", "rk4_forward", "rk4_adjoint",
     "Observations", "ShootingWindows", "observe", "recorded_observations", "shooting_windows",
     "ShootingObjective", "ShootingGradient", "ShootingAdam", "StepResult", "FitHistory",
-    "IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown",
+    "IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown", "account_iteration",
     "CALIBRATION_SECONDS", "initial_field", "stream_calibration",
 ]

@@ -11,9 +11,14 @@ Three numbers, each measured on the code that trains:
 * multiply-accumulates: the profiler's FLOP count (``with_flops=True``) of the matrix
   products, halved, next to `matmul_macs`, the count derived from the layer widths.
   Elementwise work (tanh, its derivative, the RK4 combinations) is not counted.
+
+`account_iteration` gathers the three with the wall time of an iteration (the table of
+``python -m benchmarks.baseline.accounting``).
 """
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -24,8 +29,11 @@ from torch.profiler import ProfilerActivity, profile
 from torch_ude.field import HybridField
 
 from .rk4 import RK4Tape
+from .shooting import ShootingObjective
+from .windows import ShootingWindows
 
-__all__ = ["IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown", "MATRIX_PRODUCTS"]
+__all__ = ["IterationCost", "measure_iteration", "matmul_macs", "tape_breakdown", "account_iteration",
+           "MATRIX_PRODUCTS"]
 
 #: The profiler events whose FLOPs are matrix products (elementwise ops carry FLOPs too).
 MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")
@@ -104,3 +112,31 @@ def tape_breakdown(tape: RK4Tape) -> dict[str, int]:
     out = {"stages": size(tape.stages), "hidden": sum(size(h) for h in tape.hidden), "states": size(tape.states)}
     out["total"] = sum(out.values())
     return out
+
+
+def account_iteration(field: HybridField, windows: ShootingWindows, state_scale: torch.Tensor | None = None,
+                      repeats: int = 5) -> dict:
+    """Memory and compute of one iteration (`ShootingObjective.gradient`) on ``windows``.
+
+    Args:
+        field: the field.
+        windows: the ``B`` windows of ``K`` steps.
+        state_scale: the objective's per-channel scale of the state error, (n,), or None.
+        repeats: timed iterations (without the profiler) on one objective, >= 1.
+
+    Returns:
+        ``tape`` (`tape_breakdown`, bytes), ``peak_heap_bytes`` (`measure_iteration` of an iteration
+        that builds its objective, so its tape counts), ``matmul_macs_profiled``, ``matmul_macs_counted``
+        (`matmul_macs`) and ``iteration_s``, the median wall time of one iteration in s.
+    """
+    cost = measure_iteration(lambda: ShootingObjective(field, windows, state_scale).gradient())
+    objective = ShootingObjective(field, windows, state_scale)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        objective.gradient()
+        times.append(time.perf_counter() - start)
+    return {"tape": tape_breakdown(objective.tape), "peak_heap_bytes": cost.peak_heap_bytes,
+            "matmul_macs_profiled": cost.matmul_macs,
+            "matmul_macs_counted": matmul_macs(field, windows.steps, windows.batch),
+            "iteration_s": statistics.median(times)}

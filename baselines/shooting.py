@@ -61,6 +61,7 @@ class ShootingObjective:
     Attributes:
         shooting_states: ``s``, the windows' initial states, shape (B, n), a copy of
             ``windows.x0`` that a trainer may update in place.
+        state_scale: ``state_scale`` as given.
     """
 
     def __init__(self, field: HybridField, windows: ShootingWindows, state_scale: Tensor | None = None) -> None:
@@ -71,7 +72,7 @@ class ShootingObjective:
                 f"n = {n}; build them from the same plant's stream."
             )
         dtype = field.in_scale.dtype
-        self.field = field
+        self.field, self.state_scale = field, state_scale
         self.windows = windows.to(dtype)
         self.shooting_states = self.windows.x0.clone()
         self.tape = RK4Tape.allocate(field, windows.steps, windows.batch)

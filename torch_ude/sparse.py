@@ -21,6 +21,9 @@ From the command line, on a run folder written by ``torch-ude fit``::
 (the last on a run trained on recorded logs: the residual ``F(x, u) - f_known(x, u)`` on
 the training logs' samples, the library in the state and input names) prints the equations and writes them to ``RUN/equations.json``. Needs the optional
 extra ``peers`` (``pip install 'torch-ude[peers]'``: pysindy, scikit-learn).
+
+Beside a network's reading of recorded logs stands what the logs say without one: `fit_logs`
+regresses the same library on a Savitzky–Golay derivative of the logged states minus ``f_known``.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ from .recorded import read_log
 from .systems.base import System, check_states
 
 __all__ = ["Library", "ResidualEquations", "OutsideVisitedRegionWarning", "bootstrap_fit", "fit_residual", "fit_run",
-           "main"]
+           "fit_logs", "main"]
 
 
 class OutsideVisitedRegionWarning(UserWarning):
@@ -148,6 +151,24 @@ class ResidualEquations:
         """``(coefficient, std)`` of ``term`` in ``channel`` (0 when not selected)."""
         i, j = self.channels.index(channel), self.terms.index(term)
         return self.coefficients[i][j], self.std[i][j]
+
+    def compare(self, truth: Sequence[tuple[str, str, float]]) -> dict[str, dict]:
+        """Known coefficients against the recovered ones (a simulated plant's truth, a lab's fit).
+
+        Args:
+            truth: ``(channel, term, value)`` triples, e.g. ``[("omega", "omega", -0.40)]``; a value of 0
+                says the term should not be selected.
+
+        Returns:
+            Per ``"<channel>: <term>"``: ``true``, ``found`` (0 when not selected), its bootstrap ``std``
+            and ``relative_error``, ``found / true - 1`` (None for a true value of 0).
+        """
+        out = {}
+        for channel, term, value in truth:
+            found, std = self.coefficient(channel, term)
+            out[f"{channel}: {term}"] = {"true": value, "found": found, "std": std,
+                                         "relative_error": found / value - 1.0 if value else None}
+        return out
 
     def selected(self) -> list[dict]:
         """The selected terms: ``{"channel", "term", "coefficient", "std", "inclusion"}`` each."""
@@ -341,6 +362,70 @@ def fit_run(run: str | Path, library: Library | Sequence[str], states: str = "vi
     n = system.n_states
     return fit_residual(lambda x, u: module(torch.cat([x, u], dim=1).to(dtype)).to(torch.float64), system,
                         sidecar["case"], library, states=z[:, :n], inputs=z[:, n:], **kwargs)
+
+
+def fit_logs(config: str | Path, library: Sequence[str], channel: str | None = None, threshold: float = 0.05,
+             bootstrap: int = 200, seed: int = 0, window_s: float = 0.31, order: int = 3) -> dict:
+    """What a recorded config's training logs say without a network: STLSQ of ``a - f_known(x, u)`` on a library.
+
+    The reference beside `fit_run` on a run trained on the same logs: ``a`` is the Savitzky–Golay
+    derivative (window ``window_s``, order ``order``, per segment of at least a window, on the
+    config's nominal grid) of the recorded ``channel``, ``f_known`` the config's known model in that
+    channel, the samples those of the config's training logs (`torch_ude.recorded.read_log`, paths
+    relative to the working directory). Uncertainties: `bootstrap_fit` over the samples.
+
+    Args:
+        config: a config on recorded logs (``data.init_args``: ``known``, ``files``, ``time``,
+            ``states``, ``inputs``, ``fs``).
+        library: expressions in the state and input names (`Library`).
+        channel: the state whose derivative is regressed (e.g. ``velocity``); default the last state.
+        threshold: STLSQ threshold, in the coefficient's units.
+        bootstrap: bootstrap refits over resampled samples.
+        seed: seed of the resampling.
+        window_s: Savitzky–Golay window in s (rounded to an odd number of samples).
+        order: Savitzky–Golay polynomial order.
+
+    Returns:
+        ``{"terms", "coefficients", "std", "r2", "samples", "acceleration"}``: the library's term names,
+        the coefficients and their bootstrap standard deviations (L each), the fraction of the target's
+        variance the equation explains, the number of samples and how ``a`` was computed.
+
+    Raises:
+        ValueError: for a ``channel`` that is not a state of the config.
+    """
+    import yaml
+    from scipy.signal import savgol_filter
+
+    from .score import class_of
+
+    data = yaml.safe_load(Path(config).read_text())["data"]["init_args"]
+    states, inputs = data["states"], data.get("inputs", [])
+    channel = states[-1] if channel is None else channel
+    if channel not in states:
+        raise ValueError(f"channel must be one of the config's states {states}; got {channel!r}.")
+    j, n = states.index(channel), len(states)
+    known = class_of(data["known"])(**data["known"].get("init_args", {}))
+    fs = float(data["fs"])
+    window = 2 * int(round(window_s * fs / 2)) + 1
+    z, y = [], []
+    for path in data["files"]:
+        for seg in read_log(path, data["time"], states, inputs, fs).segments:
+            if seg.shape[0] < window:
+                continue
+            acc = savgol_filter(seg[:, j], window, order, deriv=1, delta=1.0 / fs)
+            x, u = torch.as_tensor(seg[:, :n]), torch.as_tensor(seg[:, n:])
+            with torch.no_grad():
+                y.append(acc - known(x, u)[:, j].numpy())
+            z.append(seg)
+    z, y = np.concatenate(z), np.concatenate(y)[:, None]
+    library = Library(library, states, inputs)
+    theta = library(z)
+    coef, draws = bootstrap_fit(theta, y, _default_optimizer(threshold), bootstrap, seed)
+    coef, draws = coef[0], draws[:, 0]
+    misfit = y[:, 0] - theta @ coef
+    return {"terms": list(library.names), "coefficients": coef.tolist(), "std": draws.std(0, ddof=1).tolist(),
+            "r2": float(1.0 - (misfit**2).sum() / ((y[:, 0] - y[:, 0].mean()) ** 2).sum()), "samples": len(y),
+            "acceleration": f"Savitzky-Golay derivative of the {channel}, window {window} samples, order {order}"}
 
 
 def main(argv: list[str] | None = None) -> ResidualEquations:

@@ -13,15 +13,18 @@ from .sindy import (
     DEGREES as DEGREES,
     DIFFERENTIATIONS as DIFFERENTIATIONS,
     SINDY_MODES as SINDY_MODES,
+    SINDY_VARIANTS as SINDY_VARIANTS,
     THRESHOLDS as THRESHOLDS,
     WINDOWS as WINDOWS,
     SindyField as SindyField,
     SindySettings as SindySettings,
     choose as choose,
+    choose_variants as choose_variants,
     sindy_fit as sindy_fit,
 )
 
 __all__ = [
-    "SINDY_MODES", "DIFFERENTIATIONS", "WINDOWS", "THRESHOLDS", "DEGREES", "SindySettings", "SindyField", "sindy_fit",
-    "choose", "GRADIENT_MODES", "TorchdiffeqObjective", "torchdiffeq_fit", "config_stream", "run_measured",
+    "SINDY_MODES", "DIFFERENTIATIONS", "SINDY_VARIANTS", "WINDOWS", "THRESHOLDS", "DEGREES", "SindySettings",
+    "SindyField", "sindy_fit", "choose", "choose_variants", "GRADIENT_MODES", "TorchdiffeqObjective",
+    "torchdiffeq_fit", "config_stream", "run_measured",
 ]

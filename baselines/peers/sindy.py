@@ -34,13 +34,15 @@ from torch_ude.metrics import evaluate_field
 from torch_ude.systems.base import System, VectorField
 from torch_ude.systems.simulate import SimulatedStream
 
-__all__ = ["DIFFERENTIATIONS", "SINDY_MODES", "WINDOWS", "THRESHOLDS", "DEGREES", "SindySettings", "SindyField",
-           "sindy_fit", "choose"]
+__all__ = ["DIFFERENTIATIONS", "SINDY_MODES", "SINDY_VARIANTS", "WINDOWS", "THRESHOLDS", "DEGREES", "SindySettings",
+           "SindyField", "sindy_fit", "choose", "choose_variants"]
 
 #: PySINDy's default finite differences, or its Savitzky-Golay smoothed ones.
 DIFFERENTIATIONS = ("default", "savgol")
 #: The residual on top of the known model, or the whole field.
 SINDY_MODES = ("residual", "whole")
+#: The variants' names, ``sindy_<mode>_<differentiation>`` (`choose_variants`).
+SINDY_VARIANTS = tuple(f"sindy_{mode}_{diff}" for mode, diff in itertools.product(SINDY_MODES, DIFFERENTIATIONS))
 #: The seed-0 search: Savitzky-Golay windows (samples at 1 kHz; 11 is PySINDy's default
 #: smoother), STLSQ thresholds and polynomial degrees.
 WINDOWS = (11, 51, 101, 201, 401)
@@ -170,3 +172,23 @@ def choose(system: System, case: str, rec: SimulatedStream, states: dict[str, Te
                           "e_field": metrics["e_field"]})
     best = min(tried, key=lambda r: r["e_field_visited"])
     return best["settings"], tried
+
+
+def choose_variants(system: System, case: str, rec: SimulatedStream, states: dict[str, Tensor],
+                    windows: Sequence[int] = WINDOWS, thresholds: Sequence[float] = THRESHOLDS,
+                    degrees: Sequence[int] = DEGREES) -> dict[str, dict]:
+    """`choose` for every variant (`SINDY_VARIANTS`) on one stream, JSON-ready.
+
+    Args:
+        system, case, rec, states, windows, thresholds, degrees: as for `choose`.
+
+    Returns:
+        Per variant name ``{"settings": ..., "tried": [{"settings": ..., "e_field_visited": ...}, ...]}``,
+        the settings as dictionaries of the `SindySettings` fields.
+    """
+    out = {}
+    for name, (mode, diff) in zip(SINDY_VARIANTS, itertools.product(SINDY_MODES, DIFFERENTIATIONS)):
+        best, tried = choose(system, case, rec, states, mode, diff, windows, thresholds, degrees)
+        out[name] = {"settings": vars(best), "tried": [{"settings": vars(t["settings"]),
+                                                        "e_field_visited": t["e_field_visited"]} for t in tried]}
+    return out

@@ -13,37 +13,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from baselines import ShootingObjective, initial_field, matmul_macs, measure_iteration, observe, shooting_windows
-from baselines.accounting import tape_breakdown
+from baselines import account_iteration, initial_field, observe, shooting_windows
 from torch_ude import DoublePendulum, SinglePendulum, simulate
 
 PLANTS = {"single": (SinglePendulum, 60.0), "double": (DoublePendulum, 20.0)}
 
 
 def account(plant: str, steps: int, n_windows: int, rate: float, repeats: int) -> dict:
-    """One row of the table."""
+    """One row of the table (`baselines.accounting.account_iteration`, the error scaled by the field's x_rms)."""
     system_cls, duration = PLANTS[plant]
     system = system_cls()
     rec = simulate(system, duration, noise=0.01, seed=0)
     field = initial_field(system, "A", rec, 0)
     windows = shooting_windows(observe(rec, rate), steps, n_windows)
-    cost = measure_iteration(lambda: ShootingObjective(field, windows, field.in_scale).gradient())
-    objective = ShootingObjective(field, windows, field.in_scale)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        objective.gradient()
-        times.append(time.perf_counter() - start)
     return {"plant": plant, "K": steps, "windows": n_windows, "rate_hz": rate,
-            "tape": tape_breakdown(objective.tape), "peak_heap_bytes": cost.peak_heap_bytes,
-            "matmul_macs_profiled": cost.matmul_macs, "matmul_macs_counted": matmul_macs(field, steps, n_windows),
-            "iteration_s": statistics.median(times)}
+            **account_iteration(field, windows, field.in_scale, repeats)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,8 +22,7 @@ Writes ``results/baseline_comparison/baseline_comparison.json``.
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
+from statistics import geometric_mean
 
 from benchmarks.common import NOISE_VARIANTS, RESULTS, baseline_run, save, summarize
 from torch_ude.cli import fit_config
@@ -51,11 +50,6 @@ def run(trainer: str, level: float, seed: int, reuse: bool) -> dict:
         steps, _, variant = trainer.removeprefix("baseline_K").partition("_")
         out = baseline_run(int(steps), level, seed, reuse=reuse, variant=variant)
     return out | {"trainer": trainer}
-
-
-def geometric_mean(values: list[float]) -> float:
-    """Geometric mean of positive numbers."""
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,9 +4,9 @@ For each condition: a random field whose every weight matters (seeded Glorot wei
 the output layer at full gain, random calibration scales in [0.5, 1.5]), windows from a
 short 1 % noise stream with the shooting states moved off the observations, and the
 relative errors ``||g - g_ref|| / ||g_ref||`` of the gradients in theta and in the
-shooting states against complex step (complex128, h = 1e-30, one parameter at a time,
-`baselines.gradcheck`) and against ``torch.autograd`` through the core's unrolled RK4
-(Section 4.1 and Figure 11 of the jet-matching paper).
+shooting states against complex step (complex128, h = 1e-30, one parameter at a time)
+and against ``torch.autograd`` through the core's unrolled RK4
+(`baselines.gradcheck.adjoint_errors`; Section 4.1 and Figure 11 of the jet-matching paper).
 
     python -m benchmarks.baseline.gradcheck [--steps 1 3 5 10] [--windows 3]
 
@@ -19,47 +19,25 @@ import argparse
 import torch
 
 from baselines import ShootingObjective, observe, shooting_windows
-from baselines.gradcheck import complex_copy, complex_step_gradient
+from baselines.gradcheck import adjoint_errors
 from benchmarks.common import save
 from torch_ude import DoublePendulum, HybridField, SinglePendulum, simulate
-from torch_ude.rk4 import rk4_rollout
 
 PLANTS = {"single": SinglePendulum, "double": DoublePendulum}
 
 
-def relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    """``||a - b|| / ||b||``."""
-    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
-
-
 def condition(plant: str, case: str, steps: int, n_windows: int, seed: int) -> dict:
-    """Errors of one condition."""
+    """Errors of one condition (`baselines.gradcheck.adjoint_errors`)."""
     system = PLANTS[plant]()
     gen = torch.Generator().manual_seed(seed)
     field = HybridField(system.known_field(case), generator=gen, last_layer_gain=1.0)
     field.set_scales(0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64),
                      0.5 + torch.rand(system.n_states, generator=gen, dtype=torch.float64))
     windows = shooting_windows(observe(simulate(system, 6.0, noise=0.01, seed=seed), 50.0), steps, n_windows)
-    scale = torch.linspace(0.5, 1.5, system.n_states, dtype=torch.float64)
-    objective = ShootingObjective(field, windows, scale)
+    objective = ShootingObjective(field, windows, torch.linspace(0.5, 1.5, system.n_states, dtype=torch.float64))
     objective.shooting_states += 0.01
-    result = objective.gradient()
-    theta = torch.cat([g.reshape(-1) for g in result.grads])
-
-    cobj = ShootingObjective(complex_copy(field), windows, scale)
-    cobj.shooting_states.copy_(objective.shooting_states)
-    theta_cs, states_cs = complex_step_gradient(cobj)
-
-    params = field.parameters_list()
-    x0 = objective.shooting_states.clone().requires_grad_(True)
-    r = rk4_rollout(field.evaluate, x0, windows.h, steps) - objective.windows.observations
-    loss = objective.scale * (objective.weight * r * r).sum()
-    ag = torch.autograd.grad(loss, [*params, x0])
-    theta_ag = torch.cat([g.reshape(-1) for g in ag[:-1]])
-    return {"plant": plant, "case": case, "K": steps, "windows": n_windows, "parameters": theta.numel(),
-            "theta_vs_complex_step": relative(theta, theta_cs), "states_vs_complex_step": relative(result.state_grad,
-                                                                                                   states_cs),
-            "theta_vs_autograd": relative(theta, theta_ag), "states_vs_autograd": relative(result.state_grad, ag[-1])}
+    return {"plant": plant, "case": case, "K": steps, "windows": n_windows, "parameters": field.num_parameters(),
+            **adjoint_errors(objective)}
 
 
 def main(argv: list[str] | None = None) -> None:

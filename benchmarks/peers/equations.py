@@ -18,7 +18,7 @@ states) on a library per plant:
   the logs: ``-Fv/J velocity - Fc/J atan(100 velocity) - offset/J``, no torque or gravity
   correction), and beside it what the logs themselves say without any network: the same
   library regressed by the same STLSQ on ``a - f_known(x, u)``, ``a`` the Savitzky–Golay
-  derivative of the recorded velocity (`direct_regression`).
+  derivative of the recorded velocity (`torch_ude.sparse.fit_logs`).
 
     python -m benchmarks.peers.equations [--plants case_a friction dfki] [--seeds 0 1 2]
         [--case-a-noise 0.01 0.05] [--friction-noise 0.001 0.01 0.05] [--bootstrap 200]
@@ -33,17 +33,12 @@ import argparse
 import statistics
 from pathlib import Path
 
-import numpy as np
 import torch
-import yaml
-from scipy.signal import savgol_filter
 
 from benchmarks.common import RESULTS, ROOT, save, trainer_job
 from torch_ude.cli import fit_config
 from torch_ude import FrictionPendulum, SinglePendulum
-from torch_ude.recorded import read_log
-from torch_ude.sparse import Library, bootstrap_fit, fit_run
-from torch_ude.systems.controlled import TorquePendulumModel
+from torch_ude.sparse import fit_logs, fit_run
 
 #: The lab's least-squares fit of the DFKI pendulum (../shared/data/dfki_pendulum/system_identification.txt).
 DFKI_LAB = {"J": 6.259e-2, "Fv": 4.707e-2, "Fc": 1.839e-1, "offset": -7.586e-2}
@@ -63,62 +58,16 @@ LIBRARIES = {
                        ("velocity", "torque", 0.0), ("velocity", "sin(position)", 0.0)]},
 }
 NOISE = {"case_a": [0.01, 0.05], "friction": [0.001, 0.01, 0.05], "dfki": [None]}
-#: Savitzky–Golay window (s) and order of the acceleration in `direct_regression`.
-DIRECT_WINDOW_S, DIRECT_ORDER = 0.31, 3
-
-
-def direct_regression(config: Path, threshold: float, bootstrap: int = 200, seed: int = 0) -> dict:
-    """What the DFKI training logs say without a network: STLSQ of ``a - f_known`` on the dfki library.
-
-    ``a`` is the Savitzky–Golay derivative (window `DIRECT_WINDOW_S`, order `DIRECT_ORDER`,
-    per segment, on the config's nominal grid) of the recorded velocity; ``f_known`` the
-    config's `TorquePendulumModel`; the samples those of the config's training logs.
-    Uncertainties: bootstrap over the samples (`torch_ude.sparse.bootstrap_fit`).
-
-    Returns:
-        ``{"terms", "coefficients", "std", "r2", "samples"}`` (velocity channel only).
-    """
-    import pysindy
-
-    data = yaml.safe_load(config.read_text())["data"]["init_args"]
-    known = TorquePendulumModel(**data["known"]["init_args"])
-    fs = float(data["fs"])
-    window = 2 * int(round(DIRECT_WINDOW_S * fs / 2)) + 1
-    z, y = [], []
-    for path in data["files"]:
-        for seg in read_log(ROOT / path, data["time"], data["states"], data["inputs"], fs).segments:
-            if seg.shape[0] < window:
-                continue
-            acc = savgol_filter(seg[:, 1], window, DIRECT_ORDER, deriv=1, delta=1.0 / fs)
-            x, u = torch.as_tensor(seg[:, :2]), torch.as_tensor(seg[:, 2:])
-            with torch.no_grad():
-                y.append(acc - known(x, u)[:, 1].numpy())
-            z.append(seg)
-    z, y = np.concatenate(z), np.concatenate(y)[:, None]
-    library = Library(LIBRARIES["dfki"]["library"], data["states"], data["inputs"])
-    theta = library(z)
-    coef, draws = bootstrap_fit(theta, y, pysindy.STLSQ(threshold=threshold), bootstrap, seed)
-    coef, draws = coef[0], draws[:, 0]
-    misfit = y[:, 0] - theta @ coef
-    return {"terms": list(library.names), "coefficients": coef.tolist(), "std": draws.std(0, ddof=1).tolist(),
-            "r2": float(1.0 - (misfit**2).sum() / ((y[:, 0] - y[:, 0].mean()) ** 2).sum()), "samples": len(y),
-            "acceleration": f"Savitzky-Golay derivative of the velocity, window {window} samples, order "
-                            f"{DIRECT_ORDER}"}
 
 
 def equations_of_run(root: Path, plant: str, bootstrap: int) -> dict:
-    """Regress one run folder's learned residual on its plant's library."""
+    """Regress one run folder's learned residual on its plant's library and compare it with the truth."""
     spec = LIBRARIES[plant]
     channels = spec.get("channels")
     eq = fit_run(root, spec["library"], threshold=spec["threshold"], bootstrap=bootstrap, channels=channels)
-    found = {}
-    for channel, term, value in spec["truth"]:
-        coefficient, std = eq.coefficient(channel, term)
-        found[f"{channel}: {term}"] = {"true": value, "found": coefficient, "std": std,
-                                       "relative_error": coefficient / value - 1.0 if value else None}
     library = " ".join(repr(t) for t in spec["library"])
     only = f" --channels {' '.join(channels)}" if channels else ""
-    return {"equations": eq.equations(), "selected": eq.selected(), "r2": eq.r2, "truth": found,
+    return {"equations": eq.equations(), "selected": eq.selected(), "r2": eq.r2, "truth": eq.compare(spec["truth"]),
             "command": f"python -m torch_ude.sparse {root} --library {library} --threshold {spec['threshold']} "
                        f"--bootstrap {bootstrap}{only}"}
 
@@ -161,7 +110,8 @@ def main(argv: list[str] | None = None) -> None:
                        max(abs(f[term]["relative_error"]) for f in found)}
                 for term in found[0]}
     if "dfki" in args.plants:
-        direct = direct_regression(args.dfki_config, LIBRARIES["dfki"]["threshold"], args.bootstrap)
+        direct = fit_logs(args.dfki_config, LIBRARIES["dfki"]["library"], "velocity", LIBRARIES["dfki"]["threshold"],
+                          args.bootstrap)
     folder = save("residual_equations", {"runs": rows, "summary": summary, "dfki_direct_regression": direct,
                                          "libraries": LIBRARIES, "settings": vars(args)})
     for setting, terms in summary.items():

@@ -46,14 +46,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from baselines.peers import (DEGREES, DIFFERENTIATIONS, SINDY_MODES, THRESHOLDS, WINDOWS, choose,  # noqa: E402
+from baselines.peers import (DEGREES, SINDY_VARIANTS, THRESHOLDS, WINDOWS, choose_variants,  # noqa: E402
                              config_stream, run_measured)
 from baselines.peers.pem import reach_ratio  # noqa: E402  (loaded before a PEM-MHE child forks)
 from benchmarks.common import PLANTS, RESULTS, ROOT, save, summarize, trainer_job  # noqa: E402
 
 NOISE = {"case_a": [0.01, 0.05], "friction": [0.001, 0.01, 0.05]}
 METHODS = ("jet", "rk4", "sindy", "torchdiffeq", "pem")
-SINDY = tuple(f"sindy_{mode}_{diff}" for mode in SINDY_MODES for diff in DIFFERENTIATIONS)
 #: The PEM–MHE rows: name -> `baselines.peers.pem.PEMSettings` fields (``warm``: start from the jet run).
 PEM_VARIANTS = {"pem_theta": {"variant": "physics", "measured": [0]},
                 "pem_theta_omega": {"variant": "physics", "measured": [0, 1]},
@@ -82,20 +81,14 @@ def _stream(plant: str, noise: float, seed: int, args: argparse.Namespace, strea
 
 
 def _sindy_choices(plant: str, noise: float, args: argparse.Namespace, folder: Path, streams: dict) -> dict:
-    """The PySINDy settings per variant, chosen on seed 0's stream."""
+    """The PySINDy settings per variant, chosen on seed 0's stream (`baselines.peers.sindy.choose_variants`)."""
     grid = {"windows": args.windows, "thresholds": args.thresholds, "degrees": args.degrees,
             "duration": args.duration}
 
     def compute() -> dict:
         dm, rec = _stream(plant, noise, 0, args, streams)
-        out = {}
-        for mode in SINDY_MODES:
-            for diff in DIFFERENTIATIONS:
-                best, tried = choose(dm.system, dm.case, rec, dm.evaluation_states(), mode, diff,
-                                     args.windows, args.thresholds, args.degrees)
-                out[f"sindy_{mode}_{diff}"] = {"settings": vars(best), "tried": [
-                    {"settings": vars(t["settings"]), "e_field_visited": t["e_field_visited"]} for t in tried]}
-        return {"choices": out}
+        return {"choices": choose_variants(dm.system, dm.case, rec, dm.evaluation_states(), args.windows,
+                                           args.thresholds, args.degrees)}
 
     return _cached(folder / "runs" / f"{plant}_{noise}_sindy_choice.json", grid, compute, args.fresh)["choices"]
 
@@ -151,7 +144,7 @@ def _variants(methods: list[str], seed: int, adjoint_seeds: list[int], gray: boo
     """The variants of one run, in order (a gray-box PEM–MHE variant needs the jet run, made first)."""
     out = [m for m in ("jet", "rk4") if m in methods]
     if "sindy" in methods:
-        out += list(SINDY)
+        out += list(SINDY_VARIANTS)
     if "torchdiffeq" in methods:
         out += ["torchdiffeq_backprop"] + (["torchdiffeq_adjoint"] if seed in adjoint_seeds else [])
     if "pem" in methods:

@@ -1,5 +1,5 @@
 """Tape bytes, the profiler's heap peak and MAC count of one iteration."""
-from baselines.accounting import matmul_macs, measure_iteration, tape_breakdown
+from baselines.accounting import account_iteration, matmul_macs, measure_iteration, tape_breakdown
 from baselines.shooting import ShootingObjective
 from tests.baselines.helpers import short_windows
 from tests.torch_ude.helpers import random_field
@@ -37,3 +37,13 @@ def test_double_pendulum_count_uses_its_widths():
     field = random_field("double", "A", 0)
     products = 4 * 16 + 16 * 16 + 16 * 4
     assert matmul_macs(field, 2, 3) == 4 * 2 * 3 * (4 * products - 4 * 16 + 16)
+
+
+def test_account_iteration_gathers_the_tape_the_peak_the_macs_and_the_time():
+    field = random_field("single", "A", 0)
+    windows = short_windows("single", 5, 8)
+    row = account_iteration(field, windows, field.in_scale, repeats=2)
+    assert row["tape"] == tape_breakdown(ShootingObjective(field, windows).tape)
+    assert row["peak_heap_bytes"] >= row["tape"]["total"]
+    assert row["matmul_macs_profiled"] == row["matmul_macs_counted"] == matmul_macs(field, 5, 8)
+    assert row["iteration_s"] > 0

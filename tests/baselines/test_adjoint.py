@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from baselines.adjoint import rk4_adjoint
-from baselines.gradcheck import complex_copy, complex_step_gradient
+from baselines.gradcheck import adjoint_errors, autograd_gradient, complex_copy, relative_error
 from baselines.rk4 import RK4Tape, rk4_forward
 from baselines.shooting import ShootingObjective
 from baselines.windows import ShootingWindows
@@ -13,31 +13,45 @@ from tests.torch_ude.helpers import random_field, random_input_field, set_test_e
 from torch_ude.rk4 import rk4_rollout
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
-
-
 def _check_against_complex_step(field, windows):
-    """Assert the discrete adjoint's parameter and state gradients equal complex step (1e-12); return both objectives' views."""
+    """Assert the discrete adjoint's parameter and state gradients equal complex step (1e-12); return the objective."""
     scale = torch.tensor([0.5, 1.5, 4.0, 6.0][:field.n_states])
     objective = ShootingObjective(field, windows, state_scale=scale)
     objective.shooting_states += 0.01  # off the observations, so the state gradient is not special
-    result = objective.gradient()
-    theta = torch.cat([g.reshape(-1) for g in result.grads])
-    reference = ShootingObjective(complex_copy(field), windows, state_scale=scale)
-    reference.shooting_states.copy_(objective.shooting_states)
-    theta_cs, states_cs = complex_step_gradient(reference)
-    assert _relative(theta, theta_cs) <= 1e-12
-    assert _relative(result.state_grad, states_cs) <= 1e-12
-    return reference, result
+    errors = adjoint_errors(objective, ["complex_step"])
+    assert set(errors) == {"theta_vs_complex_step", "states_vs_complex_step"}
+    assert max(errors.values()) <= 1e-12
+    return objective
 
 
 @pytest.mark.parametrize("steps", [1, 3, 5, 10])
 def test_adjoint_matches_complex_step(steps):
     field = random_field("single", "A", steps)
     windows = short_windows("single", steps, 3, seed=steps)
-    reference, result = _check_against_complex_step(field, windows)
-    assert torch.allclose(reference.loss().real, result.loss, rtol=1e-14, atol=0.0)
+    objective = _check_against_complex_step(field, windows)
+    reference = ShootingObjective(complex_copy(field), windows, objective.state_scale)
+    reference.shooting_states.copy_(objective.shooting_states)
+    assert torch.allclose(reference.loss().real, objective.loss(), rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("plant,case", [("single", "A"), ("double", "C")])
+def test_adjoint_errors_against_both_references_are_at_rounding_level(plant, case):
+    objective = ShootingObjective(random_field(plant, case, 2), short_windows(plant, 4, 3, seed=2))
+    objective.shooting_states += 0.01
+    errors = adjoint_errors(objective)
+    assert list(errors) == ["theta_vs_complex_step", "states_vs_complex_step", "theta_vs_autograd",
+                            "states_vs_autograd"]
+    assert max(errors.values()) <= 1e-12
+    assert relative_error(torch.tensor([3.0, 4.0]), torch.tensor([0.0, 5.0])) == pytest.approx(10**0.5 / 5)
+
+
+def test_adjoint_errors_reject_an_unknown_reference_and_autograd_with_inputs():
+    objective = ShootingObjective(random_field("single", "A", 0), short_windows("single", 2, 2))
+    with pytest.raises(ValueError, match="references must be among"):
+        adjoint_errors(objective, ["finite_differences"])
+    field = random_input_field("torque", 0)
+    with pytest.raises(ValueError, match="windows hold recorded inputs"):
+        autograd_gradient(ShootingObjective(field, _input_windows(field, 2, 2, seed=0)))
 
 
 def test_adjoint_of_a_field_with_the_linear_term_matches_complex_step():

@@ -7,7 +7,7 @@ import torch
 from sklearn.linear_model import Lasso, LinearRegression
 
 from torch_ude import DoublePendulum, FrictionPendulum, HybridField, SinglePendulum, export_field
-from torch_ude.sparse import Library, OutsideVisitedRegionWarning, bootstrap_fit, fit_residual, fit_run, main
+from torch_ude.sparse import Library, OutsideVisitedRegionWarning, bootstrap_fit, fit_logs, fit_residual, fit_run, main
 
 
 def test_case_a_damping_is_recovered_exactly_from_the_true_field():
@@ -19,6 +19,10 @@ def test_case_a_damping_is_recovered_exactly_from_the_true_field():
     assert eq.coefficients[0] == [0.0] * 4 and eq.r2[0] is None  # theta' = omega is known: nothing to find
     assert eq.equations()[1].startswith("omega' residual = -0.4000(+-0.0000) omega")
     assert eq.n_outside == 0 and eq.n_states == int(p.visited_region(p.evaluation_grid()).sum())
+    truth = eq.compare([("omega", "omega", -0.40), ("omega", "sin(theta)", 0.0)])
+    assert truth["omega: omega"]["true"] == -0.40
+    assert truth["omega: omega"]["relative_error"] == pytest.approx(0.0, abs=1e-9)
+    assert truth["omega: sin(theta)"] == {"true": 0.0, "found": 0.0, "std": 0.0, "relative_error": None}
 
 
 def test_friction_terms_are_recovered_with_a_library_that_holds_them():
@@ -184,3 +188,36 @@ def test_bootstrap_fit_of_an_exact_linear_law_gives_it_in_every_refit():
     coef, draws = bootstrap_fit(theta, y, LinearRegression(fit_intercept=False), bootstrap=5, seed=1)
     assert coef.shape == (2, 3) and draws.shape == (5, 2, 3)
     assert np.allclose(coef, [[1.0, 0.0, -2.0], [0.5, 3.0, 0.0]]) and np.allclose(draws, coef)
+
+
+def test_fit_logs_reads_a_friction_law_from_a_log_without_a_network(tmp_path):
+    import yaml
+    from scipy.integrate import solve_ivp
+
+    j, mcx, g, fv, off = 6.259e-2, 1.022e-1, 9.81, 0.02, -0.05  # viscous friction and an offset, no Coulomb
+    t = np.arange(0.0, 20.0, 0.01)
+
+    def tau(s):
+        return 0.4 * np.sin(2.1 * s) + 0.3 * np.sin(5.3 * s + 1.0)
+
+    def rhs(s, x):
+        return [x[1], (tau(s) - mcx * g * np.sin(x[0]) - fv * x[1] - off) / j]
+
+    sol = solve_ivp(rhs, (0.0, t[-1]), [0.3, 0.0], t_eval=t, rtol=1e-10, atol=1e-10)
+    np.savetxt(tmp_path / "log.csv", np.column_stack([t, sol.y.T, tau(t)]), delimiter=",",
+               header="time,position,velocity,torque", comments="")
+    known = {"class_path": "torch_ude.systems.TorquePendulumModel",
+             "init_args": {"inertia": j, "mass_com": mcx, "gravity": g}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"data": {"init_args": {
+        "known": known, "files": [str(tmp_path / "log.csv")], "time": "time", "states": ["position", "velocity"],
+        "inputs": ["torque"], "fs": 100.0}}}))
+    library = ["velocity", "atan(100*velocity)", "1", "torque", "sin(position)"]
+    out = fit_logs(config, library, "velocity", threshold=0.05, bootstrap=5)
+    coef = dict(zip(out["terms"], out["coefficients"]))
+    assert coef["velocity"] == pytest.approx(-fv / j, rel=0.02) and coef["1"] == pytest.approx(-off / j, rel=0.02)
+    assert coef["atan(100*velocity)"] == coef["torque"] == coef["sin(position)"] == 0.0
+    assert out["r2"] > 0.99 and out["samples"] == 2000
+    assert out["acceleration"] == "Savitzky-Golay derivative of the velocity, window 33 samples, order 3"
+    with pytest.raises(ValueError, match="channel must be one of the config's states"):
+        fit_logs(config, library, "torque")

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from benchmarks.peers.pendulums import SINDY, _summary, main
+from baselines.peers import SINDY_VARIANTS
+from benchmarks.peers.pendulums import _summary, main
 
 
 TINY = ["--plants", "friction", "--friction-noise", "0.01", "--seeds", "0", "--duration", "6", "--updates", "20",
@@ -15,7 +16,7 @@ def _check_output(folder, variants):
     assert {r["variant"] for r in out["runs"]} == variants
     for r in out["runs"]:
         assert 0 < r["e_field_visited"] < 1 and r["wall_s"] > 0 and r["peak_rss_mb"] >= 0
-    assert out["summary"]["friction@0.01"]["best_sindy"] in SINDY
+    assert out["summary"]["friction@0.01"]["best_sindy"] in SINDY_VARIANTS
     assert out["sindy_settings"]["friction@0.01"]["sindy_residual_savgol"]["window"] == 51
     assert (folder / "tiny.png").stat().st_size > 0
     return out
@@ -25,7 +26,7 @@ def test_tiny_end_to_end_run_of_the_peers_reuses_finished_runs(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     argv = [*TINY, "--methods", "sindy", "torchdiffeq", "--adjoint-seeds"]
     main(argv)
-    _check_output(tmp_path / "results/tiny", {*SINDY, "torchdiffeq_backprop"})
+    _check_output(tmp_path / "results/tiny", {*SINDY_VARIANTS, "torchdiffeq_backprop"})
     monkeypatch.setattr("benchmarks.peers.pendulums.run_measured",
                         lambda *a, **k: pytest.fail("a finished run was rerun"))
     main(argv)
@@ -35,7 +36,7 @@ def test_tiny_end_to_end_run_of_the_peers_reuses_finished_runs(tmp_path, monkeyp
 def test_tiny_end_to_end_run_of_every_method(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     main([*TINY, "--methods", "jet", "rk4", "sindy", "torchdiffeq"])
-    variants = {"jet", "rk4", *SINDY, "torchdiffeq_backprop", "torchdiffeq_adjoint"}
+    variants = {"jet", "rk4", *SINDY_VARIANTS, "torchdiffeq_backprop", "torchdiffeq_adjoint"}
     out = _check_output(tmp_path / "results/tiny", variants)
     assert set(out["summary"]["friction@0.01"]["ratios"]) == {
         "jet_over_best_sindy", "jet_over_torchdiffeq", "jet_time_over_torchdiffeq"}
