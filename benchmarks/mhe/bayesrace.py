@@ -33,13 +33,12 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
-from benchmarks.common import TABLE1, fit_pem, markdown_table
-from mhe import IdentificationProblem, MovingHorizonEstimator, WindowSolver
-from mhe.data.logs import BayesRaceRecording
+from benchmarks.common import TABLE1, markdown_table
+from mhe import IdentificationProblem, MovingHorizonEstimator
 from mhe.estimator.solver import Start
 from mhe.models.vehicle import BAYESRACE_TRUTH
-from mhe.scoring import one_step_error, with_values
-from mhe.training import load_experiment
+from mhe.scoring import score_problem, with_values
+from mhe.training import fit_pem, load_experiment
 
 PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_error": 0.075,
          "truth_one_step_train": 6.27e-14, "truth_one_step_validation": 9.71e-14, "start_mean_rel_error": 0.6795}
@@ -47,12 +46,10 @@ PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_er
 
 def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, build: Path, starts: int,
              warm: list[Start | None] | None = None, passes: int = 0) -> dict[str, dict]:
-    """One-step errors on the training and validation windows at each problem's start values."""
-    out = {}
-    for label, prob, w in (("train", problem, warm), ("validation", validation, None)):
-        with WindowSolver(prob.estimator(), build / label) as solver:
-            out[label] = one_step_error(solver, prob.windows, starts, passes, w)
-    return out
+    """One-step errors (`mhe.scoring.score_problem`) on the training and validation windows at each problem's start
+    values."""
+    return {label: score_problem(prob, build / label, starts, warm=w, passes=passes)[0]
+            for label, prob, w in (("train", problem, warm), ("validation", validation, None))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,8 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    src = problem.source
-    val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
+    val_source = problem.source.with_path(args.validation)
     args.out.mkdir(parents=True, exist_ok=True)
     start_errors = problem.relative_errors(problem.estimator())
     print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}; start mean relative error "

@@ -8,7 +8,8 @@ identified parameters ``theta``; with measurement noise
 The Cramér–Rao bound of an unbiased estimator's relative error ``e_j`` is ``sqrt((F^-1)_jj)``
 (`cramer_rao_std`); a parameter whose bound is small is one "the data determine" (the issue's
 subset of Table 1). The true states stand in for the estimated ones (the hidden state is known
-exactly in the bound), so the bound is optimistic for methods that estimate the states.
+exactly in the bound), so the bound is optimistic for methods that estimate the states. `determined_parameters`
+gives the bounds and the determined subset of a recording at several noise levels.
 """
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from ..data.recording import Recording
 from ..models.checks import require
 from ..models.model import StateSpaceModel
 from ..models.ops import TORCH_OPS
 
-__all__ = ["one_step_fisher", "cramer_rao_std"]
+__all__ = ["one_step_fisher", "cramer_rao_std", "determined_parameters"]
 
 
 def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, measurement_std: Sequence[float],
@@ -94,3 +96,31 @@ def cramer_rao_std(fisher: Tensor, rtol: float = 1e-12) -> Tensor:
     var = (vec[:, seen] ** 2 / lam[seen]).sum(dim=1)
     blind = (vec[:, ~seen] ** 2).sum(dim=1) > 1e-16
     return torch.where(blind, torch.full_like(var, float("inf")), var.sqrt())
+
+
+def determined_parameters(model: StateSpaceModel, recording: Recording, measurement_std: Sequence[float],
+                          scales: Sequence[float], threshold: float) -> dict:
+    """The Cramér–Rao bounds of the relative identified parameters on ``recording``'s true states, per noise level,
+    and the parameters the data determine.
+
+    Args:
+        model: the physics-only model at the values the bound is taken at (e.g. the truth).
+        recording: the recording, with true states (T, n_x) and the model's step inputs.
+        measurement_std: the noise ``r`` of each output, (n_y,), output units.
+        scales: the noise levels, as multiples of ``r`` (the bound grows with ``r``: ``F`` scales with ``1 / r^2``).
+        threshold: the largest relative bound of a parameter the data determine.
+
+    Returns:
+        ``measurement_std``, ``threshold``, ``fisher_eigenvalues`` (of ``F`` at ``r``, ascending) and ``scales``: per
+        scale (keyed ``f"{scale:g}"``) ``rel_std``, the bound of each identified parameter, and ``determined``,
+        those at most ``threshold``, in the model's order.
+    """
+    free = model.physics.params.free_names
+    fisher = one_step_fisher(model, recording.states, recording.inputs, measurement_std, recording.breaks)
+    std = cramer_rao_std(fisher)
+    out = {"measurement_std": list(measurement_std), "threshold": threshold,
+           "fisher_eigenvalues": torch.linalg.eigvalsh(fisher).tolist(), "scales": {}}
+    for scale in scales:  # F scales with 1/r^2, the bound with r
+        bound = {n: float(v) * scale for n, v in zip(free, std)}
+        out["scales"][f"{scale:g}"] = {"rel_std": bound, "determined": [n for n in free if bound[n] <= threshold]}
+    return out

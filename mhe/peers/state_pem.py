@@ -8,7 +8,8 @@ Jacobian in ``theta`` are CasADi functions of the model's discretization
 (`mhe.models.casadi_model.CasadiDynamics`); ``scipy.optimize.least_squares`` (trust-region reflective)
 keeps the parameters in their bounds (`mhe.models.bounds.Bound`, the model's). Following the paper's
 EKF->PEM (Section 4.3) the fit runs from several starts drawn within ``+-spread`` of the
-given values and keeps the lowest cost.
+given values and keeps the lowest cost. The one-step residuals on logged states (`state_residuals`) also size a
+neural residual (`residual_scales`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..models.checks import require
 from ..data.recording import Recording
 from ..models.model import StateSpaceModel
 
-__all__ = ["StateFit", "fit_on_states", "jittered_starts", "state_residuals"]
+__all__ = ["StateFit", "fit_on_states", "jittered_starts", "residual_scales", "state_residuals"]
 
 
 @dataclass(frozen=True)
@@ -176,3 +177,20 @@ def state_residuals(model: StateSpaceModel, recording: Recording) -> np.ndarray:
         x = recording.states[:-1][keep]
         nxt = model.step(x, recording.inputs[:-1][keep], torch.zeros_like(x))
         return (recording.states[1:][keep] - nxt).numpy()
+
+
+def residual_scales(model: StateSpaceModel, recording: Recording) -> dict[str, list[float]]:
+    """The scales of a neural residual for ``model`` measured on the logged states of ``recording``.
+
+    Args:
+        model: the physics the residual is added to (its current parameters).
+        recording: a recording with logged states (T, n_x) and inputs (T, n_u).
+
+    Returns:
+        ``in_scale``: the RMS of each logged state and input, (n_x + n_u,) (`mhe.ResidualSettings`' ``in_scale``);
+        ``out_scale``: the RMS of the one-step residuals on the logged states (`state_residuals`) divided by ``h``,
+        (n_x,), the units of dx/dt (its ``out_scale``).
+    """
+    z = torch.cat([recording.states, recording.inputs], dim=-1)
+    res = state_residuals(model, recording) / recording.dt
+    return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}

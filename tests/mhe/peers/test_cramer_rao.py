@@ -7,8 +7,10 @@ from mhe import NeuralResidual, SingleTrackVehicle, StateSpaceModel
 from mhe.data.recording import held_inputs
 from mhe.models.hold import input_hold
 from mhe.models.pendulum import PendulumPhysics
-from mhe.peers.cramer_rao import cramer_rao_std, one_step_fisher
+from mhe.peers.cramer_rao import cramer_rao_std, determined_parameters, one_step_fisher
 from mhe.problems.racing import MEASURED, RacingSimulation
+from mhe.scoring import with_values
+from tests.mhe.datasets import bayesrace_problem
 
 DT, C, R = 0.02, 0.4, (1e-3, 2e-3)
 
@@ -75,3 +77,15 @@ def test_bad_input_is_a_clear_error():
         one_step_fisher(pendulum((0, 1)), states, torch.zeros(10, 0), (1e-3, 0.0))
     with pytest.raises(ValueError, match=r"states must have shape \(T, 2\)"):
         one_step_fisher(pendulum((0, 1)), states[:, :1], torch.zeros(10, 0), R)
+
+
+def test_the_determined_subset_of_bayesrace_shrinks_as_the_noise_grows():
+    problem = bayesrace_problem()
+    truth = {**problem.start_values(), **{n: problem.truth[n] for n in problem.physics.params.free_names}}
+    model = with_values(problem, problem.source, truth, None).model()
+    out = determined_parameters(model, problem.recording, problem.mhe.measurement_std, [1.0, 100.0], 0.1)
+    small, large = out["scales"]["1"], out["scales"]["100"]
+    assert len(small["determined"]) == 16 and set(large["determined"]) < set(small["determined"])
+    assert "Er" not in large["determined"] and large["rel_std"]["Er"] == pytest.approx(100 * small["rel_std"]["Er"])
+    assert min(out["fisher_eigenvalues"]) > 0  # noise-free data: every direction is seen
+    assert out["measurement_std"] == list(problem.mhe.measurement_std) and out["threshold"] == 0.1
