@@ -4,9 +4,9 @@ runs a config, `baselines.peers` the peers, `torch_ude.prediction` and `torch_ud
 `mhe.scoring` and `mhe.peers` the PEM-MHE scorer and its peers).
 
 PEM-MHE benchmarks (``benchmarks.mhe.*``): the BayesRace and IAC configs and data paths, Table 2's paper row,
-the IAC split arguments (`mhe.problems.iac.validation_source` reads them), Table 2's EKF->PEM row, Markdown tables
-and the IAC validation plot (their CasADi imports happen when a function is called; the in-process PEM run is
-`mhe.training.fit_pem`).
+the BayesRace arguments, the IAC split arguments (`mhe.problems.iac.validation_source` reads them), Table 2's
+EKF->PEM row, Markdown tables and the IAC validation plot (their CasADi imports happen when a function is called;
+the in-process PEM run is `mhe.training.fit_pem`).
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ __all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIAN
            "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
            "jet_matching", "rk4_baseline", "reference_model", "summarize_seeds", "torque_figure",
            "C_CASES", "speedup", "speedup_line",
-           "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_split_arguments",
-           "iac_ekf_pem_row", "markdown_table", "plot_validation"]
+           "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_bayesrace_arguments",
+           "add_split_arguments", "iac_ekf_pem_row", "markdown_table", "plot_validation"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results")
@@ -310,6 +310,16 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None
     print("|" + " --- |" * len(header))
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+def add_bayesrace_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--config``, ``--validation`` (the other track) and the MHE evaluation's ``--starts`` and ``--passes``, shared
+    by the BayesRace benchmarks of Table 1."""
+    ap.add_argument("--config", default=BAYESRACE_CONFIG, help="a PEM-MHE config on a BayesRace recording")
+    ap.add_argument("--validation", default=BAYESRACE_VALIDATION, help="the BayesRace recording to validate on")
+    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
+    ap.add_argument("--passes", type=int, default=3, help="passes of propagated starts per MHE evaluation "
+                    "(mhe.estimator.solver.propagated_solve); 0: none")
 
 
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:

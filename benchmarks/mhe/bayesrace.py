@@ -32,8 +32,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
-from benchmarks.common import TABLE1, markdown_table
+from benchmarks.common import TABLE1, add_bayesrace_arguments, markdown_table
 from mhe import IdentificationProblem, MovingHorizonEstimator
 from mhe.estimator.solver import Start
 from mhe.models.vehicle import BAYESRACE_TRUTH
@@ -56,11 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run the config in-process, evaluate, print and write ``table1.json``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
                                  "overrides of the config, e.g. --trainer.max_steps 20.")
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
-    ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
-    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
-    ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per evaluation (mhe.estimator.solver.propagated_solve); 0: none")
+    add_bayesrace_arguments(ap)
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace"))
     args, overrides = ap.parse_known_args(argv)

@@ -59,8 +59,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
-from benchmarks.common import TABLE1, markdown_table
+from benchmarks.common import TABLE1, add_bayesrace_arguments, markdown_table
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.bounds import clip_inside
@@ -159,11 +158,7 @@ def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: 
 def main(argv: list[str] | None = None) -> None:
     """Run the ``--methods`` (Cramér–Rao bounds; both EKF->PEM protocols; Joint-MHE), print and write their JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
-    ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
-    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
-    ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per MHE evaluation (mhe.estimator.solver.propagated_solve); 0: none")
+    add_bayesrace_arguments(ap)
     ap.add_argument("--inits", type=int, default=10, help="initializations (paper) / fit starts (start protocol)")
     ap.add_argument("--spread", type=float, default=0.05, help="half-width of the draws, relative")
     ap.add_argument("--seed", type=int, default=0)
