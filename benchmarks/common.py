@@ -4,8 +4,9 @@ runs a config, `baselines.peers` the peers, `torch_ude.prediction` and `torch_ud
 `mhe.scoring` and `mhe.peers` the PEM-MHE scorer and its peers).
 
 PEM-MHE benchmarks (``benchmarks.mhe.*``): the BayesRace and IAC configs and data paths, Table 2's paper row,
-the IAC split arguments, the in-process PEM run with progress lines, Markdown tables and the IAC validation plot
-(their CasADi and Lightning imports happen when a function is called).
+the BayesRace arguments, the IAC split arguments (`mhe.problems.iac.validation_source` reads them), Table 2's
+EKF->PEM row, Markdown tables and the IAC validation plot (their CasADi imports happen when a function is called;
+the in-process PEM run is `mhe.training.fit_pem`).
 """
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ import json
 import math
 import statistics
 import sys
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,18 +27,16 @@ from baselines.matched import matched_baseline
 from torch_ude.cli import fit_config
 from torch_ude.field import HybridField
 
-if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi and Lightning when called, not when this module is imported
-    from mhe import IdentificationProblem, MovingHorizonEstimator
-    from mhe.data.logs import IACRecording
+if TYPE_CHECKING:  # the PEM-MHE helpers import CasADi when called, not when this module is imported
+    from mhe import IdentificationProblem
     from mhe.peers.ekf import EKFResult
-    from mhe.training import PEMExperiment
 
 __all__ = ["ROOT", "RESULTS", "save", "summarize", "CASE_CONFIGS", "NOISE_VARIANTS", "PLANTS", "trainer_job",
            "BASELINE_CONFIGS", "BASELINE_VARIANTS", "baseline_run", "KEYS", "require_data", "add_run_arguments",
            "rk4_baseline", "summarize_seeds", "save_run", "torque_figure",
            "C_CONFIG", "C_CASES", "speedup_line",
-           "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_split_arguments",
-           "fit_pem", "iac_ekf_pem_row", "markdown_table", "plot_validation", "validation_source"]
+           "BAYESRACE_CONFIG", "BAYESRACE_VALIDATION", "IAC_CONFIG", "IAC_PAPER", "TABLE1", "add_bayesrace_arguments",
+           "add_split_arguments", "iac_ekf_pem_row", "markdown_table", "plot_validation"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("results")
@@ -243,80 +240,26 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> None
         print("| " + " | ".join(row) + " |")
 
 
-def fit_pem(exp: PEMExperiment, out: Path, log_every: int,
-            track: Callable[[MovingHorizonEstimator], dict[str, float]] | None = None) -> dict:
-    """Run PEM-MHE on ``exp`` in this process (`mhe.PEMIdentifier`) and write its run files to ``out``.
-
-    ``track``: per iteration, further numbers of the estimator for the history and the progress line
-    (e.g. the mean relative parameter error where the truth is known).
-
-    Returns:
-        ``row`` (training time, steps, stop reason, failed solves, trained arrival cost and, with a
-        two-stage start, its `mhe.outer.noise_fit.NoiseFitReport`), the
-        trained ``values`` and ``arrival``, the ``warm`` starts of the training windows, the trained
-        ``residual`` weights (None without a residual), the ``history`` of the iterations and the
-        loop's ``result`` (`mhe.outer.report.PEMResult`).
-    """
-    from mhe import PEMIdentifier
-    from mhe.training import pem_outputs, write_pem_outputs
-
-    problem = exp.problem
-    outputs = pem_outputs(out, problem, {"outer": exp.outer, "solver": exp.solver})
-    outputs.start()
-    history = []
-    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem:
-        est, t0 = pem.estimator, time.perf_counter()
-
-        def record(i, step):
-            extra = track(est) if track is not None else {}
-            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed, **extra,
-                            "wall_s": time.perf_counter() - t0})
-            if i % log_every == 0 or step.stop:
-                print(f"{i:4d} J={step.loss:.4e}" + "".join(f" {k}={v:.4f}" for k, v in extra.items())
-                      + f" failed={step.n_failed} t={history[-1]['wall_s']:.0f}s"
-                      f"{' stop: ' + step.stop if step.stop else ''}", flush=True)
-
-        result = pem.fit(record)
-        write_pem_outputs(outputs, est, result)
-        warm = [pem.loop.starts.get(i) for i in range(len(problem.windows))]
-        values = {n: float(v.detach()) for n, v in est.model.physics.params().items()}
-        arrival = (est.arrival_mean.detach().tolist(), est.arrival_std().detach().tolist())
-        net = est.model.residual
-        residual = None if net is None else {k: v.detach().clone() for k, v in net.state_dict().items()}
-        noise_fit = pem.loop.noise_fit_report
-    row = {"training_s": result.wall_s, "steps": result.counters.steps, "stop": result.stop_reason,
-           "failed_window_solves": result.counters.failed, "arrival": arrival}
-    if noise_fit is not None:
-        row["noise_fit"] = asdict(noise_fit)
-    return {"row": row, "values": values, "arrival": arrival, "warm": warm, "residual": residual, "history": history,
-            "result": result}
+def add_bayesrace_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--config``, ``--validation`` (the other track) and the MHE evaluation's ``--starts`` and ``--passes``, shared
+    by the BayesRace benchmarks of Table 1."""
+    ap.add_argument("--config", default=BAYESRACE_CONFIG, help="a PEM-MHE config on a BayesRace recording")
+    ap.add_argument("--validation", default=BAYESRACE_VALIDATION, help="the BayesRace recording to validate on")
+    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
+    ap.add_argument("--passes", type=int, default=3, help="passes of propagated starts per MHE evaluation "
+                    "(mhe.estimator.solver.propagated_solve); 0: none")
 
 
 def add_split_arguments(ap: argparse.ArgumentParser) -> None:
     """``--config`` (a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it) and
-    ``--validation-part`` (a, b, ...), shared by the IAC benchmarks; `validation_source` reads them."""
+    ``--validation-part`` (a, b, ...), shared by the IAC benchmarks; `mhe.problems.iac.validation_source` reads
+    the latter."""
     ap.add_argument("--config", nargs="+", default=[IAC_CONFIG], metavar="CONFIG",
                     help="a PEM-MHE config on a part of an IAC log, optionally followed by variants layered on it "
                          "(e.g. configs/mhe_iac_split_blocked/physics.yaml)")
     ap.add_argument("--validation-part", type=float, nargs="+", default=None, metavar="FRACTION",
                     help="the fractions (a, b) of the gated stretch to validate on, or several pairs (a1, b1, a2, b2, "
                          "...); default: the rest of the stretch, what the config's part leaves out")
-
-
-def validation_source(args: argparse.Namespace, problem: IdentificationProblem) -> IACRecording:
-    """The validation recording of `add_split_arguments`: ``--validation-part`` of ``problem``'s IAC log, or the
-    rest of its gated stretch (the blocks the training part leaves out).
-
-    Raises:
-        ValueError: if ``problem`` does not read an `mhe.data.logs.IACRecording`.
-    """
-    from mhe.data.logs import IACRecording
-
-    src = problem.source
-    if not isinstance(src, IACRecording):
-        raise ValueError(f"{' + '.join(args.config)} must read an mhe.data.logs.IACRecording; it reads "
-                         f"{type(src).__name__}.")
-    return src.rest() if args.validation_part is None else src.with_part(args.validation_part)
 
 
 def iac_ekf_pem_row(problem: IdentificationProblem, build: Path, filtered: EKFResult | None = None) -> dict:

@@ -9,10 +9,12 @@ starts, warm starts and passes of propagated starts), then
   and the outputs of ``r^2``, ``r = h(x^_N, u~_N) - y~_N`` (Eq. 9), in the outputs' units squared;
 * the multi-step error (`score_problem` with ``rollout_steps``): from each window's estimate ``x^_{N-1}`` (the
   last one that saw a measurement) the model runs open loop with the logged inputs (`rollouts`), and
-  `open_loop_error` takes the mean over rollouts, steps and outputs of the squared output error.
+  `open_loop_error` takes the mean over rollouts, steps and outputs of the squared output error against the logged
+  outputs (`logged_after`).
 
 Values identified on one recording are scored on another by `with_values` (the same problem on that recording
-at those values, a trained arrival cost clipped into the box of that data).
+at those values, a trained arrival cost clipped into the box of that data); values trained on other windows of
+the same recording are scored on a reference problem's windows by `on_windows_of`.
 """
 from __future__ import annotations
 
@@ -31,8 +33,8 @@ from .identification import ArrivalCost, IdentificationProblem
 from .models.bounds import BoundedParameters
 from .models.model import StateSpaceModel
 
-__all__ = ["one_step_error", "open_loop_error", "rollouts", "score_problem", "solutions_error", "with_residual",
-           "with_values"]
+__all__ = ["logged_after", "on_windows_of", "one_step_error", "open_loop_error", "rollouts", "score_problem",
+           "solutions_error", "with_residual", "with_values"]
 
 
 def solutions_error(estimator: MovingHorizonEstimator, windows: Windows,
@@ -156,11 +158,12 @@ def open_loop_error(pred: Tensor, meas: Tensor) -> dict[str, float | int | list[
 
 
 def score_problem(problem: IdentificationProblem, build: str | Path, starts: int, rollout_steps: int = 0,
-          warm: list[Start | None] | None = None,
-          residual: Mapping[str, Tensor] | None = None) -> tuple[dict, dict[str, Tensor]]:
+          warm: list[Start | None] | None = None, residual: Mapping[str, Tensor] | None = None,
+          passes: int = 0) -> tuple[dict, dict[str, Tensor]]:
     """The one-step error and, for ``rollout_steps > 0``, the multi-step error of ``problem`` at its start values.
 
-    The windows are solved once (``starts`` cold starts and the ``warm`` starts, a new solver in ``build``);
+    The windows are solved once (``starts`` cold starts, the ``warm`` starts and up to ``passes`` passes of
+    propagated starts, the lowest MHE cost kept: `one_step_error`'s solve, a new solver in ``build``);
     the rollouts start at each solved window's ``x^_{N-1}`` and run ``rollout_steps`` steps where the
     recording has them without a gap (``recording.breaks``).
 
@@ -171,6 +174,7 @@ def score_problem(problem: IdentificationProblem, build: str | Path, starts: int
         rollout_steps: steps of each open-loop rollout, S; 0: none.
         warm: per window a warm start or None, or None for no warm solve.
         residual: the trained weights (``state_dict``) of ``problem``'s neural residual; None: its start weights.
+        passes: the most passes of propagated starts, >= 0.
 
     Returns:
         The metrics (`solutions_error`'s, with ``multi_step``: `open_loop_error`'s when ``rollout_steps > 0``),
@@ -180,7 +184,7 @@ def score_problem(problem: IdentificationProblem, build: str | Path, starts: int
     est = problem.estimator()
     with_residual(est.model, residual)
     with WindowSolver(est, build) as solver:
-        best = lowest_cost_solve(solver, problem.windows, starts, warm)
+        best = lowest_cost_solve(solver, problem.windows, starts, warm, passes)
         out = solutions_error(est, problem.windows, best)
     if rollout_steps < 1:
         return out, {}
@@ -191,5 +195,40 @@ def score_problem(problem: IdentificationProblem, build: str | Path, starts: int
         keep &= (b <= first) | (b > first + rollout_steps)
     first = first[keep]
     pred = rollouts(problem, best.point.x[keep, -2].detach(), first, rollout_steps, residual)
-    out["multi_step"] = open_loop_error(pred, y[first[:, None] + 1 + torch.arange(rollout_steps)[None, :]])
+    out["multi_step"] = open_loop_error(pred, logged_after(y, first, rollout_steps))
     return out, {"first": first + 1, "pred": pred}
+
+
+def logged_after(outputs: Tensor, first: Tensor, steps: int) -> Tensor:
+    """The logged outputs a rollout from each sample ``first`` predicts: samples ``first + 1 .. first + steps``.
+
+    Args:
+        outputs: the recording's outputs, (T, n_y).
+        first: the sample each rollout starts from, (M,) int, with ``first + steps < T``.
+        steps: steps per rollout, S.
+
+    Returns:
+        (M, S, n_y), to compare with the rollouts by `open_loop_error`.
+    """
+    return outputs[first[:, None] + 1 + torch.arange(steps)[None, :]]
+
+
+def on_windows_of(problem: IdentificationProblem, reference: IdentificationProblem,
+                  warm: list[Start | None]) -> tuple[IdentificationProblem, list[Start | None]]:
+    """``problem`` on ``reference``'s windows (its stride and window limit) and the warm starts of those windows.
+
+    A gray-box config may train on more windows (a smaller stride) than the physics-only config; every row
+    is scored on the physics-only config's windows so the errors compare.
+
+    Args:
+        problem: the problem that trained (its model, recording and settings are kept).
+        reference: the problem whose stride and window limit are scored.
+        warm: one start per window of ``problem`` (None where it has none).
+
+    Returns:
+        The problem on the reference windows, and per scored window the start of the trained window with the
+        same first sample, else None.
+    """
+    same = problem.replace(stride=reference.stride, windows=reference.limit)
+    by_sample = {int(s): w for s, w in zip(problem.windows.start, warm)}
+    return same, [by_sample.get(int(s)) for s in same.windows.start]

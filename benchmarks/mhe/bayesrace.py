@@ -32,14 +32,12 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
-from benchmarks.common import TABLE1, fit_pem, markdown_table
-from mhe import IdentificationProblem, MovingHorizonEstimator, WindowSolver
-from mhe.data.logs import BayesRaceRecording
+from benchmarks.common import TABLE1, add_bayesrace_arguments, markdown_table
+from mhe import IdentificationProblem, MovingHorizonEstimator
 from mhe.estimator.solver import Start
 from mhe.models.vehicle import BAYESRACE_TRUTH
-from mhe.scoring import one_step_error, with_values
-from mhe.training import load_experiment
+from mhe.scoring import score_problem, with_values
+from mhe.training import fit_pem, load_experiment
 
 PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_error": 0.075,
          "truth_one_step_train": 6.27e-14, "truth_one_step_validation": 9.71e-14, "start_mean_rel_error": 0.6795}
@@ -47,30 +45,23 @@ PAPER = {"one_step_train": 7.15e-7, "one_step_validation": 7.93e-7, "mean_rel_er
 
 def evaluate(problem: IdentificationProblem, validation: IdentificationProblem, build: Path, starts: int,
              warm: list[Start | None] | None = None, passes: int = 0) -> dict[str, dict]:
-    """One-step errors on the training and validation windows at each problem's start values."""
-    out = {}
-    for label, prob, w in (("train", problem, warm), ("validation", validation, None)):
-        with WindowSolver(prob.estimator(), build / label) as solver:
-            out[label] = one_step_error(solver, prob.windows, starts, passes, w)
-    return out
+    """One-step errors (`mhe.scoring.score_problem`) on the training and validation windows at each problem's start
+    values."""
+    return {label: score_problem(prob, build / label, starts, warm=w, passes=passes)[0]
+            for label, prob, w in (("train", problem, warm), ("validation", validation, None))}
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the config in-process, evaluate, print and write ``table1.json``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="Further arguments are torch-ude "
                                  "overrides of the config, e.g. --trainer.max_steps 20.")
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
-    ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
-    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the evaluation")
-    ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per evaluation (mhe.estimator.solver.propagated_solve); 0: none")
+    add_bayesrace_arguments(ap)
     ap.add_argument("--log-every", type=int, default=5, help="iterations between progress lines")
     ap.add_argument("--out", type=Path, default=Path("results/mhe_bayesrace"))
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    src = problem.source
-    val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
+    val_source = problem.source.with_path(args.validation)
     args.out.mkdir(parents=True, exist_ok=True)
     start_errors = problem.relative_errors(problem.estimator())
     print(f"{len(problem.windows)} training windows of N = {problem.mhe.horizon}; start mean relative error "

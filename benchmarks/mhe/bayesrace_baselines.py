@@ -53,21 +53,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
-from benchmarks.common import TABLE1, markdown_table
-from mhe import IdentificationProblem, JointMHE, JointSettings, WindowSolver
+from benchmarks.common import TABLE1, add_bayesrace_arguments, markdown_table
+from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.bounds import clip_inside
 from mhe.models.vehicle import BAYESRACE_TRUTH
-from mhe.peers.cramer_rao import cramer_rao_std, one_step_fisher
-from mhe.peers.ekf_pem import ekf_pem, run_ekf
+from mhe.peers.cramer_rao import determined_parameters
+from mhe.peers.ekf_pem import ekf_one_step_error, ekf_pem
 from mhe.peers.state_pem import jittered_starts
-from mhe.scoring import one_step_error, with_values
+from mhe.scoring import score_problem, with_values
 from mhe.training import load_experiment
 
 PAPER = {"ekf_pem": {"one_step_train": 1.33e-4, "one_step_validation": 6.49e-5, "mean_rel_error": 0.2299,
@@ -81,9 +81,9 @@ ONE_STEP = ("mean over windows and outputs of r^2, r = C x^_N - y~_N (Eq. 9), x^
             "identified parameters (config's weights and arrival)")
 
 
-def ekf_one_step(problem: IdentificationProblem, build: Path) -> float:
-    """Mean over samples (after the first) and outputs of the squared EKF innovations of ``problem``'s model."""
-    return float((run_ekf(problem, build).innovations[1:] ** 2).mean())
+def rel_errors(values: Mapping[str, float], truth: Mapping[str, float], names: Iterable[str]) -> dict[str, float]:
+    """``|v_n - theta*_n| / |theta*_n|`` of ``values`` for each of ``names``."""
+    return {n: abs(values[n] - truth[n]) / abs(truth[n]) for n in names}
 
 
 def ekf_pem_row(problem: IdentificationProblem, initial: dict[str, float], fit_starts: list[dict[str, float]],
@@ -91,9 +91,9 @@ def ekf_pem_row(problem: IdentificationProblem, initial: dict[str, float], fit_s
     """`mhe.peers.ekf_pem.ekf_pem` with the model at ``initial`` from ``fit_starts``: the row of ``ekf_pem.json``."""
     res = ekf_pem(with_values(problem, problem.source, initial, None), build, fit_starts)
     fit, truth = res.fit, problem.truth
-    errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in fit.values.items()}
+    errors = rel_errors(fit.values, truth, fit.values)
     return {"initial": {n: initial[n] for n in fit.values}, "values": res.values,
-            "initial_mean_rel_error": float(np.mean([abs(initial[n] - truth[n]) / abs(truth[n]) for n in fit.values])),
+            "initial_mean_rel_error": float(np.mean(list(rel_errors(initial, truth, fit.values).values()))),
             "mean_rel_error": float(np.mean(list(errors.values()))), "rel_errors": errors,
             "ekf_hidden_rmse": res.hidden_rmse, "ekf_s": res.ekf.wall_s, "fit_s": fit.wall_s, "training_s": res.wall_s,
             "fit_cost": fit.cost, "at_bounds": list(fit.at_bounds), "fit_starts": fit.starts,
@@ -109,8 +109,8 @@ def joint_mhe(problem: IdentificationProblem, settings: JointSettings, build: Pa
     start = problem.start_values()
     values = clip_inside({**start, **res.values}, problem.physics.params.bounds)
     truth = problem.truth
-    errors = {n: abs(v - truth[n]) / abs(truth[n]) for n, v in res.values.items()}
-    mean_error = lambda v: float(np.mean([abs(v[n] - truth[n]) / abs(truth[n]) for n in res.values]))  # noqa: E731
+    errors = rel_errors(res.values, truth, res.values)
+    mean_error = lambda v: float(np.mean(list(rel_errors(v, truth, res.values).values())))  # noqa: E731
     kept = res.history[::every] + (res.history[-1:] if (len(res.history) - 1) % every else [])
     return {"settings": dataclasses.asdict(settings), "values": values,
             "initial_mean_rel_error": mean_error(start), "mean_rel_error": float(np.mean(list(errors.values()))),
@@ -136,46 +136,29 @@ def run_joint(problem: IdentificationProblem, val_source: BayesRaceRecording, ar
 
 
 def cramer_rao(problem: IdentificationProblem, scales: list[float], threshold: float) -> dict:
-    """Cramér–Rao bounds of the relative parameters at the truth on the problem's recording, per noise scale."""
-    free = problem.physics.params.free_names
-    truth = {**problem.start_values(),
-             **{n: problem.truth[n] for n in free}}
-    model, rec = with_values(problem, problem.source, truth, None).model(), problem.recording
-    fisher = one_step_fisher(model, rec.states, rec.inputs, problem.mhe.measurement_std, rec.breaks)
-    std = cramer_rao_std(fisher)
-    out = {"measurement_std": list(problem.mhe.measurement_std), "threshold": threshold,
-           "fisher_eigenvalues": torch.linalg.eigvalsh(fisher).tolist(), "scales": {}}
-    for scale in scales:  # F scales with 1/r^2, the bound with r
-        bound = {n: float(v) * scale for n, v in zip(free, std)}
-        out["scales"][f"{scale:g}"] = {"rel_std": bound, "determined": [n for n in free if bound[n] <= threshold]}
-    return out
-
-
-def mhe_one_step(problem: IdentificationProblem, build: Path, starts: int, passes: int) -> dict[str, float | int]:
-    """`mhe.scoring.one_step_error` of ``problem`` at its start values (a new solver in ``build``)."""
-    with WindowSolver(problem.estimator(), build) as solver:
-        return one_step_error(solver, problem.windows, starts, passes)
+    """Cramér–Rao bounds of the relative parameters at the truth on the problem's recording, per noise scale
+    (`mhe.peers.cramer_rao.determined_parameters`)."""
+    truth = {**problem.start_values(), **{n: problem.truth[n] for n in problem.physics.params.free_names}}
+    return determined_parameters(with_values(problem, problem.source, truth, None).model(), problem.recording,
+                                 problem.mhe.measurement_std, scales, threshold)
 
 
 def scored(problem: IdentificationProblem, val_source: BayesRaceRecording, row: dict, build: Path, starts: int,
            passes: int, splits: tuple[str, ...] = ("train", "validation")) -> dict:
-    """``row`` with the MHE and the EKF one-step errors at its identified values on ``splits``."""
+    """``row`` with the MHE (`mhe.scoring.score_problem`) and the EKF (`mhe.peers.ekf_pem.ekf_one_step_error`)
+    one-step errors at its identified values on ``splits``."""
     out, ekf = dict(row), {}
     for split in splits:
         prob = with_values(problem, problem.source if split == "train" else val_source, row["values"], None)
-        out[split] = mhe_one_step(prob, build / split, starts, passes)
-        ekf[split] = ekf_one_step(prob, build / "ekf")
+        out[split] = score_problem(prob, build / split, starts, passes=passes)[0]
+        ekf[split] = ekf_one_step_error(prob, build / "ekf")
     return {**out, "ekf_one_step": ekf}
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the ``--methods`` (Cramér–Rao bounds; both EKF->PEM protocols; Joint-MHE), print and write their JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default=CONFIG, help="a PEM-MHE config on a BayesRace recording")
-    ap.add_argument("--validation", default=VALIDATION, help="the BayesRace recording to validate on")
-    ap.add_argument("--starts", type=int, default=3, help="cold starts per window of the MHE evaluation")
-    ap.add_argument("--passes", type=int, default=3,
-                    help="passes of propagated starts per MHE evaluation (mhe.estimator.solver.propagated_solve); 0: none")
+    add_bayesrace_arguments(ap)
     ap.add_argument("--inits", type=int, default=10, help="initializations (paper) / fit starts (start protocol)")
     ap.add_argument("--spread", type=float, default=0.05, help="half-width of the draws, relative")
     ap.add_argument("--seed", type=int, default=0)
@@ -194,8 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir) / "baselines"
-    src = problem.source
-    val_source = BayesRaceRecording(args.validation, src.trajectory, src.first, src.dt, src.dt_rtol)
+    val_source = problem.source.with_path(args.validation)
     args.out.mkdir(parents=True, exist_ok=True)
     if "cramer_rao" in args.methods:
         bounds = cramer_rao(problem, args.cr_noise_scales, args.cr_threshold)

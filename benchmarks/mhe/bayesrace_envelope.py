@@ -44,7 +44,6 @@ import torch
 
 from benchmarks.common import BAYESRACE_CONFIG as CONFIG, BAYESRACE_VALIDATION as VALIDATION
 from mhe import PEMIdentifier, ResidualSettings, WindowSolver
-from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.pem import envelope_of_windows
 from mhe.scoring import one_step_error, with_values
@@ -88,8 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     gray = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0, envelope=False,
                                                    check=False))
     checked = truth.replace(residual=ResidualSettings(args.width, in_scale, out_scale, seed=0))
-    src = problem.source
-    val_source = BayesRaceRecording(VALIDATION, src.trajectory, src.first, src.dt, src.dt_rtol)
+    val_source = problem.source.with_path(VALIDATION)
     t0 = time.perf_counter()
     with PEMIdentifier(gray, args.steps, exp.outer, exp.solver) as pem:
         result = pem.fit(lambda i, s: print(f"  gray-box step {i}: J {s.loss:.4e}", flush=True))

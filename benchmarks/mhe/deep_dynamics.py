@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -53,47 +52,17 @@ import torch
 from torch import Tensor
 
 from benchmarks.common import IAC_PAPER as PAPER, add_split_arguments, iac_ekf_pem_row, markdown_table
-from benchmarks.common import validation_source
-from mhe import IdentificationProblem
 from mhe.models.bounds import clip_inside
+from mhe.peers.deep_dynamics import (DeepDynamicsSettings, coefficient_summary, ekf_deep_dynamics, history_rows,
+                                     next_state_errors, rollout, usable_samples)
 from mhe.peers.ekf_pem import run_ekf
-from mhe.scoring import open_loop_error, rollouts, with_values
-from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout,
-                                     usable_samples)
+from mhe.problems.iac import validation_source
+from mhe.scoring import logged_after, open_loop_error, rollouts, with_values
 from mhe.training import load_experiment
 
-__all__ = ["ROW", "one_step", "multi_step", "coefficient_summary", "main"]
+__all__ = ["ROW", "main"]
 
 ROW = "EKF->PEM (adaptive)"
-
-
-def one_step(nxt: Tensor, problem: IdentificationProblem, x_hat: Tensor, last: Tensor) -> dict:
-    """One-step errors of the next states ``nxt`` (M, n_x) predicted from ``x_hat`` at the samples ``last`` (M,).
-
-    Returns:
-        ``mse`` (mean over samples and outputs of ``(C x+ - y~_{k+1})^2``), per-output RMSE, the RMSE of the
-        hidden states against the logged ones and the mean squared state error against ``x^_{k+1}``.
-    """
-    rec, nxt = problem.recording, nxt.detach().to(torch.float64)
-    r = nxt[:, list(problem.measured)] - rec.outputs[last + 1]
-    hidden = [j for j in range(problem.n_x) if j not in problem.measured]
-    out = {"mse": float((r ** 2).mean()), "rmse": (r ** 2).mean(0).sqrt().tolist(), "samples": len(last),
-           "state_mse_vs_ekf": ((nxt - x_hat[last + 1]) ** 2).mean(0).tolist()}
-    if rec.states.shape[1] == problem.n_x:
-        out["hidden_rmse_vs_logged"] = ((nxt[:, hidden] - rec.states[last + 1][:, hidden]) ** 2).mean(0).sqrt().tolist()
-    return out
-
-
-def multi_step(pred: Tensor, problem: IdentificationProblem, first: Tensor) -> dict:
-    """Open-loop error of outputs ``pred`` (M, S, n_y) predicted from samples ``first`` (M,) (y~ at first + 1..S)."""
-    return open_loop_error(pred, problem.recording.outputs[first[:, None] + 1 + torch.arange(pred.shape[1])[None, :]])
-
-
-def coefficient_summary(names: tuple[str, ...], theta: Tensor) -> dict[str, dict[str, float]]:
-    """Mean, standard deviation, minimum and maximum of each coefficient over samples, theta (M, n_theta)."""
-    t = theta.to(torch.float64)
-    return {n: {"mean": float(t[:, j].mean()), "std": float(t[:, j].std()), "min": float(t[:, j].min()),
-                "max": float(t[:, j].max())} for j, n in enumerate(names)}
 
 
 def plot(path: Path, t: np.ndarray, y: np.ndarray, curves: Mapping[str, tuple[Tensor, Tensor]], theta_t: np.ndarray,
@@ -154,25 +123,16 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    val_source = validation_source(args, problem)
+    val_source = validation_source(problem, args.validation_part)
     start = problem.start_values()
     parts = {"train": problem, "validation": with_values(problem, val_source, start, None)}
     steps = round(args.rollout_s / problem.recording.dt)
     h = settings.history
 
     # the row: EKF on the training part, then Deep Dynamics on its estimates
-    t0 = time.perf_counter()
-    filtered = {"train": run_ekf(problem, build / "deep_dynamics" / "ekf_train")}
-    x_hat = {"train": torch.as_tensor(filtered["train"].states)}
-    rec = problem.recording
-    last = {"train": usable_samples(len(rec.outputs), h, 1, rec.breaks)}
-    model = DeepDynamics(problem.physics, rec.dt, problem.discretization, settings).float()
-    rows = history_rows(x_hat["train"].float(), rec.inputs.float(), last["train"], h)
-    print(f"{len(rows)} training samples of history {h}; {sum(p.numel() for p in model.network_parameters())} "
-          f"weights", flush=True)
-    fit = fit_deep_dynamics(model, rows, x_hat["train"][last["train"] + 1].float(), args.log_every)
-    training_s = time.perf_counter() - t0
-    model.eval()
+    row = ekf_deep_dynamics(problem, settings, build / "deep_dynamics" / "ekf_train", args.log_every)
+    model, fit, training_s = row.model, row.fit, row.wall_s
+    filtered, x_hat, last = {"train": row.ekf}, {"train": torch.as_tensor(row.ekf.states)}, {"train": row.last}
 
     x_hat["validation"] = torch.as_tensor(run_ekf(parts["validation"], build / "deep_dynamics" / "ekf_val").states)
     val_rec = parts["validation"].recording
@@ -201,13 +161,13 @@ def main(argv: list[str] | None = None) -> None:
     for p, prob in parts.items():
         with torch.no_grad():
             nxt = model(history_rows(x_hat[p].float(), prob.recording.inputs.float(), last[p], h))
-        rows_out[ROW][p] = one_step(nxt, prob, x_hat[p], last[p])
+        rows_out[ROW][p] = next_state_errors(nxt, prob.recording, prob.measured, x_hat[p], last[p])
     u_val = val_rec.inputs.float()
     with torch.no_grad():
         future = u_val[first[:, None] + torch.arange(1, steps)[None, :]]
         pred = rollout(model, history_rows(x_hat["validation"].float(), u_val, first, h), future).double()
     pred = pred[:, :, list(problem.measured)]
-    rows_out[ROW]["validation"]["multi_step"] = multi_step(pred, parts["validation"], first)
+    rows_out[ROW]["validation"]["multi_step"] = open_loop_error(pred, logged_after(val_rec.outputs, first, steps))
     curves[ROW] = (first, pred)
 
     for name, row in constant.items():
@@ -217,10 +177,10 @@ def main(argv: list[str] | None = None) -> None:
             x = x_hat[p][last[p]]
             with torch.no_grad():
                 nxt = on.model().step(x, on.recording.inputs[last[p]], torch.zeros_like(x))
-            out[p] = one_step(nxt, on, x_hat[p], last[p])
+            out[p] = next_state_errors(nxt, on.recording, on.measured, x_hat[p], last[p])
             if p == "validation":
                 cpred = rollouts(on, x_hat[p][first], first, steps)
-                out[p]["multi_step"] = multi_step(cpred, on, first)
+                out[p]["multi_step"] = open_loop_error(cpred, logged_after(on.recording.outputs, first, steps))
                 curves[name] = (first, cpred)
         rows_out[name] = out
 

@@ -13,12 +13,13 @@ values (the paper: all methods from one start, Chrosniak et al.'s estimate):
 * EKF->PEM (Section 4.3): `mhe.peers.ekf.ExtendedKalmanFilter` with the start model over the training
   part (the filter's noise model and prior from the config's MHE weights and arrival cost), then
   `mhe.peers.state_pem.fit_on_states` on the frozen estimates from the start values (`mhe.peers.ekf_pem.ekf_pem`);
-* PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton);
+* PEM-MHE (physics-only): `mhe.PEMIdentifier` on the config (Gauss-Newton; `mhe.training.fit_pem`);
 * PEM-MHE (gray-box), with ``--gray`` (about 30 min more): `mhe.PEMIdentifier` on ``--gray-config``
   (``configs/mhe_iac_gray.yaml``: the same problem plus a neural residual through L4CasADi, started from
   the physics-only result recorded in it, Adam; variants in ``configs/mhe_iac_gray_variants/`` hold only
   their differences and follow it: ``--gray-config configs/mhe_iac_gray.yaml VARIANT``), scored with its trained
-  network on the physics-only config's windows (`on_windows_of`: the same stride, whatever stride the gray-box trained on).
+  network on the physics-only config's windows (`mhe.scoring.on_windows_of`: the same stride, whatever stride the
+  gray-box trained on).
 
 Metrics at each row's parameters (`mhe.scoring.score_problem`), from each window's MHE
 (`mhe.estimator.solver.lowest_cost_solve`:
@@ -52,27 +53,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from benchmarks.common import IAC_CONFIG as CONFIG, IAC_PAPER as PAPER
-from benchmarks.common import add_split_arguments, fit_pem, iac_ekf_pem_row, markdown_table, plot_validation
-from benchmarks.common import validation_source
-from mhe import IdentificationProblem, PEMIdentifier, WindowSolver
+from benchmarks.common import add_split_arguments, iac_ekf_pem_row, markdown_table, plot_validation
+from mhe import IdentificationProblem, StateSpaceModel
 from mhe.data.logs import IACRecording
-from mhe.estimator.solver import Start
+from mhe.data.recording import output_noise_std
 from mhe.models.bounds import clip_inside
-from mhe.peers.state_pem import fit_on_states, state_residuals
-from mhe.scoring import one_step_error, score_problem, with_values
-from mhe.training import PEMExperiment
-from mhe.training import load_experiment
-from torch_ude.savgol import SavitzkyGolay
+from mhe.peers.state_pem import fit_on_states, residual_scales, state_residuals
+from mhe.problems.iac import validation_source
+from mhe.scoring import on_windows_of, score_problem, with_values
+from mhe.training import fit_pem, held_out_curve, load_experiment
 
 GRAY_CONFIG = "configs/mhe_iac_gray.yaml"
 GRAY = "PEM-MHE (gray-box)"
@@ -84,118 +80,27 @@ coefficient 1), B = 10 and C = 1.3 (cornering stiffness B C D about 13 times the
 no offsets; the drivetrain at the middle of Deep Dynamics' ranges except Cm1 (5000 N at full pedal)."""
 
 
-def one_step_residuals(problem: IdentificationProblem, values: Mapping[str, float]) -> np.ndarray:
-    """`mhe.peers.state_pem.state_residuals` of ``problem``'s model at physical ``values`` on its recording."""
-    return state_residuals(with_values(problem, problem.source, dict(values), None).model(), problem.recording)
-
-
-def output_noise_std(problem: IdentificationProblem) -> list[float]:
-    """Savitzky-Golay (M = 5, P = 4) estimate of the noise standard deviation of each output (Eq. 23, TinyUDE)."""
-    sg, y = SavitzkyGolay(5, 4), problem.recording.outputs
-    e = torch.cat([sg.centre_residual(sg.windows(y[a:b], 1)) for a, b in problem.recording.stretches()])
-    return sg.noise_variance(e).sqrt().tolist()
+def model_at(problem: IdentificationProblem, values: Mapping[str, float]) -> StateSpaceModel:
+    """``problem``'s model at physical ``values`` (`mhe.scoring.with_values` on its own recording)."""
+    return with_values(problem, problem.source, dict(values), None).model()
 
 
 def logged_state_start(problem: IdentificationProblem) -> dict:
     """The config's start as ``--start`` makes it: the one-step fit on the logged states from `GUESS`.
 
-    The fit weighs residual ``i`` by ``1 / (h q_i)`` with the config's ``q``; the result is moved
-    1 % of each range inside the bounds. Also the MHE weights measured on the training part: the
-    outputs' noise (`output_noise_std`) and ``q`` = the standard deviation of the start's one-step
-    residuals on the logged states divided by ``h``.
+    The fit (`mhe.peers.state_pem.fit_on_states`) weighs residual ``i`` by ``1 / (h q_i)`` with the config's ``q``;
+    the result is moved 1 % of each range inside the bounds. Also the MHE weights measured on the training part:
+    the outputs' noise (`mhe.data.recording.output_noise_std`) and ``q`` = the standard deviation of the start's
+    one-step residuals on the logged states (`mhe.peers.state_pem.state_residuals`) divided by ``h``.
     """
     start = {**problem.start_values(), **GUESS}
-    model = with_values(problem, problem.source, start, None).model()
+    model = model_at(problem, start)
     rec = problem.recording
     fit = fit_on_states(model, rec.states.numpy(), rec.inputs.numpy(), problem.mhe.process_std, None, rec.breaks)
     values = clip_inside({**start, **fit.values}, problem.physics.params.bounds, 0.01)
-    q = (one_step_residuals(problem, values).std(axis=0) / rec.dt).tolist()
+    q = state_residuals(model_at(problem, values), rec).std(axis=0) / rec.dt
     return {"values": values, "fitted": fit.values, "at_bounds": list(fit.at_bounds), "fit_s": fit.wall_s,
-            "process_std": q, "measurement_std": output_noise_std(problem)}
-
-
-def residual_scales(problem: IdentificationProblem, values: Mapping[str, float]) -> dict[str, list[float]]:
-    """The neural residual's scales measured on ``problem``'s recording at physical ``values``.
-
-    Returns:
-        ``in_scale``: the RMS of each logged state and input, (n_x + n_u,); ``out_scale``: the RMS of
-        the one-step residuals on the logged states (`one_step_residuals`) divided by ``h``, (n_x,).
-    """
-    rec = problem.recording
-    z = torch.cat([rec.states, rec.inputs], dim=-1)
-    res = one_step_residuals(problem, values) / rec.dt
-    return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}
-
-
-def on_windows_of(problem: IdentificationProblem, reference: IdentificationProblem,
-                  warm: list[Start | None]) -> tuple[IdentificationProblem, list[Start | None]]:
-    """``problem`` on ``reference``'s windows (its stride and window limit) and the warm starts of those windows.
-
-    A gray-box config may train on more windows (a smaller stride) than the physics-only config; every row
-    is scored on the physics-only config's windows so the errors compare. ``warm``: one start per window of
-    ``problem`` (None where it has none); a scored window keeps the start of the trained window with the same
-    first sample, else None.
-    """
-    same = problem.replace(stride=reference.stride, windows=reference.limit)
-    by_sample = {int(s): w for s, w in zip(problem.windows.start, warm)}
-    return same, [by_sample.get(int(s)) for s in same.windows.start]
-
-
-def held_out_curve(exp: PEMExperiment, every_k: int, block: int, starts: int, every: int, log_every: int) -> dict:
-    """Choose the outer loop on the training part only: fit on most of its windows, score the others as it goes.
-
-    The config's windows are taken in blocks of ``block`` consecutive windows; every ``every_k``-th block
-    is held out (so the held-out windows cover every stretch of the training part: its first half holds
-    the slow start and none of the braking of the second), the PEM loop of ``exp`` (its optimizer,
-    ``max_steps``, start) runs on the others. Before the first iteration, every ``every`` iterations and
-    after the last, the one-step error (`mhe.scoring.one_step_error`'s mean of ``r^2``) of the held-out windows is
-    taken at the current ``alpha`` as the validation part is scored: the lowest-cost of ``starts`` cold
-    starts per window. The validation part is never read.
-
-    Returns:
-        The window counts, ``curve``: per scoring the iteration (-1 = the start), the loss ``J`` and failed
-        windows of that iteration, the held-out error and failures, wall s; and ``history``: per iteration
-        ``J``, failed windows and windows switched to a cold start.
-
-    Raises:
-        ValueError: if ``every_k < 2`` or ``block < 1``.
-    """
-    if every_k < 2 or block < 1:
-        raise ValueError(f"--held-out (every k-th block held out) must be >= 2 and --held-out-block >= 1; got "
-                         f"{every_k} and {block}.")
-    problem = exp.problem
-    m = len(problem.windows)
-    held = (torch.arange(m) // block) % every_k == every_k - 1
-    fit_index = torch.nonzero(~held).flatten().tolist()
-    fit, windows = problem.windows[~held], problem.windows[held]
-    curve, history = [], []
-    print(f"held-out selection: fit on {len(fit_index)} windows, {len(windows)} held out (blocks of {block}, "
-          f"every {every_k}th)", flush=True)
-    with PEMIdentifier(problem, exp.max_steps, exp.outer, exp.solver) as pem, \
-            WindowSolver(pem.estimator, Path(exp.solver.build_dir) / "held_out") as solver:
-        est, t0 = pem.estimator, time.perf_counter()
-
-        def score_held_out(i: int, loss: float, failed: int) -> None:
-            err = one_step_error(solver, windows, starts)
-            curve.append({"iteration": i, "loss": loss, "n_failed": failed, "held_out": err["mse"],
-                          "held_out_failed": err["failed"], "wall_s": time.perf_counter() - t0})
-            print(f"{i:4d} J={loss:.4e} failed={failed} held-out {curve[-1]['held_out']:.4e} "
-                  f"({100 * (curve[-1]['held_out'] / curve[0]['held_out'] - 1):+.1f} %) t={curve[-1]['wall_s']:.0f}s",
-                  flush=True)
-
-        score_held_out(-1, math.nan, 0)
-        for i in range(exp.max_steps):
-            step = pem.loop.step(fit_index, fit)
-            history.append({"iteration": i, "loss": step.loss, "n_failed": step.n_failed, "switched": step.switched})
-            last = i == exp.max_steps - 1 or bool(pem.loop.stop_reason)
-            if (i + 1) % every == 0 or last:
-                score_held_out(i, step.loss, step.n_failed)
-            elif i % log_every == 0:
-                print(f"{i:4d} J={step.loss:.4e} failed={step.n_failed} t={time.perf_counter() - t0:.0f}s", flush=True)
-            if last:
-                break
-    return {"block": block, "every_k": every_k, "fit_windows": len(fit_index), "held_out_windows": len(windows),
-            "starts": starts, "stop": pem.loop.stop_reason, "curve": curve, "history": history}
+            "process_std": q.tolist(), "measurement_std": output_noise_std(rec)}
 
 
 def gray_overrides(settings: list[str]) -> list[str]:
@@ -248,13 +153,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir)
-    val_source = validation_source(args, problem)
+    val_source = validation_source(problem, args.validation_part)
     if args.start:
         made = logged_state_start(problem)
         print(json.dumps(made, indent=1))
         return
     if args.scales:
-        print(json.dumps(residual_scales(problem, problem.start_values()), indent=1))
+        print(json.dumps(residual_scales(model_at(problem, problem.start_values()), problem.recording), indent=1))
         return
     gray_exp = None
     if args.gray:

@@ -41,11 +41,11 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import IAC_PAPER as PAPER, add_split_arguments, markdown_table, plot_validation
-from benchmarks.common import validation_source
 from mhe import IdentificationProblem, JointMHE, JointSettings
 from mhe.data.logs import IACRecording
 from mhe.models.bounds import clip_inside
 from mhe.peers.subnet import SubnetSettings, subnet_data, subnet_errors, subnet_rollouts, train_subnet
+from mhe.problems.iac import validation_source
 from mhe.scoring import open_loop_error, score_problem, with_values
 from mhe.training import load_experiment
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     args, overrides = ap.parse_known_args(argv)
     exp = load_experiment(args.config, overrides)
     problem, build = exp.problem, Path(exp.solver.build_dir) / "baselines"
-    val_source = validation_source(args, problem)
+    val_source = validation_source(problem, args.validation_part)
     steps = round(args.rollout_s / problem.recording.dt)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "baselines.json"

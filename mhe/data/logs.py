@@ -187,6 +187,11 @@ class BayesRaceRecording(RecordingSource):
         self.path, self.trajectory, self.first, self.dt, self.dt_rtol = str(path), trajectory, first, dt, dt_rtol
         self.load_report: dict[str, int | float] | None = None
 
+    def with_path(self, path: str | Path) -> BayesRaceRecording:
+        """Another BayesRace file read the same way (trajectory, first sample, sample time), e.g. the other track
+        to validate on."""
+        return BayesRaceRecording(str(path), self.trajectory, self.first, self.dt, self.dt_rtol)
+
     @property
     def truth(self) -> Mapping[str, float]:
         """The BayesRace simulator's parameters."""

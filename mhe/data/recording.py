@@ -3,7 +3,8 @@
 `Recording` holds the inputs and measured outputs at one sample time (and the true states when
 known), simulated (`mhe.data.simulate`) or read from a log (`mhe.data.logs`); a `RecordingSource`
 produces one on first use (a simulator, a log reader). `held_inputs` turns a recording's inputs
-into the step inputs of an input hold (`mhe.models.hold`).
+into the step inputs of an input hold (`mhe.models.hold`); `output_noise_std` measures the noise of its outputs
+(the MHE's ``R^(1/2)`` of a logged recording).
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from torch_ude.savgol import SavitzkyGolay
+
 from ..models.hold import InputHold, step_inputs
 
-__all__ = ["Recording", "RecordingSource", "held_inputs"]
+__all__ = ["Recording", "RecordingSource", "held_inputs", "output_noise_std"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,23 @@ def held_inputs(recording: Recording, hold: InputHold) -> Recording:
     if not hold.paired:
         return recording
     return replace(recording, inputs=step_inputs(recording.inputs, hold, recording.breaks))
+
+
+def output_noise_std(recording: Recording, half_width: int = 5, order: int = 4) -> list[float]:
+    """Savitzky-Golay estimate of the noise standard deviation of each output (Eq. 23 of TinyUDE).
+
+    The centre residuals of every window of ``2 half_width + 1`` samples that lies inside one stretch of the
+    recording (`Recording.stretches`: none spans a break) are pooled; `torch_ude.savgol.SavitzkyGolay.noise_variance`
+    turns them into the noise variance.
+
+    Args:
+        recording: the recording, outputs (T, n_y).
+        half_width: M of the Savitzky-Golay windows.
+        order: the fitted polynomial's order P.
+
+    Returns:
+        Per output its noise standard deviation, (n_y,), the outputs' units.
+    """
+    sg, y = SavitzkyGolay(half_width, order), recording.outputs
+    e = torch.cat([sg.centre_residual(sg.windows(y[a:b], 1)) for a, b in recording.stretches()])
+    return sg.noise_variance(e).sqrt().tolist()

@@ -12,7 +12,8 @@ exactly in the bound), so the bound is optimistic for methods that estimate the 
 
 `mhe_cramer_rao_std` takes the states the MHE estimates instead: the Fisher information of the windows'
 prediction residuals from their exact Jacobian at the KKT points (`mhe.outer.gauss_newton.residual_jacobian`),
-the noise variance per output estimated from the residuals themselves.
+the noise variance per output estimated from the residuals themselves. `determined_parameters` gives the
+bounds and the determined subset of a recording at several noise levels.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ..estimator.estimator import MovingHorizonEstimator
+from ..data.recording import Recording
 from ..models.checks import require
 from ..models.model import StateSpaceModel
 from ..models.ops import TORCH_OPS
@@ -30,7 +32,7 @@ from ..models.ops import TORCH_OPS
 if TYPE_CHECKING:
     from ..outer.gauss_newton import ResidualJacobian
 
-__all__ = ["one_step_fisher", "cramer_rao_std", "mhe_cramer_rao_std"]
+__all__ = ["one_step_fisher", "cramer_rao_std", "mhe_cramer_rao_std", "determined_parameters"]
 
 
 def one_step_fisher(model: StateSpaceModel, states: Tensor, inputs: Tensor, measurement_std: Sequence[float],
@@ -132,3 +134,29 @@ def mhe_cramer_rao_std(estimator: MovingHorizonEstimator, jacobian: ResidualJaco
     dr = jacobian.jacobian[..., first:first + len(free)] / scale
     fisher = torch.einsum("myp,myq,y->pq", dr, dr, 1.0 / jacobian.residual.var(0))
     return {n: float(s) for n, s in zip(free, torch.linalg.inv(fisher).diagonal().sqrt())}
+def determined_parameters(model: StateSpaceModel, recording: Recording, measurement_std: Sequence[float],
+                          scales: Sequence[float], threshold: float) -> dict:
+    """The Cramér–Rao bounds of the relative identified parameters on ``recording``'s true states, per noise level,
+    and the parameters the data determine.
+
+    Args:
+        model: the physics-only model at the values the bound is taken at (e.g. the truth).
+        recording: the recording, with true states (T, n_x) and the model's step inputs.
+        measurement_std: the noise ``r`` of each output, (n_y,), output units.
+        scales: the noise levels, as multiples of ``r`` (the bound grows with ``r``: ``F`` scales with ``1 / r^2``).
+        threshold: the largest relative bound of a parameter the data determine.
+
+    Returns:
+        ``measurement_std``, ``threshold``, ``fisher_eigenvalues`` (of ``F`` at ``r``, ascending) and ``scales``: per
+        scale (keyed ``f"{scale:g}"``) ``rel_std``, the bound of each identified parameter, and ``determined``,
+        those at most ``threshold``, in the model's order.
+    """
+    free = model.physics.params.free_names
+    fisher = one_step_fisher(model, recording.states, recording.inputs, measurement_std, recording.breaks)
+    std = cramer_rao_std(fisher)
+    out = {"measurement_std": list(measurement_std), "threshold": threshold,
+           "fisher_eigenvalues": torch.linalg.eigvalsh(fisher).tolist(), "scales": {}}
+    for scale in scales:  # F scales with 1/r^2, the bound with r
+        bound = {n: float(v) * scale for n, v in zip(free, std)}
+        out["scales"][f"{scale:g}"] = {"rel_std": bound, "determined": [n for n in free if bound[n] <= threshold]}
+    return out

@@ -21,7 +21,10 @@ estimates taken as exact (an EKF's, `mhe.peers.ekf`), a network that maps the la
 Training (`fit_deep_dynamics`) minimizes the weighted one-step state error
 ``mean_k sum_i w_i (x^_{k+1,i} - f_d(x^_k, u_k; theta_k)_i)^2`` with Adam; a seeded random
 hold-out of the samples picks the epoch whose state is kept (Deep Dynamics' 80/20 split and
-best-validation checkpoint).
+best-validation checkpoint). `ekf_deep_dynamics` is the row's two stages as one pipeline (the EKF of
+`mhe.peers.ekf_pem.run_ekf`, then the training on its estimates). Its predictions are scored on the state
+estimates (`next_state_errors`, the one-step error of Table 1's form, also for a constant-parameter model under
+the same estimates) and its coefficients summarized over the samples (`coefficient_summary`).
 """
 from __future__ import annotations
 
@@ -29,17 +32,25 @@ import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+from ..data.recording import Recording
 from ..models.checks import require
 from ..models.discretization import tableau
 from ..models.model import PhysicsField
 from ..models.ops import TORCH_OPS
 
+if TYPE_CHECKING:  # the EKF's CasADi is imported by ekf_deep_dynamics, not with the model
+    from ..identification import IdentificationProblem
+    from .ekf import EKFResult
+
 __all__ = ["DeepDynamicsSettings", "DeepDynamics", "DeepDynamicsFit", "usable_samples", "history_rows",
-           "fit_deep_dynamics", "rollout"]
+           "fit_deep_dynamics", "rollout", "EKFDeepDynamics", "ekf_deep_dynamics", "coefficient_summary",
+           "next_state_errors"]
 
 
 @dataclass(frozen=True)
@@ -344,3 +355,99 @@ def rollout(model: DeepDynamics, rows: Tensor, inputs: Tensor) -> Tensor:
         rows = torch.cat([rows[:, 1:], new[:, None]], dim=1)
         out.append(model(rows))
     return torch.stack(out, dim=1)
+
+
+
+@dataclass(frozen=True)
+class EKFDeepDynamics:
+    """The result of `ekf_deep_dynamics`.
+
+    Attributes:
+        model: the trained Deep Dynamics model (float32, in eval mode, at the kept epoch's weights).
+        fit: its training (`fit_deep_dynamics`: loss curves, kept epoch, network wall time).
+        ekf: the filter's result on the training recording (filtered states ``x^_{k|k}`` (T, n_x), wall time).
+        last: the samples ``k`` trained on (a full history and the next sample in one stretch), (M,) int64.
+        wall_s: the wall time of both stages in seconds.
+    """
+
+    model: DeepDynamics
+    fit: DeepDynamicsFit
+    ekf: EKFResult
+    last: Tensor
+    wall_s: float
+
+
+def ekf_deep_dynamics(problem: IdentificationProblem, settings: DeepDynamicsSettings, build: str | Path,
+                      log_every: int = 0) -> EKFDeepDynamics:
+    """EKF->PEM (adaptive): the EKF over ``problem``'s recording, then Deep Dynamics trained on its estimates.
+
+    Stage one is `mhe.peers.ekf_pem.run_ekf` (``problem``'s model at its start values; noise model and prior from
+    its MHE weights and arrival cost); stage two trains a `DeepDynamics` of ``problem``'s physics (its bounds guard
+    the coefficients) on the filtered states of every sample with a full history (`usable_samples`), float32
+    (`fit_deep_dynamics`).
+
+    Args:
+        problem: the physics, its bounds, discretization, weights and recording.
+        settings: the network's and the training's settings.
+        build: the build folder of the filter's CasADi functions.
+        log_every: print the sample count and the losses every this many epochs (0: never).
+
+    Returns:
+        The trained model, its training, the filter's result, the samples and the wall time.
+    """
+    from .ekf_pem import run_ekf
+
+    t0 = time.perf_counter()
+    ekf = run_ekf(problem, build)
+    x_hat, rec, h = torch.as_tensor(ekf.states), problem.recording, settings.history
+    last = usable_samples(len(rec.outputs), h, 1, rec.breaks)
+    model = DeepDynamics(problem.physics, rec.dt, problem.discretization, settings).float()
+    rows = history_rows(x_hat.float(), rec.inputs.float(), last, h)
+    if log_every:
+        print(f"{len(rows)} training samples of history {h}; {sum(p.numel() for p in model.network_parameters())} "
+              f"weights", flush=True)
+    fit = fit_deep_dynamics(model, rows, x_hat[last + 1].float(), log_every)
+    wall = time.perf_counter() - t0
+    model.eval()
+    return EKFDeepDynamics(model, fit, ekf, last, wall)
+
+def next_state_errors(nxt: Tensor, recording: Recording, measured: Sequence[int], x_hat: Tensor,
+                      last: Tensor) -> dict:
+    """The one-step errors of next states predicted from state estimates (Table 1's form on given states).
+
+    Args:
+        nxt: the predicted next states ``x+_k`` from ``x^_k`` at the samples ``last``, (M, n_x).
+        recording: the recording scored (outputs (T, n_y); logged states (T, n_x), or (T, 0) when unknown).
+        measured: the states the outputs measure, n_y indices.
+        x_hat: the state estimates ``x^_0..x^_{T-1}`` (e.g. an EKF's), (T, n_x).
+        last: the samples ``k``, (M,) int, each with ``k + 1 < T``.
+
+    Returns:
+        ``mse``: the mean over samples and outputs of ``(C x+_k - y~_{k+1})^2`` (output units squared); ``rmse``
+        per output; ``samples`` M; ``state_mse_vs_ekf``: per state the mean squared error against ``x^_{k+1}``;
+        with logged states ``hidden_rmse_vs_logged``: per unmeasured state the RMSE against the logged one.
+    """
+    nxt, n_x = nxt.detach().to(torch.float64), nxt.shape[1]
+    r = nxt[:, list(measured)] - recording.outputs[last + 1]
+    hidden = [j for j in range(n_x) if j not in measured]
+    out = {"mse": float((r ** 2).mean()), "rmse": (r ** 2).mean(0).sqrt().tolist(), "samples": len(last),
+           "state_mse_vs_ekf": ((nxt - x_hat[last + 1]) ** 2).mean(0).tolist()}
+    if recording.states.shape[1] == n_x:
+        logged = recording.states[last + 1][:, hidden]
+        out["hidden_rmse_vs_logged"] = ((nxt[:, hidden] - logged) ** 2).mean(0).sqrt().tolist()
+    return out
+
+
+def coefficient_summary(names: Sequence[str], theta: Tensor) -> dict[str, dict[str, float]]:
+    """Mean, standard deviation, minimum and maximum of each coefficient over the samples.
+
+    Args:
+        names: the coefficients' names (`DeepDynamics.names`), n_theta.
+        theta: the coefficients per sample (`DeepDynamics.coefficients`), (M, n_theta), physical units.
+
+    Returns:
+        By name ``mean``, ``std`` (sample standard deviation), ``min`` and ``max``, physical units.
+    """
+    t = theta.to(torch.float64)
+    return {n: {"mean": float(t[:, j].mean()), "std": float(t[:, j].std()), "min": float(t[:, j].min()),
+                "max": float(t[:, j].max())} for j, n in enumerate(names)}

@@ -5,7 +5,8 @@ Stage one runs the extended Kalman filter of the problem's model at its start va
 the arrival-cost start: `ekf_settings`). Stage two takes the filtered states ``x^_{k|k}`` as exact and fits the
 identified parameters to them by the one-step prediction error (`mhe.peers.state_pem.fit_on_states`, from the
 given starts). The identified values are moved ``1e-6`` of their range inside their bounds
-(`mhe.models.bounds.clip_inside`), so that a model (and its MHE, to score them) can be built from them.
+(`mhe.models.bounds.clip_inside`), so that a model (and its MHE, to score them) can be built from them. The
+filter's own one-step error (`ekf_one_step_error`, its squared innovations) scores a model without an MHE.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..models.bounds import clip_inside
 from .ekf import EKFResult, EKFSettings, ExtendedKalmanFilter
 from .state_pem import StateFit, fit_on_states
 
-__all__ = ["EKFPEMResult", "ekf_pem", "ekf_settings", "run_ekf"]
+__all__ = ["EKFPEMResult", "ekf_one_step_error", "ekf_pem", "ekf_settings", "run_ekf"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,20 @@ def run_ekf(problem: IdentificationProblem, build: str | Path) -> EKFResult:
         The filtered states ``x^_{k|k}`` (T, n_x), innovations and wall time.
     """
     return ExtendedKalmanFilter(problem.model(), ekf_settings(problem), build).run(problem.recording)
+
+
+def ekf_one_step_error(problem: IdentificationProblem, build: str | Path) -> float:
+    """The EKF's one-step prediction error with ``problem``'s model at its start values on its recording.
+
+    Args:
+        problem: the model, weights and recording (`run_ekf`).
+        build: the build folder of the filter's CasADi functions.
+
+    Returns:
+        The mean over samples (after the first, whose innovation is the prior's) and outputs of the squared
+        innovations ``y~_k - h(x^_{k|k-1})``, output units squared.
+    """
+    return float((run_ekf(problem, build).innovations[1:] ** 2).mean())
 
 
 def ekf_pem(problem: IdentificationProblem, build: str | Path, fit_starts: Sequence[Mapping[str, float]] | None = None,

@@ -12,7 +12,8 @@ given values and keeps the lowest cost.
 
 `fit_residual_on_states` asks the same data, before an expensive gray-box PEM-MHE run, how well a residual of a
 chosen form (width, input history, driven channels) predicts what the physics misses: fitted to the one-step
-residuals of the physics on the first part of the logged states, scored on the rest.
+residuals of the physics on the first part of the logged states, scored on the rest. The one-step residuals on
+logged states (`state_residuals`) also size a neural residual (`residual_scales`).
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ from ..data.recording import Recording
 from ..models.model import StateSpaceModel
 from ..identification import IdentificationProblem
 
-__all__ = ["StateFit", "fit_on_states", "fit_residual_on_states", "jittered_starts", "state_residuals"]
+__all__ = ["StateFit", "fit_on_states", "fit_residual_on_states", "jittered_starts", "residual_scales",
+           "state_residuals"]
 
 
 @dataclass(frozen=True)
@@ -236,3 +238,18 @@ def fit_residual_on_states(problem: IdentificationProblem, seed: int, fraction: 
 
     return {"seed": seed, "channels": channels, "train_r2": r2(slice(0, cut)), "held_out_r2": r2(slice(cut, None)),
             "fit_rows": cut, "held_out_rows": len(target) - cut, "wall_s": time.perf_counter() - t0}
+def residual_scales(model: StateSpaceModel, recording: Recording) -> dict[str, list[float]]:
+    """The scales of a neural residual for ``model`` measured on the logged states of ``recording``.
+
+    Args:
+        model: the physics the residual is added to (its current parameters).
+        recording: a recording with logged states (T, n_x) and inputs (T, n_u).
+
+    Returns:
+        ``in_scale``: the RMS of each logged state and input, (n_x + n_u,) (`mhe.ResidualSettings`' ``in_scale``);
+        ``out_scale``: the RMS of the one-step residuals on the logged states (`state_residuals`) divided by ``h``,
+        (n_x,), the units of dx/dt (its ``out_scale``).
+    """
+    z = torch.cat([recording.states, recording.inputs], dim=-1)
+    res = state_residuals(model, recording) / recording.dt
+    return {"in_scale": z.pow(2).mean(dim=0).sqrt().tolist(), "out_scale": np.sqrt((res ** 2).mean(axis=0)).tolist()}

@@ -9,7 +9,8 @@ from mhe import ArrivalCost, WindowSolver
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from mhe.outer.residual_check import window_errors
-from mhe.scoring import one_step_error, open_loop_error, score_problem, with_residual, with_values
+from mhe.scoring import (logged_after, on_windows_of, one_step_error, open_loop_error, score_problem, with_residual,
+                          with_values)
 from mhe.training import load_experiment
 from tests.mhe.datasets import bayesrace_file, data_file
 from tests.mhe.helpers import leak_problem
@@ -30,6 +31,10 @@ def test_the_one_step_error_is_the_mean_square_of_the_solved_windows_residuals(t
     assert error["windows"] == len(windows) and error["failed"] == int((~ok).sum()) == 0
     assert error["mse"] == pytest.approx(float((r ** 2).mean()), rel=1e-12)
     assert error["max_abs"] == pytest.approx(float(r.abs().max()), rel=1e-12)
+    # score_problem solves as one_step_error does, with passes of propagated starts too
+    with WindowSolver(problem.estimator(), tmp_path / "propagated") as solver:
+        propagated = one_step_error(solver, windows, 2, passes=1)
+    assert score_problem(problem, tmp_path / "score", 2, passes=1)[0] == propagated
 
 
 def test_with_values_keeps_the_problem_and_sets_its_physics(tmp_path):
@@ -53,6 +58,20 @@ def test_the_open_loop_error_averages_rollouts_steps_and_outputs():
     pred[:, -1, 1] = 2.0
     out = open_loop_error(pred, meas)
     assert out == {"mse": pytest.approx(4.0 / 6), "steps": 3, "rollouts": 4, "rmse_end": [0.0, 2.0]}
+    y = torch.arange(20.0)[:, None].repeat(1, 2)
+    after = logged_after(y, torch.tensor([0, 5]), 3)
+    assert after.shape == (2, 3, 2) and after[:, :, 0].tolist() == [[1.0, 2.0, 3.0], [6.0, 7.0, 8.0]]
+
+
+def test_a_problem_trained_at_another_stride_is_scored_on_the_reference_windows_with_their_warm_starts():
+    problem = leak_problem(inflow=0.0, noise=0.0, a=0.5)
+    reference = problem.replace(stride=6, windows=5)  # starts 0, 6, ..., 24
+    trained = problem.replace(stride=3, windows=7)  # starts 0, 3, ..., 18
+    warm = [f"start of window {i}" for i in range(7)]
+    scored, kept = on_windows_of(trained, reference, warm)
+    assert scored.stride == 6 and torch.equal(scored.windows.start, reference.windows.start)
+    assert torch.equal(scored.windows.y, reference.windows.y)
+    assert kept == ["start of window 0", "start of window 2", "start of window 4", "start of window 6", None]
 
 
 def test_propagated_starts_find_the_truth_in_the_spin_out(tmp_path, monkeypatch):

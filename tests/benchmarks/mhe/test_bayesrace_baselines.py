@@ -1,8 +1,8 @@
-"""The EKF->PEM row, Joint-MHE and the Cramér–Rao subset of benchmarks.mhe.bayesrace_baselines on BayesRace's
-data."""
+"""The EKF->PEM and Joint-MHE rows of benchmarks.mhe.bayesrace_baselines on BayesRace's data (the Cramér–Rao subset:
+tests/mhe/peers/test_cramer_rao.py)."""
 import pytest
 
-from benchmarks.mhe.bayesrace_baselines import cramer_rao, ekf_pem_row, joint_mhe
+from benchmarks.mhe.bayesrace_baselines import ekf_pem_row, joint_mhe
 from mhe import JointSettings
 from mhe.models.vehicle import BAYESRACE_TRUTH
 from tests.mhe.datasets import bayesrace_problem
@@ -35,11 +35,3 @@ def test_joint_mhe_from_the_truth_stays_there_and_keeps_its_books(problem, tmp_p
     assert row["window_solves"] == 10 and row["failed"] == 0 and row["training_s"] > 0
     assert [(h["pass"], h["start"]) for h in row["history"]] == [(0, 0), (0, 30), (1, 10), (1, 40)] and row["settings"]["passes"] == 2
     assert all(problem.physics.params.bounds[n].contains(row["values"][n]) for n in row["rel_errors"])
-
-
-def test_cramer_rao_subset_shrinks_as_the_noise_grows(problem):
-    out = cramer_rao(problem, [1.0, 100.0], 0.1)
-    small, large = out["scales"]["1"], out["scales"]["100"]
-    assert len(small["determined"]) == 16 and set(large["determined"]) < set(small["determined"])
-    assert "Er" not in large["determined"] and large["rel_std"]["Er"] == pytest.approx(100 * small["rel_std"]["Er"])
-    assert min(out["fisher_eigenvalues"]) > 0  # noise-free data: every direction is seen

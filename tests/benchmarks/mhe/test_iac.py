@@ -1,15 +1,12 @@
-"""Table 2 on the IAC log (benchmarks.mhe.iac): a tiny end-to-end run, the config's start,
-the blocked split."""
-import argparse
+"""Table 2 on the IAC log (benchmarks.mhe.iac): a tiny end-to-end run, the configs' start and residual scales,
+bad input."""
 import json
 from pathlib import Path
 
 import pytest
-import torch
 
-from benchmarks.common import validation_source
-from benchmarks.mhe.iac import (CONFIG, GRAY, GRAY_CONFIG, gray_overrides, logged_state_start, main, on_windows_of,
-                                output_noise_std, residual_scales)
+from benchmarks.mhe.iac import CONFIG, GRAY, GRAY_CONFIG, gray_overrides, logged_state_start, main, model_at
+from mhe.peers.state_pem import residual_scales
 from mhe.training import load_experiment
 from tests.mhe.datasets import data_file
 
@@ -18,13 +15,6 @@ DATA = "iac/LVMS_23_01_04_B.csv"
 BLOCKED = "configs/mhe_iac_split_blocked/physics.yaml"
 TINY = ["--data.problem.recording.init_args.part", "[0.0, 0.05]", "--data.problem.windows", "5",
         "--data.problem.arrival.mean", "[7.0, 0.0, 0.0]", "--trainer.logger", "false"]
-
-
-def tiny_problem(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)  # the config's paths are relative to the repository
-    exp = load_experiment(CONFIG, [*TINY, "--model.solver.build_dir", str(tmp_path / "build")])
-    exp.problem.recording  # read while in ROOT
-    return exp
 
 
 def test_a_tiny_run_writes_both_rows_the_table_and_the_plot(tmp_path, monkeypatch):
@@ -45,42 +35,6 @@ def test_a_tiny_run_writes_both_rows_the_table_and_the_plot(tmp_path, monkeypatc
     assert all(bounds[n].contains(v) for n, v in rows["EKF->PEM"]["values"].items() if n in bounds)
     assert rows["EKF->PEM"]["training_s"] > 0 and rows["PEM-MHE (physics-only)"]["training_s"] > 0
     assert (out / "validation.png").stat().st_size > 10_000
-
-
-def test_a_blocked_split_validates_on_the_rest_and_no_residual_or_noise_window_spans_its_gap(monkeypatch):
-    data_file(DATA)
-    monkeypatch.chdir(ROOT)
-    blocked = ["--data.problem.recording.init_args.part", "[0.0, 0.03, 0.04, 0.07]"]
-    args = argparse.Namespace(config=[CONFIG], validation_part=None)
-    problem = load_experiment(CONFIG, [*TINY, *blocked, "--data.problem.windows", "15"]).problem
-    assert validation_source(args, problem).part == (0.03, 0.04, 0.07, 1.0)
-    args.validation_part = [0.5, 0.6]
-    assert validation_source(args, problem).part == (0.5, 0.6)
-    assert problem.recording.breaks == (301,)  # no rollout over it: tests/mhe/test_scoring.py
-    # the scales and the noise estimate pool the two blocks as if each were read alone
-    parts = [load_experiment(CONFIG, [*TINY, "--data.problem.recording.init_args.part", p]).problem
-             for p in ("[0.0, 0.03]", "[0.04, 0.07]")]
-    values = problem.start_values()
-    alone = [residual_scales(p, values)["out_scale"] for p in parts]
-    n = [len(p.recording.outputs) - 1 for p in parts]
-    pooled = [((n[0] * a ** 2 + n[1] * b ** 2) / sum(n)) ** 0.5 for a, b in zip(*alone)]
-    assert residual_scales(problem, values)["out_scale"] == pytest.approx(pooled, rel=1e-12)
-    noise = [output_noise_std(p) for p in parts]
-    w = [len(p.recording.outputs) - 10 for p in parts]  # windows of 2 M + 1 = 11 taps per block
-    pooled = [((w[0] * a ** 2 + w[1] * b ** 2) / sum(w)) ** 0.5 for a, b in zip(*noise)]
-    assert output_noise_std(problem) == pytest.approx(pooled, rel=1e-12)
-
-
-def test_a_gray_box_trained_at_another_stride_is_scored_on_the_reference_windows_with_their_warm_starts(
-        tmp_path, monkeypatch):
-    data_file(DATA)
-    reference = tiny_problem(monkeypatch, tmp_path).problem  # 5 windows, stride 20
-    trained = reference.replace(stride=10, windows=7)  # starts 0, 10, ..., 60
-    warm = [f"start of window {i}" for i in range(7)]
-    scored, kept = on_windows_of(trained, reference, warm)
-    assert scored.stride == 20 and torch.equal(scored.windows.start, reference.windows.start)
-    assert torch.equal(scored.windows.y, reference.windows.y)
-    assert kept == ["start of window 0", "start of window 2", "start of window 4", "start of window 6", None]
 
 
 def test_a_config_on_another_recording_is_an_error(monkeypatch):
@@ -143,29 +97,13 @@ def test_the_gray_config_holds_the_residual_scales_measured_at_its_start(configs
     data_file(DATA)
     monkeypatch.chdir(ROOT)
     problem = load_experiment(configs, ["--trainer.logger", "false"]).problem
-    made = residual_scales(problem, problem.start_values())
+    made = residual_scales(model_at(problem, problem.start_values()), problem.recording)
     assert [float(f"{v:.2g}") for v in made["in_scale"]] == list(problem.residual.in_scale)
     assert [float(f"{v:.2g}") for v in made["out_scale"]] == list(problem.residual.out_scale)
-
-
-def test_held_out_selection_fits_all_but_every_kth_block_and_scores_the_held_out_blocks(tmp_path, monkeypatch):
-    data_file(DATA)
-    monkeypatch.chdir(ROOT)
-    out = tmp_path / "out"
-    main(["--held-out", "2", "--held-out-block", "2", *TINY, "--trainer.max_steps", "2", "--held-out-every", "1",
-          "--starts", "1", "--out", str(out), "--model.solver.build_dir", str(tmp_path / "build")])
-    sel = json.loads((out / "held_out.json").read_text())
-    # 5 windows in blocks of 2: blocks 0 (windows 0, 1), 1 (2, 3), 2 (4); every 2nd block (windows 2, 3) held out
-    assert sel["fit_windows"] == 3 and sel["held_out_windows"] == 2
-    curve = sel["curve"]
-    assert [c["iteration"] for c in curve] == [-1, 0, 1] and [h["iteration"] for h in sel["history"]] == [0, 1]
-    assert all(c["held_out"] > 0 and c["held_out_failed"] == 0 for c in curve)
-    assert curve[1]["held_out"] != curve[0]["held_out"]  # the held-out error follows the fitted alpha
-    assert not (out / "table2.json").exists()  # no row is run, the validation part is never read
 
 
 def test_held_out_with_fewer_than_two_blocks_per_cycle_is_an_error(monkeypatch):
     data_file(DATA)
     monkeypatch.chdir(ROOT)
-    with pytest.raises(ValueError, match=r"--held-out \(every k-th block held out\) must be >= 2"):
+    with pytest.raises(ValueError, match=r"every_k \(every k-th block held out\) must be >= 2"):
         main(["--held-out", "1", *TINY])

@@ -98,6 +98,9 @@ def test_bayesrace_file_and_a_broken_copy(tmp_path):
                                     (1.0, 0.3, 3.0)), (0, 2), SingleTrackVehicle(abs_vx=True), stride=10,
                                     discretization="euler")
     assert len(problem.windows) == 100 and problem.truth == BAYESRACE_TRUTH
+    other = BayesRaceRecording(str(path), "states", 3, 0.02, 1e-3).with_path(tmp_path / "other.npz")
+    assert (other.path, other.trajectory, other.first, other.dt, other.dt_rtol) == (
+        str(tmp_path / "other.npz"), "states", 3, 0.02, 1e-3)
 
 
 def test_iac_log_as_deep_dynamics_parses_it(tmp_path):

@@ -8,8 +8,10 @@ from mhe.data.recording import held_inputs
 from mhe.models.hold import input_hold
 from mhe.models.pendulum import PendulumPhysics
 from mhe.outer.gauss_newton import ResidualJacobian, residual_jacobian
-from mhe.peers.cramer_rao import cramer_rao_std, mhe_cramer_rao_std, one_step_fisher
+from mhe.peers.cramer_rao import cramer_rao_std, determined_parameters, mhe_cramer_rao_std, one_step_fisher
 from mhe.problems.racing import MEASURED, RacingSimulation
+from mhe.scoring import with_values
+from tests.mhe.datasets import bayesrace_problem
 from tests.mhe.helpers import estimator, torch_kkt_point, vehicle_windows
 
 DT, C, R = 0.02, 0.4, (1e-3, 2e-3)
@@ -88,3 +90,15 @@ def test_the_mhe_bound_scales_with_the_residuals_and_names_the_identified_parame
     # F ~ 1 / var(r): noise twice as large, bounds twice as wide
     doubled = mhe_cramer_rao_std(est, ResidualJacobian(2.0 * rj.residual, rj.jacobian))
     assert [doubled[n] for n in std] == pytest.approx([2.0 * s for s in std.values()], rel=1e-10)
+
+
+def test_the_determined_subset_of_bayesrace_shrinks_as_the_noise_grows():
+    problem = bayesrace_problem()
+    truth = {**problem.start_values(), **{n: problem.truth[n] for n in problem.physics.params.free_names}}
+    model = with_values(problem, problem.source, truth, None).model()
+    out = determined_parameters(model, problem.recording, problem.mhe.measurement_std, [1.0, 100.0], 0.1)
+    small, large = out["scales"]["1"], out["scales"]["100"]
+    assert len(small["determined"]) == 16 and set(large["determined"]) < set(small["determined"])
+    assert "Er" not in large["determined"] and large["rel_std"]["Er"] == pytest.approx(100 * small["rel_std"]["Er"])
+    assert min(out["fisher_eigenvalues"]) > 0  # noise-free data: every direction is seen
+    assert out["measurement_std"] == list(problem.mhe.measurement_std) and out["threshold"] == 0.1

@@ -6,7 +6,10 @@ import torch
 import yaml
 
 from mhe import Bound, SingleTrackVehicle, StateSpaceModel
-from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, fit_deep_dynamics, history_rows, rollout, usable_samples)
+from mhe.data.recording import Recording
+from mhe.peers.deep_dynamics import (DeepDynamics, DeepDynamicsSettings, coefficient_summary, ekf_deep_dynamics,
+                                     fit_deep_dynamics, history_rows, next_state_errors, rollout, usable_samples)
+from tests.mhe.datasets import bayesrace_problem
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "mhe_iac_physics_gn.yaml"
 TINY = DeepDynamicsSettings(history=4, gru_width=5, gru_layers=2, dense_width=16, dense_layers=2, epochs=30,
@@ -142,3 +145,39 @@ def test_bad_input_gives_clear_errors():
         DeepDynamics(SingleTrackVehicle(values, identify=["Cm2"], bounds={"Cm2": Bound(lower=0.0)}), 0.04)
     with pytest.raises(ValueError, match="discretization must be one of"):
         DeepDynamics(iac_physics(), 0.04, "midpoint")
+
+
+def test_next_state_errors_score_the_measured_states_against_the_next_outputs():
+    x, u = states_and_inputs(20, seed=3)
+    x = x.double()
+    rec = Recording(x, u.double(), x[:, [0, 2]] + 0.1, 0.04)  # outputs 0.1 off the logged vx and omega
+    last = torch.arange(5, 15)
+    nxt = x[last + 1].clone()
+    nxt[:, 1] += 0.2  # vy, unmeasured, 0.2 off
+    out = next_state_errors(nxt, rec, (0, 2), x, last)
+    assert out["mse"] == pytest.approx(0.01) and out["rmse"] == pytest.approx([0.1, 0.1]) and out["samples"] == 10
+    assert out["state_mse_vs_ekf"] == pytest.approx([0.0, 0.04, 0.0])
+    assert out["hidden_rmse_vs_logged"] == pytest.approx([0.2])
+    unlogged = Recording(torch.zeros(20, 0), rec.inputs, rec.outputs, 0.04)
+    assert "hidden_rmse_vs_logged" not in next_state_errors(nxt, unlogged, (0, 2), x, last)
+
+
+def test_the_coefficient_summary_is_taken_over_the_samples():
+    theta = torch.tensor([[1.0, 10.0], [3.0, 10.0]], dtype=torch.float32)
+    out = coefficient_summary(("Bf", "Df"), theta)
+    assert out["Bf"] == pytest.approx({"mean": 2.0, "std": 2 ** 0.5, "min": 1.0, "max": 3.0})
+    assert out["Df"] == {"mean": 10.0, "std": 0.0, "min": 10.0, "max": 10.0}
+
+
+def test_the_pipeline_trains_on_the_ekf_estimates_of_the_problems_recording(tmp_path):
+    problem = bayesrace_problem()
+    settings = DeepDynamicsSettings(history=4, gru_width=3, gru_layers=1, dense_width=8, dense_layers=1, epochs=2,
+                                    batch_size=64)
+    out = ekf_deep_dynamics(problem, settings, tmp_path)
+    rec = problem.recording
+    assert torch.equal(out.last, usable_samples(len(rec.outputs), 4, 1, rec.breaks))
+    assert out.model.guard.weight.dtype == torch.float32 and not out.model.training
+    assert len(out.fit.train_loss) == 2 and out.wall_s >= out.ekf.wall_s + out.fit.wall_s > 0
+    # the same seed and estimates give the same training (to float32 rounding of the threads' sums)
+    again = ekf_deep_dynamics(problem, settings, tmp_path, log_every=1)
+    assert again.fit.train_loss == pytest.approx(out.fit.train_loss, rel=1e-4)

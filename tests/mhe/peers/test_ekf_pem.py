@@ -3,7 +3,7 @@ from the config's 67.95 % start the filter loses the unmeasured vy; identified v
 import pytest
 
 from mhe.models.vehicle import BAYESRACE_TRUTH
-from mhe.peers.ekf_pem import ekf_pem, ekf_settings, run_ekf
+from mhe.peers.ekf_pem import ekf_one_step_error, ekf_pem, ekf_settings, run_ekf
 from mhe.scoring import with_values
 from tests.mhe.datasets import bayesrace_problem
 
@@ -38,3 +38,6 @@ def test_a_filter_run_before_is_reused_and_its_time_counted(problem, tmp_path):
     assert res.ekf is filtered and res.wall_s >= filtered.wall_s + res.fit.wall_s
     again = ekf_pem(problem, tmp_path / "again")
     assert again.values == pytest.approx(res.values, rel=1e-9)
+    # the filter's own one-step error: its squared innovations after the prior's first
+    assert ekf_one_step_error(problem, tmp_path / "ekf") == pytest.approx(
+        float((filtered.innovations[1:] ** 2).mean()), rel=1e-12)

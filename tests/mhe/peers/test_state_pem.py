@@ -9,7 +9,8 @@ import torch
 from mhe import SingleTrackVehicle, StateSpaceModel
 from mhe.data.logs import BayesRaceRecording
 from mhe.models.vehicle import BAYESRACE_BOUNDS, BAYESRACE_TRUTH, IDENTIFIED
-from mhe.peers.state_pem import fit_on_states, fit_residual_on_states, jittered_starts, state_residuals
+from mhe.peers.state_pem import (fit_on_states, fit_residual_on_states, jittered_starts, residual_scales,
+                                 state_residuals)
 from mhe.problems.racing import MEASURED, RacingSimulation, start_values
 from mhe.training import load_experiment
 from tests.mhe.datasets import bayesrace_file, data_file
@@ -112,3 +113,20 @@ def test_problems_the_residual_fit_cannot_use_are_rejected(monkeypatch):
         fit_residual_on_states(gray.replace(residual=None), seed=0)
     with pytest.raises(ValueError, match=r"fraction \(the rows that fit\) must lie in \(0, 1\)"):
         fit_residual_on_states(gray, seed=0, fraction=1.0)
+
+
+def test_residual_scales_are_the_rms_of_the_rows_and_pool_the_stretches_of_a_gapped_recording():
+    truth = StateSpaceModel(SingleTrackVehicle(), dt=0.02, measured=MEASURED)
+    rec = RacingSimulation(steps=60, measurement_std=(0.0, 0.0), process_std=(0.01, 0.01, 0.1)).record()
+    made = residual_scales(truth, rec)
+    z = torch.cat([rec.states, rec.inputs], dim=-1)
+    assert made["in_scale"] == pytest.approx(z.pow(2).mean(0).sqrt().tolist(), rel=1e-12)
+    rms = np.sqrt((state_residuals(truth, rec) ** 2).mean(axis=0)) / rec.dt
+    assert made["out_scale"] == pytest.approx(rms.tolist(), rel=1e-12) and min(made["out_scale"]) > 0
+    # two blocks read alone pool, weighted by their transitions, into the scale of the gapped recording
+    gapped = type(rec)(rec.states, rec.inputs, rec.outputs, rec.dt, breaks=(25,))
+    parts = [type(rec)(rec.states[a:b], rec.inputs[a:b], rec.outputs[a:b], rec.dt) for a, b in ((0, 25), (25, 61))]
+    alone = [residual_scales(truth, p)["out_scale"] for p in parts]
+    n = [len(p.outputs) - 1 for p in parts]
+    pooled = [((n[0] * a ** 2 + n[1] * b ** 2) / sum(n)) ** 0.5 for a, b in zip(*alone)]
+    assert residual_scales(truth, gapped)["out_scale"] == pytest.approx(pooled, rel=1e-12)
