@@ -1,10 +1,10 @@
-"""Metrics: field error, damping regression, rollouts and evaluation sets."""
+"""Metrics: field error, damping regression, rollouts, evaluation sets and the noise estimate's error."""
 import pytest
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
-from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error, residual_torques,
-                               rollout_error)
+from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error,
+                               noise_estimate_errors, residual_torques, rollout_error)
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
 
@@ -68,3 +68,10 @@ def test_residual_torques_of_a_field_that_is_the_reference_equal_the_references(
     assert out["rms_reference"] == pytest.approx([float((torque**2).mean() ** 0.5)], rel=1e-12)
     assert out["rms_residual"] == pytest.approx(out["rms_reference"], rel=1e-12) and out["rms_difference"][0] < 1e-12
     assert out["series"]["residual"].shape == (50, 1) and "rms_reference_friction" not in out
+
+
+def test_noise_estimate_errors_are_small_per_channel_and_shrink_with_the_record():
+    short = noise_estimate_errors(SinglePendulum(), 0.01, 0, 3.0, 20.0)
+    long = noise_estimate_errors(SinglePendulum(), 0.01, 0, 20.0, 20.0)
+    assert len(short) == len(long) == 2
+    assert max(abs(e) for e in short) < 0.06 and max(abs(e) for e in long) < 0.02
