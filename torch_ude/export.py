@@ -42,7 +42,7 @@ from .input_map import InputMap
 from .prediction import rk4_input_rollout
 from .systems.base import System, check_states
 
-__all__ = ["export_field", "load_field", "LoadedField", "FIELD_FILE", "SIDECAR_FILE", "MHE_FORMAT"]
+__all__ = ["export_field", "load_field", "same_weights", "LoadedField", "FIELD_FILE", "SIDECAR_FILE", "MHE_FORMAT"]
 
 FIELD_FILE = "field.pt"
 SIDECAR_FILE = "field.json"
@@ -351,7 +351,26 @@ def load_field(path: str | Path) -> LoadedField:
     for p in (pt_path, json_path):
         if not p.is_file():
             raise FileNotFoundError(_no_model(folder, p))
+    return LoadedField(_load_program(pt_path), json.loads(json_path.read_text()))
+
+
+def _load_program(pt_path: Path) -> torch.jit.ScriptModule:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*deprecated", category=DeprecationWarning)
-        module = torch.jit.load(str(pt_path))
-    return LoadedField(module, json.loads(json_path.read_text()))
+        return torch.jit.load(str(pt_path))
+
+
+def same_weights(a: str | Path, b: str | Path) -> bool:
+    """Whether two run folders exported the same field weights, to the last bit (e.g. a resumed run
+    and an uninterrupted one, or one seed trained by two versions of the trainer).
+
+    Reads only each folder's ``field.pt``, so runs of older versions compare too.
+
+    Args:
+        a, b: run folders holding ``field.pt``.
+
+    Returns:
+        True when both state dicts have the same names and bit-equal tensors.
+    """
+    wa, wb = (_load_program(Path(p) / FIELD_FILE).state_dict() for p in (a, b))
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -432,6 +432,15 @@ class HybridField(nn.Module):
                 copy.mlp.ordered_parameters()[-1].zero_()  # L (parameters_list ends with the physics' theta)
         return copy
 
+    def without_envelope(self) -> HybridField:
+        """A copy without the trust envelope: the same weights, scales and input map, the residual
+        unfaded everywhere (``w = 1``), as the field was before training recorded its envelope;
+        for scoring what the envelope changes. A field without an envelope is copied as it is."""
+        copy = deepcopy(self)
+        for key in ("low", "high", "margin"):
+            copy._buffers.pop(f"envelope_{key}", None)
+        return copy
+
     # ----- trust envelope -------------------------------------------------------------------------
     @property
     def envelope(self) -> tuple[Tensor, Tensor, Tensor] | None:

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from .field import HybridField
 from .systems.base import check_states
 
-__all__ = ["JetLoss", "JetResult"]
+__all__ = ["JetLoss", "JetResult", "jet_update_macs"]
 
 
 @dataclass
@@ -173,3 +174,31 @@ class JetLoss(nn.Module):
                 phys = field.physical_vjp(x, u, ubar, jet.value, udot, wbar)
                 grads = list(grads) + [out[-1].copy_(phys) if out is not None else phys]
         return JetResult(loss=loss, loss_r1=sq1, loss_r2=sq2, grads=grads)
+
+
+def jet_update_macs(field: HybridField, lambda2: float, batch: int = 64) -> dict:
+    """Multiply-accumulates of the matrix products of one jet-matching gradient (`JetLoss.value_and_grad`,
+    Eq. (14)-(16)) on a minibatch: the compute count of an update (the paper's Table 3), from torch's
+    ``FlopCounterMode`` (matrix-product FLOPs / 2; elementwise work is not counted).
+
+    The count depends on the shapes alone: it is taken on random jets (and inputs, for a field with
+    inputs), unit scales and ``lambda1 = 1``.
+
+    Args:
+        field: the hybrid field.
+        lambda2: the second-order weight; 0 leaves out the Lie-derivative term (the SNR gate's "off").
+        batch: the minibatch size B.
+
+    Returns:
+        ``{"matmul_macs": total, "by_op": {torch op name: MACs}}``, integers.
+    """
+    n, dtype = field.n_states, field.dtype
+    x, xdot, xddot = (torch.randn(batch, n, dtype=dtype) for _ in range(3))
+    inputs = {}
+    if field.n_inputs:
+        inputs = {k: torch.randn(batch, field.n_inputs, dtype=dtype) for k in ("u", "udot")}
+    ones = torch.ones(n, dtype=dtype)
+    with FlopCounterMode(display=False) as counter:
+        JetLoss(ones, ones, 1.0, lambda2).value_and_grad(field, x, xdot, xddot, report_r2=False, **inputs)
+    return {"matmul_macs": counter.get_total_flops() // 2,
+            "by_op": {str(k): v // 2 for k, v in counter.get_flop_counts()["Global"].items()}}

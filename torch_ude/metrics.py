@@ -1,4 +1,4 @@
-"""Evaluation shared by every trainer: field error (Eq. 9), recovered damping, rollouts."""
+"""Evaluation shared by every trainer: field error (Eq. 9), recovered damping, rollouts; the noise estimate's error."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -7,13 +7,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .calibration import calibrate
 from .rk4 import rk4_rollout
 from .systems.base import System, VectorField, check_states
 from .systems.simulate import simulate
 
 __all__ = [
     "field_error", "damping_estimate", "rollout_error", "evaluation_states", "evaluate_field", "residual_torques",
-    "residual_forces",
+    "residual_forces", "noise_estimate_errors",
 ]
 
 Field = Callable[[Tensor], Tensor]
@@ -89,6 +90,28 @@ def rollout_error(field: Field, true_field: VectorField, x0: Tensor, horizon: fl
         ref = rk4_rollout(true_field, x0, dt, steps, substeps)
         out = rk4_rollout(field, x0, dt, steps, substeps)
         return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
+
+
+def noise_estimate_errors(system: System, noise: float, seed: int, seconds: float, duration: float,
+                          fs: float = 1000.0) -> list[float]:
+    """The relative error ``sigma_hat_i / sigma_i - 1`` of the noise estimate (Eq. 23, with its outlier
+    screen, `torch_ude.calibration.calibrate`) per channel, against the simulated sensor's true noise.
+
+    Args:
+        system: the plant, simulated by `torch_ude.systems.simulate`.
+        noise: relative noise level (>= 0).
+        seed: seed of the excitation and the noise.
+        seconds: the estimate reads the first ``seconds`` of the stream (the trainer's calibration phase).
+        duration: the simulated stream in s (its noise is scaled by the RMS over ``min(duration, 60)`` s).
+        fs: sample rate in Hz.
+
+    Returns:
+        One relative error per channel (n,), dimensionless.
+    """
+    rec = simulate(system, duration, fs=fs, noise=noise, seed=seed)
+    n = int(round(seconds * fs))
+    cal = calibrate(torch.as_tensor(rec.y[:n]), fs, segment=torch.as_tensor(rec.segment[:n]))
+    return [float(s) / float(t) - 1.0 for s, t in zip(cal.sigma, rec.sigma)]
 
 
 def evaluation_states(system: System, duration: float = 60.0, seed: int = 0, fs: float = 1000.0,

@@ -43,7 +43,7 @@ import math
 import re
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +51,8 @@ import numpy as np
 import scipy.io
 import scipy.signal
 
-__all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "read_npz_arrays", "resample_segment",
-           "RATE_TOLERANCE", "FILLED_SHARE"]
+__all__ = ["RecordedLog", "LogReport", "read_log", "read_csv_table", "write_csv_table", "read_npz_arrays",
+           "resample_segment", "RATE_TOLERANCE", "FILLED_SHARE"]
 
 #: Relative disagreement allowed between the median time step and ``1 / (k fs)``.
 RATE_TOLERANCE = 0.02
@@ -200,6 +200,33 @@ def read_csv_table(path: str | Path, comment: str = "") -> tuple[list[str], np.n
                 raise ValueError(f"{path}: line {line}, column {name!r} holds {field!r}, which is not a "
                                  f"number{hint}.") from None
     raise AssertionError("a field failed to convert but every field converts on its own")  # pragma: no cover
+
+
+def write_csv_table(path: str | Path, columns: Mapping[str, np.ndarray]) -> None:
+    """Write named columns as the comma-separated log `read_csv_table` and `read_log` read.
+
+    A header line of the names, then one row per sample; every value as ``%.18e`` (exact for
+    float64: the file reads back bit for bit).
+
+    Args:
+        path: the ``.csv`` file (overwritten).
+        columns: name -> values, (T,) each, all of one length (e.g. ``time`` in s first).
+
+    Raises:
+        ValueError: for no column, a column that is not one-dimensional, or columns of different lengths.
+    """
+    values = {name: np.asarray(v) for name, v in columns.items()}
+    if not values:
+        raise ValueError("write_csv_table needs at least one column; got none.")
+    shapes = {name: v.shape for name, v in values.items()}
+    flat = [name for name, shape in shapes.items() if len(shape) != 1]
+    if flat:
+        raise ValueError(f"write_csv_table writes one-dimensional columns, (T,) each; the column {flat[0]!r} has the "
+                         f"shape {shapes[flat[0]]}.")
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"write_csv_table needs columns of one length; got the lengths "
+                         f"{ {name: shape[0] for name, shape in shapes.items()} }.")
+    np.savetxt(path, np.stack(list(values.values()), axis=1), delimiter=",", header=",".join(values), comments="")
 
 
 def read_npz_arrays(path: str | Path) -> dict[str, np.ndarray]:

@@ -14,8 +14,8 @@ Splits (issue 31):
   inertia) as the truth and the config's model 3.1 as the known model: trained on the recorded
   torques of trajectories 00-02 replayed on model 3.0 (at most 1.0 N m), validated on two
   simulated swing-ups driven to 5 N m with joint speeds up to 31 rad/s (a speed-limited energy
-  pump, `swing_up_torques`); 500 Hz with encoder-like noise, written to
-  ``results/jet_extrapolation/simulated/``.
+  pump, `torch_ude.systems.swing_up_torques`; both simulated by `torch_ude.systems.simulate_torque_law`);
+  500 Hz with encoder-like noise, written to ``results/jet_extrapolation/simulated/``.
 
 Per split and seed, one ``torch-ude fit`` of the split's configs (``--config-set`` replaces them),
 then on every validation file the 1 s and 5 s open-loop NRMSE (`torch_ude.prediction`, angles on
@@ -46,10 +46,11 @@ from matplotlib.figure import Figure
 
 from benchmarks.common import RESULTS, save
 from torch_ude.cli import main as cli_main
-from torch_ude.envelope import envelope_from_span
+from torch_ude.envelope import install_span
 from torch_ude.field import HybridField
 from torch_ude.prediction import prediction_errors
-from torch_ude.systems.dfki_double_pendulum import TorqueDoublePendulumModel
+from torch_ude.recorded import write_csv_table
+from torch_ude.systems import TorqueDoublePendulumModel, simulate_torque_law, swing_up_torques
 
 NAME = "jet_extrapolation"
 DATA = Path("../shared/data")
@@ -61,41 +62,15 @@ SPLITS = {
 HORIZONS = ("open_loop_1s_nrmse", "open_loop_5s_nrmse")
 #: Encoder-like noise of the simulated logs: rad, rad/s (the real trajectories' quantization is about 1e-3 rad).
 NOISE = (1e-3, 2e-2)
-
-
-def _rk4(model: TorqueDoublePendulumModel, x0: np.ndarray, torque, duration: float, h: float) -> tuple:
-    """RK4 of ``model`` from ``x0`` (4,) for ``duration`` s at step ``h`` with ``torque(t, x) -> (2,)``
-    held over each step; returns the states and torques at every step, (T, 4) and (T, 2)."""
-    x = torch.as_tensor(x0, dtype=torch.float64).reshape(1, 4)
-    states, torques = [], []
-    for k in range(int(round(duration / h))):
-        u = torch.as_tensor(torque(k * h, x[0].numpy()), dtype=torch.float64).reshape(1, 2)
-        states.append(x[0].numpy().copy())
-        torques.append(u[0].numpy().copy())
-        k1 = model(x, u)
-        k2 = model(x + 0.5 * h * k1, u)
-        k3 = model(x + 0.5 * h * k2, u)
-        k4 = model(x + h * k3, u)
-        x = x + h / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-    return np.array(states), np.array(torques)
-
-
-def swing_up_torques(gains: tuple[float, float], speeds: tuple[float, float], limit: float = 5.0):
-    """A speed-limited energy pump: ``tau_i = clip(g_i q'_i (1 - (q'_i / v_i)^2) + 0.5 sin(w_i t), +-limit)``,
-    ramped in over 2 s: it drives each joint towards ``|q'_i| = v_i`` through full rotations."""
-    def torque(t: float, x: np.ndarray) -> np.ndarray:
-        ramp = min(t / 2.0, 1.0)
-        raw = [gains[i] * x[2 + i] * (1.0 - (x[2 + i] / speeds[i]) ** 2) + 0.5 * math.sin((3.0 + 2 * i) * t)
-               for i in range(2)]
-        return ramp * np.clip(raw, -limit, limit)
-    return torque
+#: The columns of the simulated logs: the DFKI double pendulum's.
+COLUMNS = ("time", "pos_meas1", "pos_meas2", "vel_meas1", "vel_meas2", "tau_meas1", "tau_meas2")
 
 
 def _write_log(path: Path, times: np.ndarray, states: np.ndarray, torques: np.ndarray, seed: int) -> None:
+    """One simulated log in the DFKI double pendulum's columns, the states with encoder-like noise (`NOISE`)."""
     rng = np.random.default_rng(seed)
     noisy = states + rng.standard_normal(states.shape) * np.repeat(NOISE, 2)
-    header = "time,pos_meas1,pos_meas2,vel_meas1,vel_meas2,tau_meas1,tau_meas2"
-    np.savetxt(path, np.column_stack((times, noisy, torques)), delimiter=",", header=header, comments="")
+    write_csv_table(path, dict(zip(COLUMNS, np.column_stack((times, noisy, torques)).T)))
 
 
 def simulated_logs(folder: Path) -> tuple[list[str], list[str]]:
@@ -111,12 +86,13 @@ def simulated_logs(folder: Path) -> tuple[list[str], list[str]]:
 
         def replay(t: float, x: np.ndarray, t_rec=t_rec, tau=tau) -> np.ndarray:
             return np.array([np.interp(t, t_rec, tau[:, 0]), np.interp(t, t_rec, tau[:, 1])])
-        states, torques = _rk4(truth, x0, replay, float(t_rec[-1]), h)
+        states, torques = simulate_torque_law(truth, x0, replay, float(t_rec[-1]), h)
         path = folder / f"replay_0{i}.csv"
         _write_log(path, np.arange(len(states))[::decimate] * h, states[::decimate], torques[::decimate], i)
         train.append(str(path))
     for j, (gains, speeds) in enumerate((((1.0, 0.5), (12.0, 20.0)), ((2.0, 1.0), (15.0, 25.0)))):
-        states, torques = _rk4(truth, np.array([0.1, -0.1, 0.0, 0.0]), swing_up_torques(gains, speeds), 10.0, h)
+        states, torques = simulate_torque_law(truth, np.array([0.1, -0.1, 0.0, 0.0]), swing_up_torques(gains, speeds),
+                                              10.0, h)
         path = folder / f"swing_up_{j}.csv"
         _write_log(path, np.arange(len(states))[::decimate] * h, states[::decimate], torques[::decimate], 10 + j)
         val.append(str(path))
@@ -128,13 +104,6 @@ def _score(field, dm, log) -> dict:
     return {k: errors.get(k) for k in ("one_step_nrmse", *HORIZONS, "outside_envelope")}
 
 
-def _without_envelope(field: HybridField) -> HybridField:
-    bare = copy.deepcopy(field)
-    for key in ("low", "high", "margin"):
-        bare._buffers.pop(f"envelope_{key}", None)
-    return bare
-
-
 def run_split(name: str, configs: list[str], seed: int, folder: Path, margins: list[float]) -> list[dict]:
     """One fit of the split and the per-file scores of every model (module doc)."""
     args = ["fit"] + [a for c in configs for a in ("--config", c)] + [
@@ -143,12 +112,12 @@ def run_split(name: str, configs: list[str], seed: int, folder: Path, margins: l
     cli = cli_main(args)
     dm, module = cli.datamodule, cli.model
     hybrid = module.averaged_field()
-    models = {"exported": module.exported, "hybrid": hybrid, "no_envelope": _without_envelope(hybrid),
+    models = {"exported": module.exported, "hybrid": hybrid, "no_envelope": hybrid.without_envelope(),
               "f_known": HybridField(copy.deepcopy(dm.system.known)).without_residual()}
     span = module.training_span()
     for m in margins:
         f = copy.deepcopy(hybrid)
-        f.set_envelope(*envelope_from_span(*span, f.input_map, f.in_scale, f.input_scale if f.n_inputs else None, m))
+        install_span([f], dm.system, span, m)
         models[f"margin_{m:g}"] = f
     rows = []
     for log, path in zip(dm.val_logs, dm.val_files):

@@ -11,8 +11,8 @@ shrinks) one source of error and keeps everything else:
   the decay, the network and the optimizer);
 * ``true_x``: errors-in-variables: the network and the known model are evaluated at the
   true state at the window centre (SG-smoothed clean signal, the same taps) while the
-  targets ``xdot_hat, xddot_hat`` stay the noisy ones (`TrueStateModule`, a diagnostic
-  hook of this benchmark, not a user setting);
+  targets ``xdot_hat, xddot_hat`` stay the noisy ones (`torch_ude.training.TrueStateModule`,
+  a diagnostic, not a user setting);
 * ``stream_2x``, ``stream_4x``: the variance: a 2x and 4x longer stream with a 2x and 4x
   larger reservoir (the same share of the stream's windows); ``stream_4x_same_B`` keeps B;
 * ``updates_2x`` (16000 updates, the extra ones replay) and ``lr_min_low`` (final learning
@@ -37,14 +37,12 @@ settings) and a PNG of e_field per variant.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
 
 import matplotlib
 import numpy as np
-import torch
 import yaml
 
 matplotlib.use("Agg")
@@ -52,80 +50,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from benchmarks.common import RESULTS, summarize  # noqa: E402
 from torch_ude.cli import fit_config  # noqa: E402
-from torch_ude.stream import StreamEstimator  # noqa: E402
-from torch_ude.training import JetMatchingModule, StreamDataModule  # noqa: E402
-from torch_ude.update import apply_calibration  # noqa: E402
 
-__all__ = ["TrueStateModule", "TrueStateData", "DECOMPOSITION", "REMEDIES", "variant_overrides", "main",
-           "BASELINE_K40_WD", "BASELINE_K40"]
+__all__ = ["DECOMPOSITION", "REMEDIES", "variant_overrides", "main", "BASELINE_K40_WD", "BASELINE_K40"]
 
 #: the v2 configs the tables run on (the comparison with the baseline is Case A's)
 CONFIGS = {"A": "configs/pendulum_case_a.yaml", "double_A": "configs/double_pendulum_case_a.yaml"}
 NAME = "jet_noise_decomposition"
 _V2 = yaml.safe_load(open(CONFIGS["A"]))["model"]["init_args"]
-_HERE = "benchmarks.jet.noise_decomposition"
 
 #: mean e_field on the visited states of the K = 40 baseline with our decay (W = 0.1), seeds 0-2,
 #: RESULTS.md "Both with the weight decay" (python -m benchmarks.baseline.comparison)
 BASELINE_K40_WD = {0.0: 0.00177, 0.001: 0.00183, 0.005: 0.00206, 0.01: 0.00200, 0.02: 0.00216, 0.05: 0.00356}
 #: the same for the unregularized K = 40 baseline (RESULTS.md, first table of the matched comparison)
 BASELINE_K40 = {0.0: 0.00177, 0.001: 0.00190, 0.005: 0.00206, 0.01: 0.00251, 0.02: 0.00364, 0.05: 0.00923}
-
-
-class _NoisyAndTrue:
-    """A simulator whose recordings carry the clean states as extra channels after the noisy ones."""
-
-    def __init__(self, simulator) -> None:
-        self.simulator = simulator
-
-    def read(self, n_ticks: int):
-        rec = self.simulator.read(n_ticks)
-        return dataclasses.replace(rec, y=np.concatenate((rec.y, rec.x), axis=1))
-
-    def __getattr__(self, name: str):
-        return getattr(self.simulator, name)
-
-
-class TrueStateData(StreamDataModule):
-    """`StreamDataModule` whose chunks hold ``2n`` channels: the noisy states, then the clean ones
-    (diagnostic of this benchmark: the clean channels travel through the estimator like recorded
-    inputs, so each jet also carries the SG-smoothed clean state of its window)."""
-
-    def _simulator(self):
-        return _NoisyAndTrue(super()._simulator())
-
-
-class TrueStateModule(JetMatchingModule):
-    """Jet matching that evaluates the field at the true state and fits the noisy targets.
-
-    With `TrueStateData` the estimator sees the clean states as ``n`` extra channels
-    (``n_inputs = n``: they do not set ``m``, ``lambda2`` or ``sigma_rel``, which stay the
-    noisy stream's); each minibatch pairs the clean channels' ``x_hat`` with the noisy
-    ``xdot_hat, xddot_hat``. Everything else is our v2. Diagnostic only.
-    """
-
-    def setup(self, stage: str) -> None:
-        """Build v2, then an estimator with the clean channels as extra channels."""
-        fresh = self.field is None
-        super().setup(stage)
-        if fresh:
-            dm = self.trainer.datamodule
-            n = dm.system.n_states
-            self.stream = StreamEstimator(n, dm.fs, self.stream_settings, seed=dm.seed, n_inputs=n)
-
-    def _on_calibrated(self) -> None:
-        cal, n = self.stream.calibration, self.field.n_states
-        states = dataclasses.replace(cal, x_rms=cal.x_rms[:n], s1=cal.s1[:n], s2=cal.s2[:n], sigma=cal.sigma[:n])
-        apply_calibration(states, [self.field, self.averaged_field()], self.loss, self.optimizers(),
-                          self.weight_decay, self.weight_decay_full_at)
-        buffer = self.stream.buffer
-        draw = buffer.sample
-
-        def true_state_sample(batch: int, generator) -> torch.Tensor:
-            jets = draw(batch, generator)
-            return torch.stack((jets[:, 0, n:], jets[:, 1, :n], jets[:, 2, :n]), dim=1)
-
-        buffer.sample = true_state_sample
 
 
 def _stream(block: dict, **changes) -> list[str]:
@@ -157,8 +94,8 @@ DECOMPOSITION: dict[str, tuple[float | None, list[str], dict]] = {
     "reference": (None, [], {}),
     "clean_same_m": (0.0, _CONSTANT_DECAY, _SAME_M),
     "clean_m1": (0.0, _CONSTANT_DECAY, {**_SAME_M, "m": 1}),
-    "true_x": (None, ["--model.class_path", f"{_HERE}.TrueStateModule", "--data.class_path", f"{_HERE}.TrueStateData"],
-               {}),
+    "true_x": (None, ["--model.class_path", "torch_ude.training.TrueStateModule",
+                      "--data.class_path", "torch_ude.training.TrueStateDataModule"], {}),
     "stream_2x": (None, ["--data.duration", "120"], {"capacity": _capacity(2)}),
     "stream_4x": (None, ["--data.duration", "240"], {"capacity": _capacity(4)}),
     "stream_4x_same_B": (None, ["--data.duration", "240"], {}),

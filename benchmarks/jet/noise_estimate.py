@@ -2,11 +2,11 @@
 
 For each noise level and seed the single pendulum (Case A plant) streams at 1 kHz
 (`torch_ude.systems.simulate`, the jet-matching configs' stream) and `torch_ude.calibration.calibrate`
-estimates ``sigma_hat`` per channel from the first ``calibration_s`` seconds (3 s, what the trainer
-uses) and from the whole record (60 s, the same estimator on more windows). Reported per level:
-the mean signed relative error ``sigma_hat / sigma - 1`` over seeds and channels (the bias; the
-paper's "0.04 % empirical error" of Section 1 is of this kind), its standard deviation and the
-mean absolute relative error.
+estimates ``sigma_hat`` per channel (`torch_ude.metrics.noise_estimate_errors`) from the first
+``calibration_s`` seconds (3 s, what the trainer uses) and from the whole record (60 s, the same
+estimator on more windows). Reported per level: the mean signed relative error
+``sigma_hat / sigma - 1`` over seeds and channels (the bias; the paper's "0.04 % empirical error"
+of Section 1 is of this kind), its standard deviation and the mean absolute relative error.
 
     python -m benchmarks.jet.noise_estimate [--noise 0.001 0.005 0.01 0.02 0.05] [--seeds 0 ... 9]
         [--calibration-s 3] [--duration 60]
@@ -21,19 +21,10 @@ import statistics
 import torch
 
 from benchmarks.common import save
-from torch_ude.calibration import calibrate
+from torch_ude.metrics import noise_estimate_errors
 from torch_ude.systems import SinglePendulum
-from torch_ude.systems.simulate import simulate
 
-__all__ = ["relative_errors", "main"]
-
-
-def relative_errors(noise: float, seed: int, seconds: float, duration: float, fs: float = 1000.0) -> list[float]:
-    """``sigma_hat_i / sigma_i - 1`` per channel from the first ``seconds`` of a ``duration`` s stream."""
-    rec = simulate(SinglePendulum(), duration, fs=fs, noise=noise, seed=seed)
-    n = int(round(seconds * fs))
-    cal = calibrate(torch.as_tensor(rec.y[:n]), fs, segment=torch.as_tensor(rec.segment[:n]))
-    return [float(s) / float(t) - 1.0 for s, t in zip(cal.sigma, rec.sigma)]
+__all__ = ["main"]
 
 
 def _stats(errors: list[float]) -> dict:
@@ -55,7 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     for noise in args.noise:
         row = {}
         for label, seconds in (("calibration", args.calibration_s), ("whole", args.duration)):
-            errors = [e for seed in args.seeds for e in relative_errors(noise, seed, seconds, args.duration)]
+            errors = [e for seed in args.seeds
+                      for e in noise_estimate_errors(SinglePendulum(), noise, seed, seconds, args.duration)]
             row[label] = _stats(errors)
             s = row[label]
             print(f"| {noise:.3f} | {label} ({seconds:g} s) | {100 * s['bias']:+.3f} % | {100 * s['std']:.3f} % | "

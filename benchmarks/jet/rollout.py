@@ -3,12 +3,12 @@
     python -m benchmarks.jet.rollout --runs results/jet_cases/A_0 ... [--v1-runs results/jet_noise_sweep/v1_0.01_0 ...]
 
 Each run folder holds an exported ``field.pt``. Initial states: x0 = (1.2, 0) and seven
-more on energy levels inside it. Writes results/jet_rollout/jet_rollout.json and a PNG.
+more on energy levels inside it (`torch_ude.systems.SinglePendulum.rollout_states`).
+Writes results/jet_rollout/jet_rollout.json and a PNG.
 """
 from __future__ import annotations
 
 import argparse
-import math
 
 import matplotlib
 
@@ -20,18 +20,6 @@ from benchmarks.common import save, summarize  # noqa: E402
 from torch_ude import SinglePendulum, load_field, rk4_rollout, rollout_error  # noqa: E402
 
 
-def initial_states(plant: SinglePendulum) -> torch.Tensor:
-    """x0 and seven states on energy levels 0.3-0.95 E(x0) at spread phases, (8, 2)."""
-    rows = [plant.initial_state().tolist()]
-    k = plant.gravity / plant.length
-    for i, frac in enumerate((0.3, 0.5, 0.7, 0.9, 0.95, 0.6, 0.4)):
-        level = frac * plant.energy0
-        theta = math.acos(1 - level / k) * math.cos(0.9 * i)
-        omega = math.copysign(math.sqrt(max(2 * (level - k * (1 - math.cos(theta))), 0.0)), math.sin(0.9 * i))
-        rows.append([theta, omega])
-    return torch.tensor(rows, dtype=torch.float64)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Evaluate rollouts and save JSON + PNG."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -41,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     plant = SinglePendulum()
     true, known = plant.true_field(), plant.known_field("A")
-    x0 = initial_states(plant)
+    x0 = plant.rollout_states()
     e_known = rollout_error(known, true, x0, args.horizon)
     out = {"horizon_s": args.horizon, "x0": x0.tolist(), "f_known": e_known, "v2": {}, "v1": {}}
     for key, runs in (("v2", args.runs), ("v1", args.v1_runs)):

@@ -3,7 +3,7 @@
     python -m benchmarks.jet.timing run        # one default run: wall_s, update_ms (3 seeds)
     python -m benchmarks.jet.timing profile    # cProfile of one run, grouped by component
     python -m benchmarks.jet.timing compare    # the trainer at issue 15's filing vs now, side by side
-    python -m benchmarks.jet.timing macs       # matmul MACs per update (torch FlopCounterMode)
+    python -m benchmarks.jet.timing macs       # matmul MACs per update (`torch_ude.jet.jet_update_macs`)
     python -m benchmarks.jet.timing memory     # RSS over a one-hour stream
 
 Writes results/jet_timing/<what>.json (and memory.png, compare.png).
@@ -26,13 +26,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import psutil  # noqa: E402
 import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from benchmarks.common import RESULTS, summarize  # noqa: E402
 from torch_ude.cli import fit_config  # noqa: E402
-from torch_ude import HybridField, JetLoss, SinglePendulum  # noqa: E402
+from torch_ude.export import same_weights  # noqa: E402
+from torch_ude import HybridField, SinglePendulum  # noqa: E402
+from torch_ude.jet import jet_update_macs  # noqa: E402
 
 CONFIG = "configs/pendulum_case_a.yaml"
 # The trainer before issue 15's work on it: the newest commit before the issue's first commit
@@ -95,12 +95,6 @@ def run_in(tree: Path, root: Path, seed: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def same_weights(a: Path, b: Path) -> bool:
-    """Whether two runs' exported fields (``field.pt``) have equal state dicts, to the last bit."""
-    fa, fb = (torch.load(p / "field.pt", weights_only=False).state_dict() for p in (a, b))
-    return fa.keys() == fb.keys() and all(torch.equal(fa[k], fb[k]) for k in fa)
-
-
 def compare(seeds: list[int], repeats: int, before: str = BEFORE) -> dict:
     """Default runs of the trainer at commit ``before`` and of this working tree, alternating run
     by run (same seeds, same machine, each in a fresh interpreter); the trained (EMA) weights of
@@ -159,36 +153,19 @@ def profile() -> dict:
 
 def macs() -> dict:
     """Matmul MACs of one update (B = 64), with and without the second-order term."""
-    plant = SinglePendulum()
-    field = HybridField.from_seed(plant.known_field("A"), 0)
-    x, xd, xdd = (torch.randn(64, 2, dtype=torch.float64) for _ in range(3))
+    field = HybridField.from_seed(SinglePendulum().known_field("A"), 0)
     out = {"paper_macs_per_update": 184_960, "batch": 64}
     for lam2 in (0.0, 0.1):
-        loss = JetLoss(torch.ones(2), torch.ones(2), 1.0, lam2)
-        with FlopCounterMode(display=False) as counter:
-            loss.value_and_grad(field, x, xd, xdd, report_r2=False)
-        out[f"lambda2={lam2}"] = {"matmul_macs": counter.get_total_flops() // 2,
-                                  "by_op": {str(k): v // 2 for k, v in counter.get_flop_counts()["Global"].items()}}
+        out[f"lambda2={lam2}"] = jet_update_macs(field, lam2, 64)
     return out
-
-
-class _RSS(L.Callback):
-    def __init__(self, every: int) -> None:
-        self.every, self.samples, self.proc = every, [], psutil.Process()
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if batch_idx % self.every == 0:
-            st = pl_module.stream
-            self.samples.append({"stream_s": (st.last_tick or 0) / 1000.0,
-                                 "rss_mb": self.proc.memory_info().rss / 2**20, "updates": pl_module.stats["updates"]})
 
 
 def memory(duration: float) -> dict:
     """RSS over a long stream (replay off: training stops when the stream does)."""
     from torch_ude.stream import StreamSettings
-    from torch_ude.training import JetMatchingModule, StreamDataModule
+    from torch_ude.training import JetMatchingModule, ResidentMemory, StreamDataModule
 
-    cb = _RSS(every=25 * 30)  # every 30 s of stream
+    cb = ResidentMemory(every_n_batches=30)  # every 30 s of stream, as measured (a step is 25 chunks: 1 s)
     dm = StreamDataModule(SinglePendulum(), duration=duration, noise=0.01, seed=0)
     model = JetMatchingModule(stream=StreamSettings(), replay=False)
     trainer = L.Trainer(max_steps=int(duration * 25), logger=False, enable_progress_bar=False,

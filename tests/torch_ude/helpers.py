@@ -6,6 +6,7 @@ import scipy.interpolate
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
+from torch_ude.recorded import write_csv_table as write_csv  # noqa: F401 (the tests' name for the log writer)
 from torch_ude.systems.linear_axis import LinearAxisModel
 from torch_ude.systems.pendulum import TrainablePendulumField
 from torch_ude.systems.controlled import ControlledField, TorquePendulumModel
@@ -191,13 +192,6 @@ def forced_pendulum_log(duration: float = 12.0, fs: float = 500.0, noise: float 
     states = scipy.interpolate.CubicHermiteSpline(tf, fine, slopes)(times)
     return {"time": times, "position": states[:, 0] + noise * rng.standard_normal(steps),
             "velocity": states[:, 1] + noise * rng.standard_normal(steps), "torque": torque(times)}
-
-
-def write_csv(path, columns: dict[str, np.ndarray]) -> None:
-    """Write columns as a CSV with a header line."""
-    names = list(columns)
-    np.savetxt(path, np.stack([columns[c] for c in names], axis=1), delimiter=",", header=",".join(names),
-               comments="")
 
 
 #: The simulated linear axis of the position-only tests: `LinearAxisModel` constants of the truth.

@@ -322,6 +322,9 @@ def test_the_envelope_fades_the_residual_to_the_physics():
     far = x + torch.tensor([0.0, 1000.0])
     assert torch.equal(field.evaluate(far, u), field.known(far, u))
     assert bool(field.outside(far, u).all())
+    bare = field.without_envelope()  # the same weights unfaded; the original keeps its envelope
+    assert bare.envelope is None and field.envelope is not None and "envelope_low" not in bare.state_dict()
+    assert torch.equal(bare.residual(x, u), before) and not torch.equal(bare.evaluate(far, u), field.evaluate(far, u))
 
 
 def test_the_envelope_travels_in_the_state_dict_and_through_dtype_changes():

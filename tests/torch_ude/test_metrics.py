@@ -1,10 +1,10 @@
-"""Metrics: field error, damping regression, rollouts and evaluation sets."""
+"""Metrics: field error, damping regression, rollouts, evaluation sets and the noise estimate's error."""
 import pytest
 import torch
 
 from torch_ude import DoublePendulum, HybridField, SinglePendulum
-from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error, residual_forces,
-                               residual_torques, rollout_error)
+from torch_ude.metrics import (damping_estimate, evaluate_field, evaluation_states, field_error,
+                               noise_estimate_errors, residual_forces, residual_torques, rollout_error)
 from torch_ude.recorded import RecordedLog
 from torch_ude.systems.controlled import TorquePendulumModel
 from torch_ude.systems.linear_axis import LinearAxisModel
@@ -84,3 +84,10 @@ def test_residual_forces_are_the_residual_torques_times_the_gain_in_newton():
     assert out["series"]["residual"][:, 0].numpy() == pytest.approx(-1.0 * segment[:, 1], rel=1e-12)
     torques = residual_torques(field, reference, known, [log])
     assert out["rms_difference"] == pytest.approx([4.0 * v for v in torques["rms_difference"]], rel=1e-12)
+
+
+def test_noise_estimate_errors_are_small_per_channel_and_shrink_with_the_record():
+    short = noise_estimate_errors(SinglePendulum(), 0.01, 0, 3.0, 20.0)
+    long = noise_estimate_errors(SinglePendulum(), 0.01, 0, 20.0, 20.0)
+    assert len(short) == len(long) == 2
+    assert max(abs(e) for e in short) < 0.06 and max(abs(e) for e in long) < 0.02

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from torch_ude.recorded import read_log
+from torch_ude.recorded import read_csv_table, read_log, write_csv_table
 from tests.torch_ude.helpers import forced_pendulum_log, write_csv
 
 COLS = dict(time="time", states=["position", "velocity"], inputs=["torque"])
@@ -153,6 +153,23 @@ def test_a_csv_with_a_byte_order_mark_or_quoted_numbers_reads_as_the_plain_file(
         rec = read_log(tmp_path / name, fs=500.0, **COLS)  # (quoted numbers used to read as NaN: every row rejected)
         assert rec.report.rejected_nonfinite == 0
         assert np.array_equal(rec.segments[0], plain.segments[0])
+
+
+def test_the_written_table_reads_back_bit_for_bit(tmp_path, log):
+    write_csv_table(tmp_path / "log.csv", log)
+    names, values = read_csv_table(tmp_path / "log.csv")
+    assert names == list(log) and np.array_equal(values, np.stack(list(log.values()), axis=1))
+
+
+@pytest.mark.parametrize("columns, message", [
+    ({}, "at least one column; got none"),
+    ({"time": np.zeros((3, 2))}, "the column 'time' has the shape \\(3, 2\\)"),
+    ({"time": np.zeros(3), "position": np.zeros(4)},
+     "columns of one length; got the lengths {'time': 3, 'position': 4}"),
+])
+def test_a_table_that_is_not_columns_of_one_length_is_refused(tmp_path, columns, message):
+    with pytest.raises(ValueError, match=message):
+        write_csv_table(tmp_path / "log.csv", columns)
 
 
 @pytest.mark.parametrize("content, message", [

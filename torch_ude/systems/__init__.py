@@ -9,10 +9,12 @@ from .linear_axis import LinearAxisModel as LinearAxisModel
 from .pendulum import PendulumField as PendulumField, SinglePendulum as SinglePendulum
 from .faults import SensorFaults as SensorFaults
 from .simulate import SimulatedStream as SimulatedStream, Simulator as Simulator, simulate as simulate
+from .torque_law import (TorqueLaw as TorqueLaw, simulate_torque_law as simulate_torque_law,
+                         swing_up_torques as swing_up_torques)
 
 __all__ = [
     "System", "VectorField", "ZeroField", "check_states", "ControlledField", "TorquePendulumModel",
     "TorqueDoublePendulumModel", "SinglePendulum", "PendulumField", "DoublePendulum", "DoublePendulumField",
     "FrictionPendulum", "FrictionField", "LinearAxisModel", "DuffingOscillator", "DuffingField",
-    "SimulatedStream", "Simulator", "simulate", "SensorFaults",
+    "SimulatedStream", "Simulator", "simulate", "SensorFaults", "TorqueLaw", "simulate_torque_law", "swing_up_torques",
 ]

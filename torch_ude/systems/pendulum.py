@@ -210,6 +210,19 @@ class SinglePendulum(System):
         """``x0`` as float64, shape (2,)."""
         return self.x0.copy()
 
+    def rollout_states(self) -> Tensor:
+        """The initial states of the paper's rollout test (Figure 5): ``x0`` and seven states on the
+        energy levels 0.3, 0.5, 0.7, 0.9, 0.95, 0.6 and 0.4 ``E(x0)`` at spread phases, all inside
+        the visited region; (8, 2) float64, rad and rad/s."""
+        rows = [self.initial_state().tolist()]
+        for i, frac in enumerate((0.3, 0.5, 0.7, 0.9, 0.95, 0.6, 0.4)):
+            level = frac * self.energy0
+            theta = math.acos(1 - level / self._k) * math.cos(0.9 * i)
+            omega = math.copysign(math.sqrt(max(2 * (level - self._k * (1 - math.cos(theta))), 0.0)),
+                                  math.sin(0.9 * i))
+            rows.append([theta, omega])
+        return torch.tensor(rows, dtype=torch.float64)
+
     def reexcite(self, rng: np.random.Generator) -> np.ndarray:
         """A state on a random energy level below ``E(x0)``, uniform phase (see class doc)."""
         level = rng.uniform(*self.energy_fraction) * self.energy0

@@ -1,24 +1,25 @@
-"""Callbacks: periodic evaluation of the averaged field and periodic checkpoints.
+"""Callbacks: periodic evaluation of the averaged field, periodic checkpoints, resident memory.
 
-Both follow the module's own update count (``trainer.global_step``), which a trainer
+The first two follow the module's own update count (``trainer.global_step``), which a trainer
 may advance by several updates per training step (jet matching's replay makes
 ``replay_updates`` per chunk): they fire when the count *crossed* a multiple of their
-period, not only when it lands on one.
+period, not only when it lands on one. `ResidentMemory` samples per chunk of the stream.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import lightning as L
+import psutil
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-__all__ = ["FieldEvaluation", "PeriodicCheckpoint"]
+__all__ = ["FieldEvaluation", "PeriodicCheckpoint", "ResidentMemory"]
 
 
-def _check_period(every_n_updates: int) -> int:
-    if isinstance(every_n_updates, bool) or not isinstance(every_n_updates, int) or every_n_updates < 1:
-        raise ValueError(f"every_n_updates must be an integer >= 1; got {every_n_updates!r}.")
-    return every_n_updates
+def _check_period(every: int, name: str = "every_n_updates") -> int:
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {every!r}.")
+    return every
 
 
 class FieldEvaluation(L.Callback):
@@ -94,3 +95,32 @@ class PeriodicCheckpoint(ModelCheckpoint):
         candidates = self._monitor_candidates(trainer)
         self._save_topk_checkpoint(trainer, candidates)
         self._save_last_checkpoint(trainer, candidates)
+
+
+class ResidentMemory(L.Callback):
+    """Every ``every_n_batches`` training steps, record the process's resident memory: does a long
+    stream grow the trainer's memory?
+
+    Works with `torch_ude.training.JetMatchingModule` (its ``stream`` and ``stats``) on a data module
+    with a sample rate ``fs``.
+
+    Args:
+        every_n_batches: sampling period in training steps (>= 1); a step of the module consumes
+            ``chunks_per_step`` chunks of the stream (by default 25 chunks of 40 ms: 1 s of stream).
+
+    Attributes:
+        samples: one dict per sample: ``stream_s`` (the stream's time in s at its newest sample), ``rss_mb``
+            (resident set size in MiB) and ``updates`` (the module's update count).
+    """
+
+    def __init__(self, every_n_batches: int) -> None:
+        self.every = _check_period(every_n_batches, "every_n_batches")
+        self.samples: list[dict] = []
+        self._process = psutil.Process()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        """Sample when ``batch_idx`` is a multiple of the period."""
+        if batch_idx % self.every == 0:
+            stream_s = (pl_module.stream.last_tick or 0) / trainer.datamodule.fs
+            self.samples.append({"stream_s": stream_s, "rss_mb": self._process.memory_info().rss / 2**20,
+                                 "updates": pl_module.stats["updates"]})

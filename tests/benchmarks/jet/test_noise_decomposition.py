@@ -1,4 +1,4 @@
-"""The noise-decomposition benchmark: the true-state diagnostic and the variant table, on a tiny run."""
+"""The noise-decomposition benchmark: the variants' overrides and the table, on a tiny run."""
 import json
 
 import pytest
@@ -25,24 +25,21 @@ def test_stream_changes_keep_the_chosen_configs_own_stream_block():
     assert bench.variant_overrides(bench.REMEDIES["reference"], {"m": 8, "lambda2": 0.0}, block) == []
 
 
-def test_true_state_runs_share_the_noisy_calibration_and_read_the_clean_states(tmp_path, monkeypatch):
+def test_a_table_of_other_seeds_gets_its_own_file_and_compares_with_the_reference(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
-    bench.main(["--levels", "0.05", "--seeds", "0", "--variants", "reference", "true_x", "--duration", "8",
-                "--max-steps", "60"])
+    bench.main(["--levels", "0.05", "--seeds", "0", "--variants", "reference", "--duration", "8", "--max-steps", "60"])
     folder = tmp_path / bench.NAME / "duration_8.0_steps_60"
-    ref = json.loads((folder / "reference_0.05_0" / "metrics.json").read_text())
-    true_x = json.loads((folder / "true_x_0.05_0" / "metrics.json").read_text())
-    assert true_x["updates"] == ref["updates"] == 60
-    # the clean channels ride after the noisy ones and leave m, lambda2 and the noisy sigma as they were
-    sigma = true_x["calibration"]["sigma"]
-    assert len(sigma) == 4 and max(sigma[2:]) < 1e-6 < min(sigma[:2])
-    assert sigma[:2] == pytest.approx(ref["calibration"]["sigma"], rel=1e-12)
-    assert (true_x["m"], true_x["lambda2"]) == (ref["m"], ref["lambda2"])
-    assert true_x["counters"]["accepted"] == ref["counters"]["accepted"]
+    assert json.loads((folder / "reference_0.05_0" / "metrics.json").read_text())["updates"] == 60
     # seeds other than the default 0-2 get their own table file
     table = json.loads((folder / "decomposition_seeds_0.json").read_text())
-    assert set(table["summary"]["0.05"]) == {"reference", "true_x"}
+    assert set(table["summary"]["0.05"]) == {"reference"}
     assert table["summary"]["0.05"]["reference"]["change_vs_reference"] == 0.0
+
+
+def test_the_true_state_variant_runs_the_librarys_oracle():
+    args = bench.variant_overrides(bench.DECOMPOSITION["true_x"], {"m": 8, "lambda2": 0.0}, bench._V2["stream"])
+    assert args == ["--model.class_path", "torch_ude.training.TrueStateModule",
+                    "--data.class_path", "torch_ude.training.TrueStateDataModule"]
 
 
 def test_unknown_variants_are_refused_with_the_choices():

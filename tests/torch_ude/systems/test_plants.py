@@ -73,6 +73,15 @@ def test_single_pendulum_reexcitation_stays_inside_the_energy_level():
     assert bool(p.visited_region(states).all())
 
 
+def test_rollout_states_start_at_x0_and_lie_on_their_energy_levels():
+    p = SinglePendulum()
+    x0 = p.rollout_states()
+    assert x0.shape == (8, 2) and x0.dtype == torch.float64 and x0[0].tolist() == [1.2, 0.0]
+    fractions = torch.tensor([1.0, 0.3, 0.5, 0.7, 0.9, 0.95, 0.6, 0.4], dtype=torch.float64)
+    assert torch.allclose(p.energy(x0) / p.energy0, fractions, atol=1e-12)
+    assert bool(p.visited_region(x0).all()) and len({(a > 0, b > 0) for a, b in x0[1:].tolist()}) == 4
+
+
 def test_grid_and_visited_region():
     p = SinglePendulum()
     grid = p.evaluation_grid()

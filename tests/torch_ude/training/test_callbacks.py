@@ -1,4 +1,4 @@
-"""Callbacks: periodic checkpoints that follow the update count, and resuming a killed run."""
+"""Callbacks: periodic checkpoints that follow the update count, resuming a killed run, resident memory."""
 import json
 import os
 import signal
@@ -14,7 +14,7 @@ import torch
 from torch_ude.cli import main
 from torch_ude.stream import StreamSettings
 from torch_ude.systems import SinglePendulum
-from torch_ude.training import JetMatchingModule, PeriodicCheckpoint, StreamDataModule
+from torch_ude.training import JetMatchingModule, PeriodicCheckpoint, ResidentMemory, StreamDataModule
 
 SHORT = ["--data.duration", "12", "--model.stream.capacity", "512", "--model.stream.calibration_s", "1.0",
          "--trainer.enable_progress_bar", "false", "--trainer.logger", "false"]
@@ -72,3 +72,19 @@ def test_a_run_killed_after_a_periodic_checkpoint_resumes_to_the_uninterrupted_w
     metrics = json.loads((killed / "metrics.json").read_text())
     assert metrics["status"] == "finished" and (killed / "field.pt").is_file()
     assert metrics["e_field"] == json.loads((tmp_path / "full" / "metrics.json").read_text())["e_field"]
+
+
+def test_resident_memory_samples_the_stream_time_memory_and_updates(tmp_path):
+    dm = StreamDataModule(SinglePendulum(), duration=4.0, noise=0.01, seed=1)
+    model = JetMatchingModule(stream=StreamSettings(capacity=256, calibration_s=1.0), replay=False)
+    memory = ResidentMemory(every_n_batches=2)  # every 2 s of the stream (a training step reads 1 s)
+    trainer = L.Trainer(max_steps=100, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False, default_root_dir=tmp_path, num_sanity_val_steps=0,
+                        limit_val_batches=0, callbacks=[memory])
+    trainer.fit(model, dm)
+    assert [s["stream_s"] for s in memory.samples] == [0.999, 2.999, 3.999]  # the last: the step the stream ended
+    assert all(s["rss_mb"] > 10 for s in memory.samples)
+    updates = [s["updates"] for s in memory.samples]
+    assert updates[0] == 0 and updates == sorted(updates) and updates[-1] > 0
+    with pytest.raises(ValueError, match="every_n_batches must be an integer >= 1"):
+        ResidentMemory(every_n_batches=0)

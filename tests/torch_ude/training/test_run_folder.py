@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 import torch_ude
 from torch_ude.cli import main
-from torch_ude.export import load_field
+from torch_ude.export import same_weights
 from torch_ude.training import PeriodicCheckpoint
 from torch_ude.training.run_folder import LOCK_FILE, RunFolderLock, settings_differ
 from tests.torch_ude.helpers import forced_pendulum_log, write_csv
@@ -40,15 +39,6 @@ def _notes(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("torch-ude:")]
 
 
-def _weights(folder: Path) -> dict:
-    return load_field(folder)[0].state_dict()
-
-
-def _same_weights(a: Path, b: Path) -> bool:
-    wa, wb = _weights(a), _weights(b)
-    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-
-
 def _status(folder: Path) -> str:
     return json.loads((folder / "metrics.json").read_text())["status"]
 
@@ -67,7 +57,7 @@ def test_the_command_of_a_killed_run_resumes_it_to_the_uninterrupted_weights(tmp
     assert _notes(err) == [f"torch-ude: the run in {tmp_path} did not finish (its metrics.json says \"running\" and no "
                            f"process holds the folder): resuming from {tmp_path}/tensorboard/version_0/checkpoints/"
                            f"last.ckpt at update 1012; add --fresh to start over instead."]
-    assert _status(tmp_path) == "finished" and _same_weights(tmp_path, uninterrupted)
+    assert _status(tmp_path) == "finished" and same_weights(tmp_path, uninterrupted)
 
 
 def test_fresh_starts_a_killed_run_over_and_other_settings_are_refused(tmp_path, uninterrupted):
@@ -82,7 +72,7 @@ def test_fresh_starts_a_killed_run_over_and_other_settings_are_refused(tmp_path,
     assert _notes(err)[0].startswith(f"torch-ude: the run in {tmp_path} did not finish (its metrics.json says "
                                      f"\"running\" and no process holds the folder); --fresh: starting over (its "
                                      f"checkpoints stay, the newest is ")
-    assert _status(tmp_path) == "finished" and _same_weights(tmp_path, uninterrupted)
+    assert _status(tmp_path) == "finished" and same_weights(tmp_path, uninterrupted)
 
 
 def test_a_run_killed_before_its_first_checkpoint_does_not_resume_an_earlier_finished_run(tmp_path, uninterrupted):
@@ -92,7 +82,7 @@ def test_a_run_killed_before_its_first_checkpoint_does_not_resume_an_earlier_fin
     err = _fit(*SHORT, *early, "--trainer.default_root_dir", tmp_path)
     assert _notes(err) == [f"torch-ude: the run in {tmp_path} did not finish (its metrics.json says \"running\" and "
                            f"no process holds the folder) and left no complete checkpoint: starting over."]
-    assert _status(tmp_path) == "finished" and _same_weights(tmp_path, uninterrupted)
+    assert _status(tmp_path) == "finished" and same_weights(tmp_path, uninterrupted)
 
 
 def test_a_run_killed_twice_resumes_where_it_stood(tmp_path, uninterrupted):
@@ -105,7 +95,7 @@ def test_a_run_killed_twice_resumes_where_it_stood(tmp_path, uninterrupted):
     _fit(*longer, *later, "--trainer.default_root_dir", tmp_path, expect=-signal.SIGKILL)
     err = _fit(*longer, *later, "--trainer.default_root_dir", tmp_path)
     assert f"resuming from {tmp_path}/tensorboard/version_0/checkpoints/last.ckpt at update 1012;" in _notes(err)[0]
-    assert _status(tmp_path) == "finished" and _same_weights(tmp_path, tmp_path / "x")
+    assert _status(tmp_path) == "finished" and same_weights(tmp_path, tmp_path / "x")
 
 
 def _holder(folder: Path) -> subprocess.Popen:
@@ -171,7 +161,7 @@ def test_a_killed_real_log_run_left_a_checkpoint_and_resumes(tmp_path):
     assert 1000 <= crossed < 1100  # the checkpoint after the replay chunk that crossed 1000 updates, before the kill
     err = _fit("--config", tmp_path / "logs.yaml", "--trainer.default_root_dir", run, *kill)
     assert "resuming from" in _notes(err)[0] and f"at update {crossed};" in _notes(err)[0]
-    assert _status(run) == "finished" and _same_weights(run, whole)
+    assert _status(run) == "finished" and same_weights(run, whole)
 
 
 def test_every_fit_checkpoints_periodically_unless_told_not_to(tmp_path):
