@@ -11,8 +11,8 @@ import torch
 from mhe import MovingHorizonEstimator, WindowSolver
 from mhe.estimator.arrival import arrival_bounds
 from mhe.estimator.kkt import prediction_loss
-from mhe.estimator.solver import (cold_guesses, cold_solve, lower_cost, lowest_cost_solve, propagated_guess, propagated_solve,
-                                 solved_loss)
+from mhe.estimator.solver import (cold_guesses, cold_solve, lower_cost, lowest_cost_solve, propagated_guess,
+                                 propagated_solve, solved_loss)
 from tests.mhe.helpers import ARRIVAL_MEAN, ARRIVAL_STD, estimator, vehicle_windows
 
 

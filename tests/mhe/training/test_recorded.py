@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT.parent / "shared" / "data" / "dfki_pendulum"
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason=f"the DFKI pendulum files are not at {DATA} (see ../shared/data/README.md)")
+@pytest.mark.skipif(not DATA.is_dir(),
+                    reason=f"the DFKI pendulum files are not at {DATA} (see ../shared/data/README.md)")
 def test_one_gauss_newton_step_on_the_real_logs_moves_the_friction_only(tmp_path, monkeypatch):
     text = (ROOT / "configs" / "dfki_pendulum.yaml").read_text().replace("../shared/data/dfki_pendulum", str(DATA))
     (tmp_path / "dfki.yaml").write_text(text)
