@@ -11,9 +11,9 @@ from torch.func import jacrev
 from torch_ude import HybridField
 from torch_ude.systems import TorqueDoublePendulumModel, TorquePendulumModel
 from torch_ude.systems.dfki_double_pendulum import MODEL_3_1, dfki_lab_model
-from baselines.gradcheck import complex_copy, complex_step_gradient
+from baselines.gradcheck import complex_copy, complex_step_gradient, relative_error
 from baselines.shooting import ShootingObjective
-from tests.baselines.test_adjoint import _input_windows, _relative
+from tests.baselines.test_adjoint import _input_windows
 from tests.torch_ude.test_jet import _complex_step_grads, _input_batch, _loss_for, _naive_input_loss, _rel
 
 DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "dfki_double_pendulum"
@@ -106,8 +106,8 @@ def test_baseline_adjoint_matches_complex_step():
     reference = ShootingObjective(complex_copy(field), windows, state_scale=scale)
     reference.shooting_states.copy_(objective.shooting_states)
     theta_cs, states_cs = complex_step_gradient(reference)
-    assert _relative(torch.cat([g.reshape(-1) for g in result.grads]), theta_cs) <= 1e-12
-    assert _relative(result.state_grad, states_cs) <= 1e-12
+    assert relative_error(torch.cat([g.reshape(-1) for g in result.grads]), theta_cs) <= 1e-12
+    assert relative_error(result.state_grad, states_cs) <= 1e-12
 
 
 def test_the_mass_matrix_and_friction():
