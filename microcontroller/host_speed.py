@@ -84,18 +84,17 @@ def host_speedup(config: str | Path, repeats: int, folder: str | Path, overrides
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1; got {repeats}.")
     folder = Path(folder)
-    walls = {"c": [], "python": []}
     runs = {"c": [], "python": []}
     python = str(python_config(config, folder / "python.yaml"))
     for k in range(repeats):
         for engine, engine_config, extra in (("c", config, []), ("python", python, PYTHON_GRANULARITY)):
             m = fit_config(engine_config, folder / f"{engine}-{k}", 0, [*overrides, *extra])
-            walls[engine].append(m["wall_s"])
             runs[engine].append({key: m[key] for key in ("wall_s", "update_ms", "stream_s", "e_field_visited",
                                                          "c_hat", "m")})
             if engine == "c":
                 updates = m["updates"]
     plant = [stream_seconds(config, overrides) for _ in range(repeats)]
+    walls = {e: [r["wall_s"] for r in v] for e, v in runs.items()}
     med = {e: statistics.median(v) for e, v in walls.items()}
     c_update = statistics.median(r["update_ms"] for r in runs["c"]) * updates / 1e3
     return {"wall_s": walls, "median_wall_s": med, "speedup": med["python"] / med["c"], "runs": runs,
